@@ -1,0 +1,30 @@
+/* Internal C entry points of the softdla engine: load a loadable and run it on host buffers.
+ * Used by the Python test-suite (ctypes) and tools. The public API is cudla.h; this one exists so the
+ * engine can be exercised without a cuDLA device. Every function returns 0 on success, or a non-zero
+ * status with a message in err (NUL-terminated, truncated to errlen). No exception leaves these. */
+#ifndef SOFTDLA_ENGINE_C_H
+#define SOFTDLA_ENGINE_C_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct softdla_engine softdla_engine;
+
+/* Verifies and loads a loadable (the buffer may be freed afterwards). */
+int softdla_engine_load(const uint8_t* data, size_t size, softdla_engine** out, char* err, size_t errlen);
+void softdla_engine_free(softdla_engine* engine);
+uint32_t softdla_engine_num_inputs(const softdla_engine* engine);
+uint32_t softdla_engine_num_outputs(const softdla_engine* engine);
+/* Bytes of input/output i in its bound format (the descriptor's size field), 0 if i is out of range. */
+uint64_t softdla_engine_io_size(const softdla_engine* engine, int is_output, uint32_t i);
+/* Runs once. inputs/outputs hold one buffer per I/O tensor, each io_size bytes. */
+int softdla_engine_run(softdla_engine* engine, const void* const* inputs, void* const* outputs, char* err,
+                       size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

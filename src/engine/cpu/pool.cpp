@@ -1,0 +1,87 @@
+// Max and average pooling. INT8 average uses the Q16 reciprocal rule of the DLA's PDP
+// (docs/NUMERICS.md §Pooling); padding is inclusive (Xavier) or excluded (Orin option).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "element.h"
+#include "kernels.h"
+#include "numerics.h"
+#include "thread_pool.h"
+
+namespace softdla::cpu {
+namespace {
+
+class PoolKernel final : public OpKernel {
+ public:
+  PoolKernel(const Model& m, const Op& op, const PoolParams& p)
+      : p_(p), dtype_(m.tensors[op.outputs[0]].dtype), in_(m.tensors[op.inputs[0]].shape),
+        out_(m.tensors[op.outputs[0]].shape) {}
+
+  void run(const OpIo& io, ThreadPool& pool) const override {
+    const size_t planes = size_t(in_[0]) * in_[1];
+    pool.parallel_for(planes, [&](size_t b, size_t e) {
+      for (size_t pl = b; pl < e; ++pl) {
+        if (dtype_ == DataType::kInt8)
+          plane(static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl);
+        else
+          with_float_storage(dtype_, [&](auto* tag) {
+            using T = std::remove_pointer_t<decltype(tag)>;
+            plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
+          });
+      }
+    }, 4);
+  }
+
+ private:
+  template <class T>
+  void plane(const T* x, T* y, size_t pl) const {
+    const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3];
+    x += pl * H * W;
+    y += pl * OH * OW;
+    for (size_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = int64_t(oh * p_.stride_h) - p_.pad_top;
+      const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p_.kernel_h, H);
+      for (size_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = int64_t(ow * p_.stride_w) - p_.pad_left;
+        const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p_.kernel_w, W);
+        const unsigned kh = p_.exclude_padding ? unsigned(he - hb) : p_.kernel_h;
+        const unsigned kw = p_.exclude_padding ? unsigned(we - wb) : p_.kernel_w;
+        if constexpr (std::is_same_v<T, int8_t>) {
+          int64_t acc = p_.kind == PoolKind::kMax ? -128 : 0;
+          for (int64_t h = hb; h < he; ++h)
+            for (int64_t w = wb; w < we; ++w)
+              acc = p_.kind == PoolKind::kMax ? std::max<int64_t>(acc, x[h * W + w]) : acc + x[h * W + w];
+          if (p_.kind == PoolKind::kAverage) {
+            acc = num::rshift_rhaz(acc * num::q16_reciprocal(kw), 16);
+            acc = num::rshift_rhaz(acc * num::q16_reciprocal(kh), 16);
+          }
+          y[oh * OW + ow] = num::sat8(acc);
+        } else {
+          float acc = p_.kind == PoolKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+          bool nan = false;
+          for (int64_t h = hb; h < he; ++h)
+            for (int64_t w = wb; w < we; ++w) {
+              const float v = load(x, size_t(h * W + w));
+              nan |= std::isnan(v);
+              acc = p_.kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
+            }
+          if (p_.kind == PoolKind::kAverage) acc /= float(kh * kw);
+          store(y, oh * OW + ow, nan ? std::numeric_limits<float>::quiet_NaN() : acc);
+        }
+      }
+    }
+  }
+
+  PoolParams p_;
+  DataType dtype_;
+  Shape in_, out_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_pool(const Model& m, const Op& op, const PoolParams& p) {
+  return std::make_unique<PoolKernel>(m, op, p);
+}
+
+}  // namespace softdla::cpu

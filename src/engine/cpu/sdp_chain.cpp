@@ -1,0 +1,150 @@
+#include "sdp_chain.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "element.h"
+#include "numerics.h"
+
+namespace softdla::cpu {
+
+using num::rescale32;
+using num::sat32;
+
+std::array<int8_t, 256> activation_lut(ActivationLut kind, float in_scale, float out_scale) {
+  std::array<int8_t, 256> table{};
+  for (int q = -128; q <= 127; ++q) {
+    const double x = num::round_to_half(float(q) * in_scale);  // dequantize into fp16
+    const double y = kind == ActivationLut::kSigmoid ? 1.0 / (1.0 + std::exp(-x)) : std::tanh(x);
+    const double h = num::round_to_half(float(y));              // the FP16 result
+    table[size_t(q + 128)] = num::quantize(float(std::round(h / double(out_scale))));
+  }
+  return table;
+}
+
+SdpChain::SdpChain(const Model& m, const Op& op, const SdpParams& p)
+    : requant_(p.requant), dtype_(m.tensors[op.outputs[0]].dtype) {
+  const Shape& out = m.tensors[op.outputs[0]].shape;
+  hw_ = out[2] * out[3];
+  for (const SdpStep& s : p.steps) {
+    Step st{s, 0, {}};
+    if (is_eltwise(s.kind)) {
+      const auto it = std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor));
+      st.operand_slot = size_t(it - op.inputs.begin());
+      st.operand_shape = m.tensors[uint32_t(s.tensor)].shape;
+    }
+    steps_.push_back(std::move(st));
+  }
+  if (p.lut != ActivationLut::kNone) {
+    has_lut_ = true;
+    lut_ = activation_lut(p.lut, p.lut_input_scale, m.tensors[op.outputs[0]].scale);
+  }
+}
+
+const void* SdpChain::operand_row(const Step& st, Operands ops, uint32_t n, uint32_t c, size_t hw0,
+                                  bool& broadcast_hw) const {
+  const Shape& e = st.operand_shape;
+  const size_t en = e[0] == 1 ? 0 : n, ec = e[1] == 1 ? 0 : c;
+  broadcast_hw = e[2] * e[3] == 1;
+  const size_t ehw = size_t(e[2]) * e[3];
+  const size_t index = (en * e[1] + ec) * ehw + (broadcast_hw ? 0 : hw0);
+  const size_t elem = element_size(dtype_);
+  return static_cast<const uint8_t*>(ops[st.operand_slot]) + index * elem;
+}
+
+void SdpChain::run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops,
+                        int8_t* out) const {
+  for (const Step& st : steps_) {
+    const SdpStep& s = st.s;
+    const int64_t operand = s.ivalues.empty() ? 0 : s.ivalues[s.ivalues.size() == 1 ? 0 : c];
+    switch (s.kind) {
+      case SdpKind::kBias:
+        for (size_t i = 0; i < count; ++i) v[i] = sat32(v[i] + operand);
+        break;
+      case SdpKind::kScale:
+        for (size_t i = 0; i < count; ++i) v[i] = rescale32(v[i], operand, s.shift);
+        break;
+      case SdpKind::kPRelu:
+        for (size_t i = 0; i < count; ++i)
+          if (v[i] < 0) v[i] = rescale32(v[i], operand, s.shift);
+        break;
+      case SdpKind::kRelu:
+        for (size_t i = 0; i < count; ++i) v[i] = std::max<int64_t>(v[i], 0);
+        break;
+      case SdpKind::kClip:
+        for (size_t i = 0; i < count; ++i) v[i] = std::clamp<int64_t>(v[i], s.lo_i, s.hi_i);
+        break;
+      default: {  // element-wise with the second tensor
+        bool bc = false;
+        const int8_t* e = static_cast<const int8_t*>(operand_row(st, ops, n, c, hw0, bc));
+        for (size_t i = 0; i < count; ++i) {
+          const int64_t x = rescale32(e[bc ? 0 : i], s.tensor_multiplier, s.tensor_shift);
+          switch (s.kind) {
+            case SdpKind::kEltAdd: v[i] = sat32(v[i] + x); break;
+            case SdpKind::kEltSub: v[i] = sat32(v[i] - x); break;
+            case SdpKind::kEltMul: v[i] = rescale32(v[i], x, s.shift); break;
+            case SdpKind::kEltMax: v[i] = std::max(v[i], x); break;
+            default: v[i] = std::min(v[i], x); break;
+          }
+        }
+      }
+    }
+  }
+  const size_t rc = requant_.multiplier.size() == 1 ? 0 : c;
+  const int64_t mult = requant_.multiplier[rc];
+  const unsigned shift = requant_.shift[rc];
+  for (size_t i = 0; i < count; ++i) {
+    const int8_t q = num::sat8(num::rshift_rhaz(v[i] * mult, shift));
+    out[i] = has_lut_ ? lut_[size_t(q + 128)] : q;
+  }
+}
+
+void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops) const {
+  for (const Step& st : steps_) {
+    const SdpStep& s = st.s;
+    const float operand = s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c];
+    switch (s.kind) {
+      case SdpKind::kBias:
+        for (size_t i = 0; i < count; ++i) v[i] += operand;
+        break;
+      case SdpKind::kScale:
+        for (size_t i = 0; i < count; ++i) v[i] *= operand;
+        break;
+      case SdpKind::kPRelu:
+        for (size_t i = 0; i < count; ++i)
+          if (v[i] < 0) v[i] *= operand;
+        break;
+      case SdpKind::kRelu:
+        for (size_t i = 0; i < count; ++i) v[i] = v[i] > 0.f ? v[i] : (std::isnan(v[i]) ? v[i] : 0.f);
+        break;
+      case SdpKind::kClip:
+        for (size_t i = 0; i < count; ++i)
+          if (!std::isnan(v[i])) v[i] = std::clamp(v[i], s.lo, s.hi);
+        break;
+      case SdpKind::kSigmoid:
+        for (size_t i = 0; i < count; ++i) v[i] = 1.f / (1.f + std::exp(-v[i]));
+        break;
+      case SdpKind::kTanh:
+        for (size_t i = 0; i < count; ++i) v[i] = std::tanh(v[i]);
+        break;
+      default: {
+        bool bc = false;
+        const void* row = operand_row(st, ops, n, c, hw0, bc);
+        for (size_t i = 0; i < count; ++i) {
+          const size_t j = bc ? 0 : i;
+          const float x = dtype_ == DataType::kFloat16 ? load(static_cast<const uint16_t*>(row), j)
+                                                       : load(static_cast<const float*>(row), j);
+          switch (s.kind) {
+            case SdpKind::kEltAdd: v[i] += x; break;
+            case SdpKind::kEltSub: v[i] -= x; break;
+            case SdpKind::kEltMul: v[i] *= x; break;
+            case SdpKind::kEltMax: v[i] = std::isnan(x) ? x : std::max(v[i], x); break;
+            default: v[i] = std::isnan(x) ? x : std::min(v[i], x); break;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace softdla::cpu

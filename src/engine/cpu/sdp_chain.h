@@ -1,0 +1,47 @@
+// The SDP post-processing stage (docs/NUMERICS.md §SDP) applied to a run of values that share one
+// (n, c): conv/deconv accumulators or the elements of a standalone SDP op.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "model.h"
+
+namespace softdla::cpu {
+
+class SdpChain {
+ public:
+  SdpChain(const Model& m, const Op& op, const SdpParams& p);
+
+  // Second-tensor operands of element-wise steps, in op input order (io.inputs[1..]).
+  using Operands = const void* const*;
+
+  // INT8: v holds count int32-range values of channel c, image n, starting at spatial index hw0.
+  // Writes the int8 results to out.
+  void run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops,
+                int8_t* out) const;
+  // Float: v holds fp32 values; results stay in v (the caller stores them in fp32 or fp16).
+  void run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops) const;
+
+  bool empty() const { return steps_.empty(); }
+
+ private:
+  struct Step {
+    SdpStep s;
+    size_t operand_slot = 0;   // index into Operands for element-wise steps
+    Shape operand_shape{};
+  };
+  const void* operand_row(const Step& st, Operands ops, uint32_t n, uint32_t c, size_t hw0,
+                          bool& broadcast_hw) const;
+  std::vector<Step> steps_;
+  Requant requant_;
+  bool has_lut_ = false;
+  std::array<int8_t, 256> lut_{};
+  DataType dtype_;
+  uint32_t hw_ = 1;
+};
+
+// The 256-entry int8 -> int8 activation table of docs/NUMERICS.md (sigmoid/tanh in FP16).
+std::array<int8_t, 256> activation_lut(ActivationLut kind, float in_scale, float out_scale);
+
+}  // namespace softdla::cpu

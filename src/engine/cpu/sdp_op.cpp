@@ -1,0 +1,55 @@
+// A standalone SDP op (bias, batch-norm/scale, element-wise, activations, requantize) on a tensor.
+#include <vector>
+
+#include "element.h"
+#include "kernels.h"
+#include "sdp_chain.h"
+#include "thread_pool.h"
+
+namespace softdla::cpu {
+namespace {
+
+class SdpKernel final : public OpKernel {
+ public:
+  SdpKernel(const Model& m, const Op& op, const SdpParams& p)
+      : chain_(m, op, p), dtype_(m.tensors[op.outputs[0]].dtype), shape_(m.tensors[op.outputs[0]].shape) {}
+
+  void run(const OpIo& io, ThreadPool& pool) const override {
+    const size_t hw = size_t(shape_[2]) * shape_[3];
+    pool.parallel_for(size_t(shape_[0]) * shape_[1], [&](size_t b, size_t e) {
+      std::vector<int64_t> vi;
+      std::vector<float> vf;
+      for (size_t nc = b; nc < e; ++nc) {
+        const uint32_t n = uint32_t(nc / shape_[1]), c = uint32_t(nc % shape_[1]);
+        if (dtype_ == DataType::kInt8) {
+          const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + nc * hw;
+          vi.assign(x, x + hw);
+          chain_.run_int8(vi.data(), hw, n, c, 0, io.inputs.data(), static_cast<int8_t*>(io.output) + nc * hw);
+        } else {
+          with_float_storage(dtype_, [&](auto* tag) {
+            using T = std::remove_pointer_t<decltype(tag)>;
+            const T* x = static_cast<const T*>(io.inputs[0]) + nc * hw;
+            vf.resize(hw);
+            for (size_t i = 0; i < hw; ++i) vf[i] = load(x, i);
+            chain_.run_float(vf.data(), hw, n, c, 0, io.inputs.data());
+            T* y = static_cast<T*>(io.output) + nc * hw;
+            for (size_t i = 0; i < hw; ++i) store(y, i, vf[i]);
+          });
+        }
+      }
+    }, 4);
+  }
+
+ private:
+  SdpChain chain_;
+  DataType dtype_;
+  Shape shape_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_sdp(const Model& m, const Op& op, const SdpParams& p) {
+  return std::make_unique<SdpKernel>(m, op, p);
+}
+
+}  // namespace softdla::cpu

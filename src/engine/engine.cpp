@@ -1,0 +1,82 @@
+#include "engine.h"
+
+#include <cstring>
+
+#include "error.h"
+#include "io_convert.h"
+#include "io_layout.h"
+#include "thread_pool.h"
+
+namespace softdla {
+
+Engine::Engine(Model model) : model_(std::move(model)) {
+  for (size_t i = 0; i < model_.ops.size(); ++i) kernels_.push_back(cpu::make_kernel(model_, i));
+  io_linear_.resize(model_.inputs.size() + model_.outputs.size());
+}
+
+Engine::~Engine() = default;
+
+void Engine::run(std::span<const void* const> inputs, std::span<void* const> outputs,
+                 std::vector<OpTiming>* timings) const {
+  if (inputs.size() != model_.inputs.size() || outputs.size() != model_.outputs.size())
+    fail("engine run: got ", inputs.size(), " inputs and ", outputs.size(), " outputs; the loadable has ",
+         model_.inputs.size(), " and ", model_.outputs.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (arena_.size() < model_.memory_plan.arena_size) arena_.resize(model_.memory_plan.arena_size);
+
+  // Where each tensor lives during this run.
+  std::vector<void*> where(model_.tensors.size(), nullptr);
+  for (size_t t = 0; t < model_.tensors.size(); ++t) {
+    const Tensor& tensor = model_.tensors[t];
+    if (tensor.constant >= 0)
+      where[t] = const_cast<uint8_t*>(model_.constants[size_t(tensor.constant)].data.data());
+    else
+      where[t] = arena_.data() + model_.memory_plan.offsets[t];
+  }
+  auto bind = [&](const IoBinding& io, size_t slot, const void* user) -> IoLayout {
+    const Tensor& t = model_.tensors[io.tensor];
+    const IoLayout layout = io_layout(t.shape, t.dtype, io.format, model_.target);
+    if (io.format == TensorFormat::kLinear) {
+      where[io.tensor] = const_cast<void*>(user);  // zero copy
+    } else {
+      io_linear_[slot].resize(element_count(t.shape) * element_size(t.dtype));
+      where[io.tensor] = io_linear_[slot].data();
+    }
+    return layout;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) fail("engine run: input ", i, " is null");
+    const IoBinding& io = model_.inputs[i];
+    const IoLayout layout = bind(io, i, inputs[i]);
+    if (io.format != TensorFormat::kLinear)
+      unpack_to_linear(inputs[i], layout, model_.tensors[io.tensor].shape, where[io.tensor]);
+  }
+  std::vector<IoLayout> out_layouts;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i]) fail("engine run: output ", i, " is null");
+    out_layouts.push_back(bind(model_.outputs[i], inputs.size() + i, outputs[i]));
+  }
+
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto ms_since = [&](Clock::time_point t) { return std::chrono::duration<double, std::milli>(t - t0).count(); };
+  if (timings) timings->assign(model_.ops.size(), {});
+  ThreadPool& pool = ThreadPool::shared();
+  for (size_t i = 0; i < model_.ops.size(); ++i) {
+    const Op& op = model_.ops[i];
+    OpIo io;
+    for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
+    io.output = where[op.outputs[0]];
+    const auto start = Clock::now();
+    kernels_[i]->run(io, pool);
+    if (timings) (*timings)[i] = {ms_since(start), ms_since(Clock::now())};
+  }
+
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const IoBinding& io = model_.outputs[i];
+    if (io.format != TensorFormat::kLinear)
+      pack_from_linear(where[io.tensor], model_.tensors[io.tensor].shape, out_layouts[i], outputs[i]);
+  }
+}
+
+}  // namespace softdla

@@ -1,0 +1,39 @@
+// Executes a loadable's op graph: prepares one kernel per op, owns the intermediate arena laid out by
+// the memory plan, converts I/O between the bindings' formats and linear NCHW at the graph boundary.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "kernel.h"
+#include "model.h"
+
+namespace softdla {
+
+struct OpTiming {
+  double start_ms = 0, end_ms = 0;  // from the start of the run
+};
+
+class Engine {
+ public:
+  explicit Engine(Model model);  // model must have passed check_model() (read_loadable does that)
+  ~Engine();
+
+  const Model& model() const { return model_; }
+
+  // inputs[i] / outputs[i]: buffers of model().inputs[i].desc.size bytes in the binding's format.
+  // Thread-safe; concurrent calls on one Engine run one after another.
+  void run(std::span<const void* const> inputs, std::span<void* const> outputs,
+           std::vector<OpTiming>* timings = nullptr) const;
+
+ private:
+  Model model_;
+  std::vector<std::unique_ptr<OpKernel>> kernels_;
+  mutable std::mutex mutex_;
+  mutable std::vector<uint8_t> arena_;
+  mutable std::vector<std::vector<uint8_t>> io_linear_;  // linear copies of non-linear I/O tensors
+};
+
+}  // namespace softdla

@@ -1,0 +1,38 @@
+// A small fixed pool for splitting one op over the CPU cores. parallel_for blocks until all chunks ran.
+#pragma once
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace softdla {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(unsigned threads);  // 0: SOFTDLA_THREADS or all cores
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  unsigned size() const { return unsigned(workers_.size()) + 1; }
+  // Calls fn(begin, end) over [0, n) in up to size() contiguous chunks; work below min_per_chunk items
+  // per chunk runs on the calling thread alone.
+  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_per_chunk = 1);
+
+  static ThreadPool& shared();
+
+ private:
+  void worker_loop(unsigned index);
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::mutex submit_mutex_;  // one parallel_for at a time; callers from other threads wait
+  std::condition_variable wake_, done_;
+  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  size_t job_n_ = 0, chunks_ = 0;
+  unsigned generation_ = 0, pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace softdla

@@ -1,0 +1,45 @@
+// Byte layout of a tensor in each DLA I/O format, and the cudlaModuleTensorDescriptor cuDLA reports
+// for it. The rules are in docs/FORMATS.md; this file is their single implementation.
+#pragma once
+#include <cstdint>
+
+#include "model.h"
+
+namespace softdla {
+
+// cuDLA descriptor constants (cudla.h CUDLA_DATA_FORMAT_*, CUDLA_DATA_TYPE_*, ...).
+namespace cudla_const {
+inline constexpr uint8_t kFormatNchw = 1, kFormatNhwc = 2, kFormatNCxHWx = 3;
+inline constexpr uint8_t kTypeFloat = 1, kTypeHalf = 2, kTypeInt8 = 4;
+inline constexpr uint8_t kCategoryImage = 0, kCategoryFeature = 2;
+inline constexpr uint8_t kPixelR8 = 0, kPixelR16F = 5, kPixelA16B16G16R16F = 8, kPixelA8B8G8R8 = 12,
+                         kPixelFeature = 36;
+inline constexpr uint8_t kPitchLinear = 0;
+}  // namespace cudla_const
+
+struct IoLayout {
+  uint64_t size = 0;          // bytes, padding included
+  uint32_t elem = 0;          // bytes per element
+  uint32_t channels_per_group = 1;  // C elements stored together (1 for planar formats)
+  uint32_t group_bytes = 0;   // stride[0]: bytes from one W position to the next
+  uint64_t line_stride = 0;   // stride[1]: bytes from one row (H) to the next
+  uint64_t surface_stride = 0;  // stride[2]: bytes from one channel group (or plane) to the next
+  uint64_t batch_stride = 0;  // stride[3]: bytes from one image (N) to the next
+  // Byte offset of element (n, c, h, w).
+  uint64_t offset(uint32_t n, uint32_t c, uint32_t h, uint32_t w) const {
+    return n * batch_stride + (c / channels_per_group) * surface_stride + h * line_stride +
+           uint64_t(w) * group_bytes + uint64_t(c % channels_per_group) * elem;
+  }
+};
+
+// Line-stride alignment of the target (64 B on Orin, 32 B on Xavier).
+uint32_t line_alignment(Target target);
+
+// Throws Error when the combination is not a DLA format (e.g. chw16 with int8, hwc4 with C = 5).
+IoLayout io_layout(const Shape& shape, DataType dtype, TensorFormat format, Target target);
+
+// The descriptor cuDLA reports for a tensor bound with this format.
+TensorDescriptor io_descriptor(const std::string& name, const Shape& shape, DataType dtype,
+                               TensorFormat format, Target target);
+
+}  // namespace softdla

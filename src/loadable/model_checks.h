@@ -1,0 +1,26 @@
+// Semantic checks of a Model: every index in range, sizes consistent with shape/format/type, weights
+// of the right length, DLA parameter limits (dla-facts.md §1.2), the op graph acyclic and in execution
+// order, the memory plan free of overlaps. Throws Error naming the first problem found.
+#pragma once
+#include "model.h"
+
+namespace softdla {
+
+void check_model(const Model& m);  // check_graph + check_memory_plan
+void check_graph(const Model& m);
+void check_memory_plan(const Model& m);
+
+// Output shape of an op from its input shapes and params (also used by the builder).
+Shape infer_output_shape(const Model& m, const Op& op);
+
+// Helper for checks and execution: which tensors an op reads (data inputs, then element-wise operands).
+struct TensorLifetime {
+  int first = -1;  // op index producing it (-1: graph input or constant)
+  int last = -1;   // last op index reading it
+};
+std::vector<TensorLifetime> tensor_lifetimes(const Model& m);
+
+// True for tensors the memory plan places in the arena (not I/O, not constants).
+std::vector<bool> intermediate_mask(const Model& m);
+
+}  // namespace softdla
