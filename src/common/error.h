@@ -20,13 +20,29 @@ template <class T>
 const auto& printable(const T& v) { return v; }
 inline int printable(const uint8_t& v) { return v; }
 inline int printable(const int8_t& v) { return v; }
+
+// Names read from a corrupt file may hold any bytes: keep messages printable ASCII (\xNN escapes).
+inline std::string escape_unprintable(const std::string& s) {
+  static const char* const hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch >= 0x20 && ch < 0x7f) {
+      out += char(ch);
+    } else {
+      out += "\\x";
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
 }  // namespace detail
 
 template <class... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
   std::ostringstream os;
   ((os << detail::printable(parts)), ...);
-  throw Error(os.str());
+  throw Error(detail::escape_unprintable(os.str()));
 }
 
 }  // namespace softdla

@@ -11,6 +11,7 @@ LogLevel log_threshold() {
   static const LogLevel level = [] {
     const char* env = std::getenv("SOFTDLA_LOG");
     if (!env) return LogLevel::kWarn;
+    if (!std::strcmp(env, "none")) return LogLevel(-1);
     if (!std::strcmp(env, "error")) return LogLevel::kError;
     if (!std::strcmp(env, "info")) return LogLevel::kInfo;
     if (!std::strcmp(env, "debug")) return LogLevel::kDebug;

@@ -1,4 +1,4 @@
-// The one logging facility: SOFTDLA_LOG=error|warn|info|debug (default warn), lines to stderr as
+// The one logging facility: SOFTDLA_LOG=none|error|warn|info|debug (default warn), lines to stderr as
 // "softdla <level>: message".
 #pragma once
 #include <sstream>

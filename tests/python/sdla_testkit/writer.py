@@ -83,8 +83,8 @@ class Graph:
                     dilationW=dilation[1], groups=groups, post=post)
 
     @staticmethod
-    def params(kind, **fields):
-        return _obj(kind, kind + "T", **fields)
+    def params(table, /, **fields):
+        return _obj(table, table + "T", **fields)
 
     # ---- serialization ----
     def _binding(self, t, fmt):

@@ -1,0 +1,22 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+# Expected rejections would flood the output; tests read the error strings instead.
+os.environ.setdefault("SOFTDLA_LOG", "none")
+
+from sdla_testkit import engine  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running tests (run with -m slow)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _engine_library():
+    try:
+        engine.lib()
+    except OSError as e:
+        pytest.exit(f"engine library not built ({e}); run: cmake --preset release && cmake --build --preset release")

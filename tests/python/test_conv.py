@@ -1,0 +1,161 @@
+"""Convolution against NumPy: FP32 (1e-5 relative), FP16 (1e-3 relative L2), INT8 (exact) over the
+DLA parameter range: kernel 1-32, stride 1-8, dilation, groups/depthwise, asymmetric padding, odd C."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sdla_testkit import formats as F
+from sdla_testkit import reference as R
+from sdla_testkit import writer
+from sdla_testkit.engine import run_graph
+
+
+@st.composite
+def conv_cases(draw, big_kernels=False):
+    groups = draw(st.sampled_from([1, 1, 1, 2, 3, 4]))
+    depthwise = draw(st.booleans()) and groups == 1
+    cg = 1 if depthwise else draw(st.integers(1, 9))
+    kg = 1 if depthwise else draw(st.integers(1, 7))
+    if depthwise:
+        groups = draw(st.integers(1, 37))
+    r = draw(st.integers(1, 32 if big_kernels else 5))
+    s = draw(st.integers(1, 32 if big_kernels else 5))
+    dh = draw(st.integers(1, 3 if r > 1 else 32))
+    dw = draw(st.integers(1, 3 if s > 1 else 32))
+    sh, sw = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    pads = [draw(st.integers(0, min(r - 1, 31))), draw(st.integers(0, min(s - 1, 31))),
+            draw(st.integers(0, min(r - 1, 31))), draw(st.integers(0, min(s - 1, 31)))]
+    eff_r, eff_s = (r - 1) * dh + 1, (s - 1) * dw + 1
+    h = max(1, eff_r - pads[0] - pads[2]) + draw(st.integers(0, 9))
+    w = max(1, eff_s - pads[1] - pads[3]) + draw(st.integers(0, 9))
+    n = draw(st.integers(1, 2))
+    return dict(n=n, c=cg * groups, k=kg * groups, h=h, w=w, r=r, s=s, stride=(sh, sw), dil=(dh, dw),
+                pads=tuple(pads), groups=groups, seed=draw(st.integers(0, 2 ** 31)))
+
+
+def out_hw(c):
+    oh = (c["h"] + c["pads"][0] + c["pads"][2] - ((c["r"] - 1) * c["dil"][0] + 1)) // c["stride"][0] + 1
+    ow = (c["w"] + c["pads"][1] + c["pads"][3] - ((c["s"] - 1) * c["dil"][1] + 1)) // c["stride"][1] + 1
+    return oh, ow
+
+
+def build_float(c, dtype, x_fmt=F.LINEAR, y_fmt=F.LINEAR):
+    rng = np.random.default_rng(c["seed"])
+    x = rng.standard_normal((c["n"], c["c"], c["h"], c["w"])).astype(dtype)
+    wt = rng.standard_normal((c["k"], c["c"] // c["groups"], c["r"], c["s"])).astype(dtype)
+    bias = rng.standard_normal(c["k"]).astype(np.float32)
+    g = writer.Graph()
+    xi = g.input("x", x.shape, dtype, fmt=x_fmt)
+    oh, ow = out_hw(c)
+    y = g.tensor("y", (c["n"], c["k"], oh, ow), dtype)
+    post = writer.sdp([writer.sdp_step("bias", fvalues=bias)])
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, dtype), c["stride"], c["pads"], c["dil"], c["groups"], post))
+    g.output(y, y_fmt)
+    ref = R.sdp_float(R.conv_acc(x, wt, c["stride"], c["pads"], c["dil"], c["groups"]), [("bias", {"values": bias})])
+    return g, x, ref
+
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(conv_cases())
+def test_conv_fp32(c):
+    g, x, ref = build_float(c, np.float32)
+    assert R.rel_err(run_graph(g, x), ref) < 1e-5
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(conv_cases())
+def test_conv_fp16(c):
+    g, x, ref = build_float(c, np.float16)
+    assert R.rel_l2(run_graph(g, x), ref) < 1e-3
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(conv_cases(big_kernels=True))
+def test_conv_fp32_large_kernels(c):
+    g, x, ref = build_float(c, np.float32)
+    assert R.rel_err(run_graph(g, x), ref) < 1e-5
+
+
+def build_int8(c, rng, steps_spec=(), x_fmt=F.LINEAR, y_fmt=F.LINEAR, lut=0):
+    x = rng.integers(-128, 128, (c["n"], c["c"], c["h"], c["w"])).astype(np.int8)
+    wt = rng.integers(-128, 128, (c["k"], c["c"] // c["groups"], c["r"], c["s"])).astype(np.int8)
+    kdim = c["c"] // c["groups"] * c["r"] * c["s"]
+    # Output converter: scale accumulators of magnitude ~ 128*128*sqrt(kdim) down to int8 range.
+    mult = rng.integers(1, 2 ** 15, c["k"])
+    shift = np.full(c["k"], int(np.ceil(np.log2(128 * 128 * np.sqrt(kdim) * 2 ** 15 / 127))) + 1)
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.int8, 0.05, fmt=x_fmt)
+    oh, ow = out_hw(c)
+    y = g.tensor("y", (c["n"], c["k"], oh, ow), np.int8, 0.1)
+    steps, ref_steps = [], []
+    for kind, p in steps_spec:
+        steps.append(writer.sdp_step(kind, ivalues=p.get("values"), shift=p.get("shift", 0), lo_i=p.get("lo", 0),
+                                     hi_i=p.get("hi", 0)))
+        ref_steps.append((kind, p))
+    post = writer.sdp(steps, multiplier=mult, shift=shift, lut=lut, lut_input_scale=0.04)
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.int8), c["stride"], c["pads"], c["dil"], c["groups"], post))
+    g.output(y, y_fmt)
+    acc = R.sat32(R.conv_acc(x, wt, c["stride"], c["pads"], c["dil"], c["groups"], exact=True))
+    table = None
+    if lut:
+        table = R.activation_lut("sigmoid" if lut == 1 else "tanh", 0.04, 0.1)
+    ref = R.sdp_int8(acc, ref_steps, mult, shift, lut=table)
+    return g, x, ref
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(conv_cases(), st.sampled_from(["none", "bias", "bias_relu", "bn_clip", "prelu", "sigmoid", "tanh"]))
+def test_conv_int8_exact(c, post):
+    rng = np.random.default_rng(c["seed"])
+    k = c["k"]
+    spec, lut = [], 0
+    if post in ("bias", "bias_relu", "prelu"):
+        spec.append(("bias", {"values": rng.integers(-(2 ** 20), 2 ** 20, k)}))
+    if post == "bias_relu":
+        spec.append(("relu", {}))
+    if post == "bn_clip":
+        spec.append(("scale", {"values": rng.integers(-(2 ** 15), 2 ** 15, k), "shift": 14}))
+        spec.append(("bias", {"values": rng.integers(-1000, 1000, k)}))
+        spec.append(("clip", {"lo": 0, "hi": int(rng.integers(1, 2 ** 20))}))
+    if post == "prelu":
+        spec.append(("prelu", {"values": rng.integers(0, 2 ** 12, k), "shift": 12}))
+    if post in ("sigmoid", "tanh"):
+        lut = 1 if post == "sigmoid" else 2
+    g, x, ref = build_int8(c, rng, spec, lut=lut)
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
+@pytest.mark.parametrize("x_fmt,y_fmt", [(F.CHW32, F.CHW32), (F.DLA_LINEAR, F.DLA_LINEAR), (F.DLA_HWC4, F.CHW32)])
+def test_conv_int8_io_formats(x_fmt, y_fmt):
+    c = dict(n=2, c=3, k=33, h=9, w=13, r=3, s=3, stride=(2, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=5)
+    g, x, ref = build_int8(c, np.random.default_rng(1), [("relu", {})], x_fmt, y_fmt)
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
+@pytest.mark.parametrize("x_fmt,y_fmt", [(F.CHW16, F.CHW16), (F.DLA_HWC4, F.DLA_LINEAR), (F.DLA_LINEAR, F.CHW16)])
+def test_conv_fp16_io_formats(x_fmt, y_fmt):
+    c = dict(n=1, c=4, k=17, h=7, w=33, r=3, s=1, stride=(1, 2), dil=(2, 1), pads=(2, 0, 2, 0), groups=1, seed=3)
+    g, x, ref = build_float(c, np.float16, x_fmt, y_fmt)
+    assert R.rel_l2(run_graph(g, x), ref) < 1e-3
+
+
+def test_conv_int8_accumulator_saturates():
+    """256 channels x 32x32 window of (-128)*(-128) sums to 2^32: the accumulator must saturate to
+    2^31 - 1 before the output converter (64 after >> 25, where an unsaturated sum would give 127)."""
+    x = np.full((1, 256, 32, 32), -128, np.int8)
+    wt = np.full((2, 256, 32, 32), -128, np.int8)
+    wt[1] = 127  # negative sum -2^32 + 2^24: saturates to -2^31
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.int8, 1.0)
+    y = g.tensor("y", (1, 2, 1, 1), np.int8, 1.0)
+    post = writer.sdp([], multiplier=[1], shift=[25])
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.int8), post=post))
+    g.output(y)
+    out = run_graph(g, x)
+    assert out[0, 0, 0, 0] == 64 and out[0, 1, 0, 0] == -64
+    ref = R.sdp_int8(R.sat32(R.conv_acc(x, wt, exact=True)), [], [1], [25])
+    np.testing.assert_array_equal(out, ref)

@@ -1,0 +1,127 @@
+"""I/O formats at the graph boundary: descriptors (size, strides, cuDLA constants) for every format on
+Orin and Xavier, the worked sizes of dla-facts.md §2.3, and data round trips through the engine."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sdla_testkit import fbgen
+from sdla_testkit import formats as F
+from sdla_testkit import writer
+from sdla_testkit.engine import Engine, run_graph
+
+
+@pytest.mark.parametrize("fmt,dtype,size", [
+    (F.CHW16, np.float16, 14_450_688),   # 1x16x672x672x2
+    (F.CHW32, np.int8, 14_450_688),
+    (F.DLA_HWC4, np.int8, 1_806_336),    # row 672*4 = 2688 B
+    (F.DLA_LINEAR, np.float16, 2_709_504),
+])
+def test_worked_sizes_yolo_input(fmt, dtype, size):
+    assert F.layout((1, 3, 672, 672), dtype, fmt)[0] == size
+
+
+@pytest.mark.parametrize("fmt,dtype,line", [(F.DLA_HWC4, np.int8, 1216), (F.DLA_LINEAR, np.float16, 640),
+                                            (F.DLA_LINEAR, np.int8, 320)])
+def test_worked_line_strides_w300(fmt, dtype, line):
+    assert F.layout((1, 3, 300, 300), dtype, fmt)[2] == line
+
+
+def test_xavier_line_stride_is_32_bytes():
+    assert F.layout((1, 3, 5, 5), np.int8, F.DLA_HWC4, "xavier")[2] == 32
+    assert F.layout((1, 3, 5, 5), np.int8, F.DLA_HWC4, "orin")[2] == 64
+
+
+def descriptor_of(loadable, i, output):
+    L = fbgen.mod("Loadable").Loadable.GetRootAs(loadable, 0)
+    b = L.Outputs(i) if output else L.Inputs(i)
+    return dict(name=b.Name().decode(), size=b.Size(), n=b.N(), c=b.C(), h=b.H(), w=b.W(),
+                data_format=b.DataFormat(), data_type=b.DataType(), data_category=b.DataCategory(),
+                pixel_format=b.PixelFormat(), pixel_mapping=b.PixelMapping(),
+                stride=[b.Stride(j) for j in range(b.StrideLength())])
+
+
+VALID = [(F.LINEAR, np.float32), (F.LINEAR, np.float16), (F.LINEAR, np.int8), (F.DLA_LINEAR, np.float16),
+         (F.DLA_LINEAR, np.int8), (F.DLA_HWC4, np.float16), (F.DLA_HWC4, np.int8), (F.CHW16, np.float16),
+         (F.CHW32, np.int8)]
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(VALID), st.sampled_from(VALID), st.integers(1, 3), st.integers(1, 70), st.integers(1, 9),
+       st.integers(1, 70), st.sampled_from(["orin", "xavier"]))
+def test_format_round_trip(fin, fout, n, c, h, w, target):
+    """An identity shuffle from format A to format B moves every element to the right byte, zero padding."""
+    (fa, da), (fb, db) = fin, fout
+    if da != db:
+        return
+    if F.DLA_HWC4 in (fa, fb) and c not in (1, 3, 4):
+        c = 3
+    x = np.random.default_rng(c * h * w).standard_normal((n, c, h, w)) * 50
+    x = x.astype(da)
+    g = writer.Graph(target)
+    xi = g.input("in", x.shape, da, 0.1, fmt=fa)
+    y = g.tensor("out", x.shape, da, 0.1)
+    g.op("Shuffle", [xi], y, g.params("Shuffle", perm=[0, 1, 2, 3]))
+    g.output(y, fb)
+    loadable = g.serialize()
+    eng = Engine(loadable)
+    assert eng.io_size(False, 0) == F.layout(x.shape, da, fa, target)[0]
+    assert eng.io_size(True, 0) == F.layout(x.shape, da, fb, target)[0]
+    raw = eng.run_raw([F.pack(x, fa, target)], 1)[0]
+    assert raw == F.pack(x, fb, target)  # byte-exact, padding included
+
+
+def test_descriptor_fields_match_cudla_constants():
+    g = writer.Graph()
+    xi = g.input("images", (1, 3, 300, 300), np.int8, 1 / 127, fmt=F.DLA_HWC4)
+    y = g.tensor("features", (1, 3, 300, 300), np.int8, 1 / 127)
+    g.op("Shuffle", [xi], y, g.params("Shuffle", perm=[0, 1, 2, 3]))
+    g.output(y, F.CHW32)
+    d_in = descriptor_of(g.serialize(), 0, False)
+    assert d_in == dict(name="images", size=1216 * 300, n=1, c=3, h=300, w=300, data_format=2, data_type=4,
+                        data_category=0, pixel_format=12, pixel_mapping=0, stride=[4, 1216, 364800, 364800, 0, 0, 0, 0])
+    d_out = descriptor_of(g.serialize(), 0, True)
+    assert d_out["data_format"] == 3 and d_out["pixel_format"] == 36 and d_out["stride"][:4] == [32, 9600, 2880000, 2880000]
+
+
+def test_wrong_descriptor_is_rejected():
+    g = writer.Graph()
+    xi = g.input("x", (1, 3, 4, 4), np.float16, fmt=F.CHW16)
+    y = g.tensor("y", (1, 3, 4, 4), np.float16)
+    g.op("Shuffle", [xi], y, g.params("Shuffle", perm=[0, 1, 2, 3]))
+    g.output(y)
+    obj = g.to_object()
+    obj.inputs[0].size += 32
+    import flatbuffers
+    b = flatbuffers.Builder(0)
+    b.Finish(obj.Pack(b), b"SDLA")
+    with pytest.raises(Exception, match="descriptor does not match"):
+        Engine(bytes(b.Output()))
+
+
+def _with_input_format(dtype, fmt, channels=3):
+    """A valid linear-I/O loadable whose input binding is then switched to fmt (descriptor left stale)."""
+    import flatbuffers
+    g = writer.Graph()
+    xi = g.input("x", (1, channels, 4, 4), dtype, fmt=F.LINEAR)
+    y = g.tensor("y", (1, channels, 4, 4), dtype)
+    g.op("Shuffle", [xi], y, g.params("Shuffle", perm=[0, 1, 2, 3]))
+    g.output(y)
+    obj = g.to_object()
+    obj.inputs[0].format = fmt
+    b = flatbuffers.Builder(0)
+    b.Finish(obj.Pack(b), b"SDLA")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("fmt,dtype,msg", [(F.CHW16, np.int8, "chw16 is an fp16 format"),
+                                           (F.CHW32, np.float16, "chw32 is an int8 format"),
+                                           (F.DLA_LINEAR, np.float32, "fp32 I/O")])
+def test_invalid_format_type_pairs(fmt, dtype, msg):
+    with pytest.raises(Exception, match=msg):
+        Engine(_with_input_format(dtype, fmt))
+
+
+def test_hwc4_rejects_five_channels():
+    with pytest.raises(Exception, match="dla_hwc4 holds 1, 3 or 4 channels"):
+        Engine(_with_input_format(np.int8, F.DLA_HWC4, channels=5))
