@@ -30,7 +30,7 @@ void Engine::run(std::span<const void* const> inputs, std::span<void* const> out
     const Tensor& tensor = model_.tensors[t];
     if (tensor.constant >= 0)
       where[t] = const_cast<uint8_t*>(model_.constants[size_t(tensor.constant)].data.data());
-    else
+    else if (model_.memory_plan.offsets[t] <= arena_.size())  // I/O slots may hold any value; bound below
       where[t] = arena_.data() + model_.memory_plan.offsets[t];
   }
   auto bind = [&](const IoBinding& io, size_t slot, const void* user) -> IoLayout {

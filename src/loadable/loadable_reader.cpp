@@ -1,5 +1,6 @@
 // FlatBuffers -> Model. Only verified buffers are read; everything is copied out so the caller's buffer
 // may be freed right after loading.
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -161,6 +162,13 @@ OpParams read_params(const fb::Op* op) {
 
 Model read_loadable(std::span<const uint8_t> bytes) {
   if (bytes.size() < 8) fail("loadable is ", bytes.size(), " bytes: too short to be a loadable");
+  // FlatBuffers aligns 8-byte data relative to the buffer start; read from an 8-aligned copy when the
+  // caller's buffer is not (a loadable embedded at any offset of a larger file must still load).
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
+    std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    return read_loadable({reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size()});
+  }
   if (!fb::LoadableBufferHasIdentifier(bytes.data()))
     fail("not a softdla loadable (file identifier 'SDLA' missing); is this a TensorRT engine or "
          "another file?");
@@ -219,6 +227,10 @@ Model read_loadable(std::span<const uint8_t> bytes) {
       m.ops.push_back(std::move(op));
     }
   if (l->memory_plan()) {
+    // The verifier checks vector lengths for 4-byte alignment only; 8-byte elements need their own check.
+    if (const auto* offs = l->memory_plan()->offsets();
+        offs && reinterpret_cast<uintptr_t>(offs->Data()) % alignof(uint64_t) != 0)
+      fail("loadable is corrupt: memory plan offsets are misaligned");
     m.memory_plan.offsets = to_vec<uint64_t>(l->memory_plan()->offsets());
     m.memory_plan.arena_size = l->memory_plan()->arena_size();
   }

@@ -1,0 +1,35 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "thread_pool.h"
+
+namespace softdla {
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (size_t n : {0u, 1u, 2u, 7u, 1000u}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallel_for(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1);
+  }
+}
+
+TEST(ThreadPool, ConcurrentCallersAllComplete) {
+  ThreadPool pool(2);
+  std::atomic<long> sum{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int rep = 0; rep < 50; ++rep)
+        pool.parallel_for(100, [&](size_t b, size_t e) { sum += long(e - b); });
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(sum.load(), 4 * 50 * 100);
+}
+
+}  // namespace softdla
