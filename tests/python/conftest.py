@@ -10,10 +10,6 @@ os.environ.setdefault("SOFTDLA_LOG", "none")
 from sdla_testkit import engine  # noqa: E402
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: long-running tests (run with -m slow)")
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _engine_library():
     try:
