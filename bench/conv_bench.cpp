@@ -1,0 +1,91 @@
+// Convolution throughput of the CPU engine on ResNet-50-sized layers, INT8 and FP16, with the fused
+// bias + ReLU post-processing. Run: build/bench/conv_bench (numbers in docs/PERFORMANCE.md).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+
+#include "engine.h"
+#include "loadable.h"
+
+namespace softdla {
+namespace {
+
+struct Layer {
+  const char* name;
+  uint32_t c, k, hw, r, stride;
+};
+
+// Representative ResNet-50 layers (224x224 input, batch 1).
+constexpr Layer kLayers[] = {
+    {"res2_3x3_64", 64, 64, 56, 3, 1},
+    {"res3_1x1_512to128", 512, 128, 28, 1, 1},
+    {"res4_3x3_256", 256, 256, 14, 3, 1},
+    {"res5_1x1_512to2048", 512, 2048, 7, 1, 1},
+};
+
+Model conv_model(const Layer& l, DataType t) {
+  Model m;
+  const uint32_t pad = l.r / 2, out = (l.hw + 2 * pad - l.r) / l.stride + 1;
+  m.tensors.push_back({"x", {1, l.c, l.hw, l.hw}, t, 0.05f, -1});
+  m.tensors.push_back({"y", {1, l.k, out, out}, t, 0.05f, -1});
+  const size_t n = size_t(l.k) * l.c * l.r * l.r;
+  Constant w{t, {l.k, l.c, l.r, l.r}, std::vector<uint8_t>(n * element_size(t))};
+  std::mt19937 rng(1);
+  if (t == DataType::kInt8) {
+    for (auto& b : w.data) b = uint8_t(rng());
+  } else {
+    for (size_t i = 0; i < n; ++i) {  // fp16 values in [-0.06, 0.06]
+      const uint16_t h = uint16_t(0x2800 + rng() % 0x400) | uint16_t((rng() & 1) << 15);
+      std::memcpy(&w.data[2 * i], &h, 2);
+    }
+  }
+  m.constants.push_back(std::move(w));
+  ConvParams p;
+  p.weights = 0;
+  p.stride_h = p.stride_w = l.stride;
+  p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = pad;
+  SdpStep bias, relu;
+  bias.kind = SdpKind::kBias;
+  relu.kind = SdpKind::kRelu;
+  if (t == DataType::kInt8) {
+    bias.ivalues = std::vector<int32_t>(l.k, 1000);
+    p.post.requant = {{12345}, {24}};
+  } else {
+    bias.fvalues = std::vector<float>(l.k, 0.1f);
+  }
+  p.post.steps = {bias, relu};
+  m.ops.push_back({"conv", {0}, {1}, p});
+  m.inputs.push_back({0, TensorFormat::kLinear, {}});
+  m.outputs.push_back({1, TensorFormat::kLinear, {}});
+  return read_loadable(write_loadable(m));
+}
+
+void BM_Conv(benchmark::State& state, Layer l, DataType t) {
+  const Engine e(conv_model(l, t));
+  std::vector<uint8_t> in(e.model().inputs[0].desc.size), out(e.model().outputs[0].desc.size);
+  std::mt19937 rng(2);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = t == DataType::kInt8 ? uint8_t(rng()) : uint8_t(i % 2 ? 0x30 : rng());
+  const void* ip[] = {in.data()};
+  void* op[] = {out.data()};
+  for (auto _ : state) e.run(ip, op);
+  const Shape& y = e.model().tensors[1].shape;
+  const double macs = double(y[1]) * y[2] * y[3] * l.c * l.r * l.r;
+  state.counters["GOPS"] = benchmark::Counter(2 * macs * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+}  // namespace
+}  // namespace softdla
+
+int main(int argc, char** argv) {
+  using namespace softdla;
+  for (const Layer& l : kLayers) {
+    benchmark::RegisterBenchmark((std::string("conv_int8/") + l.name).c_str(), BM_Conv, l, DataType::kInt8)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark((std::string("conv_fp16/") + l.name).c_str(), BM_Conv, l, DataType::kFloat16)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
