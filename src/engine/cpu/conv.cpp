@@ -6,6 +6,7 @@
 
 #include "element.h"
 #include "gemm.h"
+#include "half_convert.h"
 #include "kernels.h"
 #include "numerics.h"
 #include "sdp_chain.h"
@@ -14,7 +15,7 @@
 namespace softdla::cpu {
 namespace {
 
-constexpr size_t kIm2colBudget = size_t(1) << 23;  // elements of im2col scratch per tile
+constexpr size_t kIm2colBudget = size_t(1) << 22;  // elements of packed im2col scratch per unit
 
 struct ConvGeometry {
   uint32_t C, H, W, K, R, S, OH, OW, groups, Cg, Kg;
@@ -22,27 +23,56 @@ struct ConvGeometry {
   size_t kdim() const { return size_t(Cg) * R * S; }
 };
 
-// Fills b[kdim x cols] with the receptive fields of output pixels [col0, col0 + cols).
-template <class In, class Out>
-void im2col(const In* x, const ConvGeometry& g, uint32_t c0, size_t col0, size_t cols, Out* b,
-            Out (*convert)(In)) {
+// Where element (k, j) of a packed right-hand side lives: k_offset(k) + panel * panel_stride +
+// lane * lane_stride, with j = panel * kPanel + lane (see gemm.h).
+struct PackedLayout {
+  size_t panel_stride, lane_stride;
+  bool pairs;  // int8 layout: k packed in int16 pairs
+  size_t k_offset(size_t k) const { return pairs ? (k / 2) * kPanel * 2 + k % 2 : k * kPanel; }
+};
+
+// Writes the receptive fields of output pixels [col0, col0 + cols) into the packed layout. `x` holds
+// channel planes of `rows` input rows starting at input row `row0` (rows outside read 0, as do columns
+// outside the input). Work goes by output-row segments: for each tap the in-bounds columns of a
+// segment are a strided run of one input row, so the inner loop has no division and no bounds test.
+template <class T>
+void im2col_packed(const T* x, size_t row0, size_t rows, const ConvGeometry& g, size_t col0, size_t cols,
+                   T* b, const PackedLayout& lay) {
   for (uint32_t c = 0; c < g.Cg; ++c)
     for (uint32_t r = 0; r < g.R; ++r)
       for (uint32_t s = 0; s < g.S; ++s) {
-        Out* row = b + ((size_t(c) * g.R + r) * g.S + s) * cols;
-        const In* plane = x + size_t(c0 + c) * g.H * g.W;
-        for (size_t j = 0; j < cols; ++j) {
-          const size_t o = col0 + j;
-          const int64_t ih = int64_t(o / g.OW) * g.sh - g.pt + int64_t(r) * g.dh;
-          const int64_t iw = int64_t(o % g.OW) * g.sw - g.pl + int64_t(s) * g.dw;
-          row[j] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? convert(plane[ih * g.W + iw]) : Out(0);
+        const size_t k = (size_t(c) * g.R + r) * g.S + s;
+        const T* plane = x + size_t(c) * rows * g.W;
+        // Output columns whose input column is inside [0, W): ow in [ow_lo, ow_hi).
+        const int64_t shift = int64_t(s) * g.dw - g.pl;  // iw = ow * sw + shift
+        const int64_t ow_lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+        const int64_t last = int64_t(g.W) - 1 - shift;  // needs floor division: may be negative
+        const int64_t ow_hi = last < 0 ? 0 : std::min<int64_t>(last / g.sw + 1, g.OW);
+        T* dst = b + lay.k_offset(k);
+        size_t lane = 0;
+        auto put = [&](T v) {
+          dst[lane * lay.lane_stride] = v;
+          if (++lane == kPanel) lane = 0, dst += lay.panel_stride;
+        };
+        size_t j = 0, oh = col0 / g.OW, ow = col0 % g.OW;
+        while (j < cols) {
+          const size_t len = std::min<size_t>(cols - j, g.OW - ow);
+          const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+          if (ih < int64_t(row0) || ih >= int64_t(row0 + rows)) {
+            for (size_t i = 0; i < len; ++i) put(T(0));
+          } else {
+            const T* src = plane + size_t(ih - int64_t(row0)) * g.W;
+            const int64_t a = std::clamp<int64_t>(ow_lo, int64_t(ow), int64_t(ow + len));
+            const int64_t e = std::clamp<int64_t>(ow_hi, a, int64_t(ow + len));
+            for (int64_t o = int64_t(ow); o < a; ++o) put(T(0));
+            const T* p = src + (a * g.sw + shift);
+            for (int64_t o = a; o < e; ++o, p += g.sw) put(*p);
+            for (int64_t o = e; o < int64_t(ow + len); ++o) put(T(0));
+          }
+          j += len, ow = 0, ++oh;
         }
       }
 }
-
-inline float f32_of(float v) { return v; }
-inline float f32_of_half(uint16_t v) { return num::half_to_float(v); }
-inline int8_t s8_of(int8_t v) { return v; }
 
 class ConvKernel final : public OpKernel {
  public:
@@ -56,8 +86,7 @@ class ConvKernel final : public OpKernel {
     batch_ = x[0];
     const size_t count = w.data.size() / element_size(w.dtype);
     if (dtype_ == DataType::kInt8) {
-      w8_.assign(reinterpret_cast<const int8_t*>(w.data.data()),
-                 reinterpret_cast<const int8_t*>(w.data.data()) + count);
+      w8_ = pack_a_s8(reinterpret_cast<const int8_t*>(w.data.data()), g_.K, g_.kdim());
     } else {
       wf_.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -74,93 +103,111 @@ class ConvKernel final : public OpKernel {
 
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t kdim = g_.kdim(), ohw = size_t(g_.OH) * g_.OW;
-    const size_t tile = std::clamp<size_t>(kIm2colBudget / kdim, 1, ohw);
+    // Column tiles: whole panels, small enough for the scratch budget, and enough of them to keep
+    // every core busy.
+    const size_t per_image = size_t(batch_) * g_.groups;
+    const size_t want_tiles = std::max<size_t>(1, (2 * pool.size() + per_image - 1) / per_image);
+    size_t tile = std::max<size_t>(kPanel, kIm2colBudget / std::max<size_t>(kdim, 1) / kPanel * kPanel);
+    tile = std::min(tile, std::max<size_t>(kPanel, (ohw / want_tiles + kPanel - 1) / kPanel * kPanel));
     const size_t tiles = (ohw + tile - 1) / tile;
-    const size_t units = size_t(batch_) * g_.groups * tiles;
-    // Many independent (image, group, tile) units: one per thread. Few: split each unit's rows.
-    if (units >= 2 * size_t(pool.size()) || g_.Kg < 8) {
+    const size_t units = per_image * tiles;
+    if (units >= pool.size() || g_.Kg < 8) {
       pool.parallel_for(units, [&](size_t b, size_t e) {
-        for (size_t u = b; u < e; ++u) run_unit(io, u, tile, tiles, 0, g_.Kg, nullptr);
+        for (size_t u = b; u < e; ++u) run_unit(io, u, tile, tiles, nullptr);
       });
     } else {
-      for (size_t u = 0; u < units; ++u) run_unit(io, u, tile, tiles, 0, g_.Kg, &pool);
+      for (size_t u = 0; u < units; ++u) run_unit(io, u, tile, tiles, &pool);
     }
   }
 
  private:
-  // One (image, group, column tile): im2col, GEMM over output channels [k0, k1) of the group, SDP.
-  void run_unit(const OpIo& io, size_t unit, size_t tile, size_t tiles, uint32_t k0, uint32_t k1,
-                ThreadPool* split) const {
+  // One (image, group, column tile): packed im2col, GEMM over the group's output channels, SDP.
+  // With `split`, the output channels are shared out over the pool.
+  void run_unit(const OpIo& io, size_t unit, size_t tile, size_t tiles, ThreadPool* split) const {
     const size_t t = unit % tiles, ng = unit / tiles;
     const uint32_t grp = uint32_t(ng % g_.groups), n = uint32_t(ng / g_.groups);
     const size_t ohw = size_t(g_.OH) * g_.OW, col0 = t * tile, cols = std::min(tile, ohw - col0);
     const size_t kdim = g_.kdim(), in_plane = size_t(g_.H) * g_.W;
-    const size_t in_offset = (size_t(n) * g_.C) * in_plane;
+    const size_t in_offset = size_t(n) * g_.C * in_plane;
     const size_t out_base = size_t(n) * g_.K;
+    const size_t k_first = size_t(grp) * g_.Kg;
+    const size_t chan0 = in_offset + size_t(grp) * g_.Cg * in_plane;
+    // Input rows this tile reads: converted once into scratch (int8 -> int16, fp16 -> fp32) instead of
+    // once per kernel tap.
+    const size_t oh0 = col0 / g_.OW, oh1 = (col0 + cols - 1) / g_.OW;
+    const int64_t lo = std::max<int64_t>(0, int64_t(oh0) * g_.sh - g_.pt);
+    const int64_t hi = std::min<int64_t>(g_.H, int64_t(oh1) * g_.sh - g_.pt + int64_t(g_.R - 1) * g_.dh + 1);
+    const size_t row0 = size_t(lo), rows = hi > lo ? size_t(hi - lo) : 0;
     if (dtype_ == DataType::kInt8) {
-      thread_local std::vector<int8_t> b;
-      b.resize(kdim * cols);
-      im2col(static_cast<const int8_t*>(io.inputs[0]) + in_offset, g_, grp * g_.Cg, col0, cols,
-             b.data(), s8_of);
+      thread_local std::vector<int16_t> src, b;
+      src.resize(size_t(g_.Cg) * rows * g_.W);
+      const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + chan0;
+      for (uint32_t c = 0; c < g_.Cg; ++c)
+        std::copy_n(x + c * in_plane + row0 * g_.W, rows * g_.W, src.data() + size_t(c) * rows * g_.W);
+      b.assign(packed_s8_size(kdim, cols), 0);
+      im2col_packed<int16_t>(src.data(), row0, rows, g_, col0, cols, b.data(), {k_pairs(kdim) * kPanel * 2, 2, true});
       // A thread_local named inside the lambda would be the worker's own copy: pass the pointer.
-      const int8_t* cols_data = b.data();
+      const int16_t* packed = b.data();
       auto rows = [&](size_t r0, size_t r1) {
         thread_local std::vector<int64_t> acc;
         acc.resize((r1 - r0) * cols);
-        const size_t kg0 = size_t(grp) * g_.Kg + k0 + r0;
-        gemm_s8(w8_.data() + kg0 * kdim, cols_data, acc.data(), r1 - r0, cols, kdim);
+        const size_t kp = k_pairs(kdim);
+        gemm_s8(w8_.data() + (k_first + r0) * kp, packed, acc.data(), r1 - r0, cols, kdim, cols);
         for (size_t r = r0; r < r1; ++r) {
           int64_t* v = acc.data() + (r - r0) * cols;
           for (size_t j = 0; j < cols; ++j) v[j] = num::sat32(v[j]);
-          const uint32_t k = uint32_t(grp * g_.Kg + k0 + r);
+          const uint32_t k = uint32_t(k_first + r);
           int8_t* out = static_cast<int8_t*>(io.output) + (out_base + k) * ohw + col0;
           chain_.run_int8(v, cols, n, k, col0, io.inputs.data(), out);
         }
       };
-      split_rows(rows, k1 - k0, split);
+      split_rows(rows, g_.Kg, split);
     } else {
-      thread_local std::vector<float> b;
-      b.resize(kdim * cols);
-      if (dtype_ == DataType::kFloat16)
-        im2col(static_cast<const uint16_t*>(io.inputs[0]) + in_offset, g_, grp * g_.Cg, col0, cols,
-               b.data(), f32_of_half);
-      else
-        im2col(static_cast<const float*>(io.inputs[0]) + in_offset, g_, grp * g_.Cg, col0, cols,
-               b.data(), f32_of);
-      const float* cols_data = b.data();
+      thread_local std::vector<float> src, b;
+      b.assign(packed_f32_size(kdim, cols), 0.f);
+      const PackedLayout lay{kdim * kPanel, 1, false};
+      if (dtype_ == DataType::kFloat16) {
+        src.resize(size_t(g_.Cg) * rows * g_.W);
+        const uint16_t* x = static_cast<const uint16_t*>(io.inputs[0]) + chan0;
+        for (uint32_t c = 0; c < g_.Cg; ++c)
+          halves_to_floats(x + c * in_plane + row0 * g_.W, src.data() + size_t(c) * rows * g_.W, rows * g_.W);
+        im2col_packed<float>(src.data(), row0, rows, g_, col0, cols, b.data(), lay);
+      } else {
+        im2col_packed<float>(static_cast<const float*>(io.inputs[0]) + chan0, 0, g_.H, g_, col0, cols, b.data(), lay);
+      }
+      const float* packed = b.data();
       auto rows = [&](size_t r0, size_t r1) {
         thread_local std::vector<float> acc;
         acc.resize((r1 - r0) * cols);
-        const size_t kg0 = size_t(grp) * g_.Kg + k0 + r0;
-        gemm_f32(wf_.data() + kg0 * kdim, cols_data, acc.data(), r1 - r0, cols, kdim);
+        gemm_f32(wf_.data() + (k_first + r0) * kdim, packed, acc.data(), r1 - r0, cols, kdim, cols);
         for (size_t r = r0; r < r1; ++r) {
           float* v = acc.data() + (r - r0) * cols;
-          const uint32_t k = uint32_t(grp * g_.Kg + k0 + r);
+          const uint32_t k = uint32_t(k_first + r);
           chain_.run_float(v, cols, n, k, col0, io.inputs.data());
           const size_t o = (out_base + k) * ohw + col0;
           if (dtype_ == DataType::kFloat16)
-            for (size_t j = 0; j < cols; ++j) store(static_cast<uint16_t*>(io.output), o + j, v[j]);
+            floats_to_halves(v, static_cast<uint16_t*>(io.output) + o, cols);
           else
             std::memcpy(static_cast<float*>(io.output) + o, v, cols * sizeof(float));
         }
       };
-      split_rows(rows, k1 - k0, split);
+      split_rows(rows, g_.Kg, split);
     }
   }
 
   template <class Fn>
   static void split_rows(const Fn& fn, size_t rows, ThreadPool* pool) {
     if (!pool) return fn(0, rows);
-    // Chunks of 4 rows keep the GEMM's 4-row register block whole.
-    const size_t blocks = (rows + 3) / 4;
-    pool->parallel_for(blocks, [&](size_t b, size_t e) { fn(b * 4, std::min(rows, e * 4)); });
+    // Chunks of 12 rows keep the micro-kernels' 4- and 6-row blocks whole.
+    const size_t blocks = (rows + 11) / 12;
+    pool->parallel_for(blocks, [&](size_t b, size_t e) { fn(b * 12, std::min(rows, e * 12)); });
   }
 
   SdpChain chain_;
   DataType dtype_;
   ConvGeometry g_{};
   uint32_t batch_ = 1;
-  std::vector<int8_t> w8_;
+  std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
   std::vector<float> wf_;
 };
 

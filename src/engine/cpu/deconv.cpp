@@ -26,14 +26,15 @@ class DeconvKernel final : public OpKernel {
     // Transpose [C][K][R][S] -> [K][R][S][C] so each (k, r, s) is one GEMM row over C.
     const size_t elem = element_size(w.dtype);
     auto src = [&](size_t c, size_t k, size_t q) { return w.data.data() + ((c * K + k) * rs + q) * elem; };
-    if (dtype_ == DataType::kInt8) w8_.resize(C * K * rs);
+    std::vector<int8_t> w8;
+    if (dtype_ == DataType::kInt8) w8.resize(C * K * rs);
     else wf_.resize(C * K * rs);
     for (size_t c = 0; c < C; ++c)
       for (size_t k = 0; k < K; ++k)
         for (size_t q = 0; q < rs; ++q) {
           const size_t dst = (k * rs + q) * C + c;
           if (dtype_ == DataType::kInt8) {
-            w8_[dst] = int8_t(*src(c, k, q));
+            w8[dst] = int8_t(*src(c, k, q));
           } else if (dtype_ == DataType::kFloat16) {
             uint16_t h;
             std::memcpy(&h, src(c, k, q), 2);
@@ -42,23 +43,26 @@ class DeconvKernel final : public OpKernel {
             std::memcpy(&wf_[dst], src(c, k, q), 4);
           }
         }
+    if (dtype_ == DataType::kInt8) w8_ = pack_a_s8(w8.data(), K * rs, C);
   }
 
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t C = in_[1], K = out_[1], hw = size_t(in_[2]) * in_[3], ohw = size_t(out_[2]) * out_[3];
     const size_t rs = size_t(R_) * S_;
     for (uint32_t n = 0; n < in_[0]; ++n) {
-      // Input image as a float or int8 matrix [C x HW].
+      // The input image [C x HW] packed as the GEMM's right-hand side.
       std::vector<float> xf;
-      const int8_t* x8 = nullptr;
+      std::vector<int16_t> x8;
       if (dtype_ == DataType::kInt8) {
-        x8 = static_cast<const int8_t*>(io.inputs[0]) + n * C * hw;
+        x8.assign(packed_s8_size(C, hw), 0);
+        pack_b_s8(static_cast<const int8_t*>(io.inputs[0]) + n * C * hw, C, hw, hw, x8.data());
       } else {
-        xf.resize(C * hw);
+        xf.assign(packed_f32_size(C, hw), 0.f);
         with_float_storage(dtype_, [&](auto* tag) {
           using T = std::remove_pointer_t<decltype(tag)>;
           const T* x = static_cast<const T*>(io.inputs[0]) + n * C * hw;
-          for (size_t i = 0; i < C * hw; ++i) xf[i] = load(x, i);
+          for (size_t c = 0; c < C; ++c)
+            for (size_t i = 0; i < hw; ++i) xf[packed_f32_index(c, i, C)] = load(x, c * hw + i);
         });
       }
       pool.parallel_for(K, [&](size_t k0, size_t k1) {
@@ -68,7 +72,7 @@ class DeconvKernel final : public OpKernel {
           if (dtype_ == DataType::kInt8) {
             cols8.resize(rs * hw);
             acc8.assign(ohw, 0);
-            gemm_s8(w8_.data() + k * rs * C, x8, cols8.data(), rs, hw, C);
+            gemm_s8(w8_.data() + k * rs * k_pairs(C), x8.data(), cols8.data(), rs, hw, C, hw);
             scatter(cols8.data(), acc8.data());
             for (int64_t& v : acc8) v = num::sat32(v);
             int8_t* out = static_cast<int8_t*>(io.output) + (n * K + k) * ohw;
@@ -76,7 +80,7 @@ class DeconvKernel final : public OpKernel {
           } else {
             colsf.resize(rs * hw);
             accf.assign(ohw, 0.f);
-            gemm_f32(wf_.data() + k * rs * C, xf.data(), colsf.data(), rs, hw, C);
+            gemm_f32(wf_.data() + k * rs * C, xf.data(), colsf.data(), rs, hw, C, hw);
             scatter(colsf.data(), accf.data());
             chain_.run_float(accf.data(), ohw, n, uint32_t(k), 0, io.inputs.data());
             with_float_storage(dtype_, [&](auto* tag) {
@@ -107,7 +111,7 @@ class DeconvKernel final : public OpKernel {
   DataType dtype_;
   uint32_t sh_, sw_, R_ = 1, S_ = 1;
   Shape in_{}, out_{};
-  std::vector<int8_t> w8_;
+  std::vector<int32_t> w8_;  // transposed weights as int16 pairs (pack_a_s8)
   std::vector<float> wf_;
 };
 

@@ -1,15 +1,40 @@
-// Dense row-major GEMM cores used by convolution and deconvolution: C[M x N] = A[M x K] * B[K x N].
+// GEMM cores for convolution and deconvolution: C[M x N] = A[M x K] * B[K x N].
+//
+// B is packed into panels of kPanel columns so the micro-kernels stream it contiguously:
+//   fp32: panel p holds B[k][p*16 + j] at [p][k][j]
+//   int8: panel p holds int16 pairs (B[2q][p*16 + j], B[2q+1][p*16 + j]) at [p][q][j][2] (K padded to even)
+// A for INT8 is packed once per weight tensor into int32 words holding two int16 (k even, k odd).
+// INT8 results are exact: products summed in int32 over K-chunks that cannot overflow, then widened.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace softdla::cpu {
 
-// fp32: C is overwritten.
-void gemm_f32(const float* a, const float* b, float* c, size_t m, size_t n, size_t k);
+inline constexpr size_t kPanel = 16;
 
-// int8 x int8: exact products accumulated in int64 (C is overwritten). Internally int32 partial sums
-// over K-chunks that cannot overflow, then widened, so results are exact for any K.
-void gemm_s8(const int8_t* a, const int8_t* b, int64_t* c, size_t m, size_t n, size_t k);
+inline size_t panels(size_t n) { return (n + kPanel - 1) / kPanel; }
+inline size_t k_pairs(size_t k) { return (k + 1) / 2; }
+inline size_t packed_f32_size(size_t k, size_t n) { return panels(n) * k * kPanel; }
+inline size_t packed_s8_size(size_t k, size_t n) { return panels(n) * k_pairs(k) * kPanel * 2; }
+
+// Index of element (k, j) in a packed B.
+inline size_t packed_f32_index(size_t k, size_t j, size_t kdim) {
+  return (j / kPanel) * kdim * kPanel + k * kPanel + j % kPanel;
+}
+inline size_t packed_s8_index(size_t k, size_t j, size_t kdim) {
+  return ((j / kPanel) * k_pairs(kdim) + k / 2) * kPanel * 2 + (j % kPanel) * 2 + k % 2;
+}
+
+// Packs a row-major B (ldb = row stride). The packed buffer must be zero-filled beforehand.
+void pack_b_f32(const float* b, size_t k, size_t n, size_t ldb, float* out);
+void pack_b_s8(const int8_t* b, size_t k, size_t n, size_t ldb, int16_t* out);
+// Packs row-major int8 A [m x k] into int16 pairs.
+std::vector<int32_t> pack_a_s8(const int8_t* a, size_t m, size_t k);
+
+// C (row-major, row stride ldc, n columns) = A * packed B. Overwrites C.
+void gemm_f32(const float* a, const float* bp, float* c, size_t m, size_t n, size_t k, size_t ldc);
+void gemm_s8(const int32_t* ap, const int16_t* bp, int64_t* c, size_t m, size_t n, size_t k, size_t ldc);
 
 }  // namespace softdla::cpu

@@ -43,15 +43,26 @@ class Engine:
     def io_size(self, is_output, i):
         return lib().softdla_engine_io_size(self.h, int(is_output), i)
 
-    def run_raw(self, inputs, n_outputs):
-        """inputs: list of bytes in the bound formats. Returns output byte buffers."""
+    def prepare(self, inputs, n_outputs):
+        """Copies inputs (bytes in the bound formats) into buffers once; returns (run, outputs) where
+        run() executes on them and outputs are the output ctypes buffers (for benchmarks)."""
         in_bufs = [ctypes.create_string_buffer(bytes(b), len(b)) for b in inputs]
         out_bufs = [ctypes.create_string_buffer(self.io_size(True, i)) for i in range(n_outputs)]
         ins = (ctypes.c_void_p * max(1, len(in_bufs)))(*[ctypes.cast(b, ctypes.c_void_p) for b in in_bufs])
         outs = (ctypes.c_void_p * max(1, n_outputs))(*[ctypes.cast(b, ctypes.c_void_p) for b in out_bufs])
         err = ctypes.create_string_buffer(1024)
-        if lib().softdla_engine_run(self.h, ins, outs, err, 1024) != 0:
-            raise EngineError(err.value.decode())
+
+        def run():
+            if lib().softdla_engine_run(self.h, ins, outs, err, 1024) != 0:
+                raise EngineError(err.value.decode())
+            return in_bufs  # keeps the input buffers alive as long as run is
+
+        return run, out_bufs
+
+    def run_raw(self, inputs, n_outputs):
+        """inputs: list of bytes in the bound formats. Returns output byte buffers."""
+        run, out_bufs = self.prepare(inputs, n_outputs)
+        run()
         return [b.raw for b in out_bufs]
 
 

@@ -1,0 +1,61 @@
+#include "half_convert.h"
+
+#include "numerics.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SOFTDLA_X86 1
+#endif
+
+namespace softdla::cpu {
+namespace {
+
+#ifdef SOFTDLA_X86
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+__attribute__((target("avx,f16c"))) size_t halves_to_floats_f16c(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) size_t floats_to_halves_f16c(const float* in, uint16_t* out, size_t n) {
+  const __m256 max = _mm256_set1_ps(65504.f), min = _mm256_set1_ps(-65504.f);
+  const __m256 sign = _mm256_set1_ps(-0.f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_loadu_ps(in + i);
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    // min/max return their second operand when it is NaN, so NaN survives the clamp; then make it
+    // the canonical quiet NaN (0x7e00 | sign in fp16), as the scalar rule does.
+    x = _mm256_max_ps(min, _mm256_min_ps(max, x));
+    x = _mm256_blendv_ps(x, _mm256_or_ps(qnan, _mm256_and_ps(x, sign)), nan);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+  return i;
+}
+#endif
+
+}  // namespace
+
+void halves_to_floats(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+#ifdef SOFTDLA_X86
+  if (has_f16c()) i = halves_to_floats_f16c(in, out, n);
+#endif
+  for (; i < n; ++i) out[i] = num::half_to_float(in[i]);
+}
+
+void floats_to_halves(const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+#ifdef SOFTDLA_X86
+  if (has_f16c()) i = floats_to_halves_f16c(in, out, n);
+#endif
+  for (; i < n; ++i) out[i] = num::float_to_half(in[i]);
+}
+
+}  // namespace softdla::cpu
