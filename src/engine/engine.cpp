@@ -17,7 +17,7 @@ Engine::Engine(Model model) : model_(std::move(model)) {
 Engine::~Engine() = default;
 
 void Engine::run(std::span<const void* const> inputs, std::span<void* const> outputs,
-                 std::vector<OpTiming>* timings) const {
+                 std::vector<OpTiming>* timings, std::chrono::steady_clock::time_point deadline) const {
   if (inputs.size() != model_.inputs.size() || outputs.size() != model_.outputs.size())
     fail("engine run: got ", inputs.size(), " inputs and ", outputs.size(), " outputs; the loadable has ",
          model_.inputs.size(), " and ", model_.outputs.size());
@@ -69,7 +69,10 @@ void Engine::run(std::span<const void* const> inputs, std::span<void* const> out
     io.output = where[op.outputs[0]];
     const auto start = Clock::now();
     kernels_[i]->run(io, pool);
-    if (timings) (*timings)[i] = {ms_since(start), ms_since(Clock::now())};
+    const auto end = Clock::now();
+    if (timings) (*timings)[i] = {ms_since(start), ms_since(end)};
+    if (end > deadline)
+      throw TaskTimeout("task ran past its timeout after op " + std::to_string(i) + " '" + op.name + "'");
   }
 
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -5,12 +5,19 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "kernel.h"
 #include "model.h"
 
 namespace softdla {
+
+// Thrown by Engine::run when the deadline passes (checked between ops).
+class TaskTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct OpTiming {
   double start_ms = 0, end_ms = 0;  // from the start of the run
@@ -25,8 +32,10 @@ class Engine {
 
   // inputs[i] / outputs[i]: buffers of model().inputs[i].desc.size bytes in the binding's format.
   // Thread-safe; concurrent calls on one Engine run one after another.
+  // Stops with TaskTimeout once `deadline` has passed after an op (outputs are then incomplete).
   void run(std::span<const void* const> inputs, std::span<void* const> outputs,
-           std::vector<OpTiming>* timings = nullptr) const;
+           std::vector<OpTiming>* timings = nullptr,
+           std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) const;
 
  private:
   Model model_;

@@ -1,0 +1,127 @@
+// Devices: version, count, create/destroy, attributes, task timeout, last error.
+#include "cudla.h"
+#include "guard.h"
+#include "runtime_state.h"
+
+using namespace softdla;
+using namespace softdla::rt;
+
+namespace {
+constexpr uint32_t kMaxTimeoutMs = 1'000'000;  // 1000 s
+constexpr uint32_t kOrinDlaVersion = 2;        // DLA 2.0 (docs/RUNTIME.md)
+}  // namespace
+
+extern "C" cudlaStatus cudlaGetVersion(uint64_t* const version) {
+  return guarded("cudlaGetVersion", [&] {
+    if (!version) return fail_status(cudlaErrorInvalidParam, "cudlaGetVersion", "version pointer is NULL");
+    *version = uint64_t(CUDLA_VER_MAJOR) * 1000000 + uint64_t(CUDLA_VER_MINOR) * 1000 + CUDLA_VER_PATCH;
+    return cudlaSuccess;
+  });
+}
+
+extern "C" cudlaStatus cudlaDeviceGetCount(uint64_t* const pNumDevices) {
+  return guarded("cudlaDeviceGetCount", [&] {
+    if (!pNumDevices) return fail_status(cudlaErrorInvalidParam, "cudlaDeviceGetCount", "pNumDevices is NULL");
+    *pNumDevices = core_count();
+    return cudlaSuccess;
+  });
+}
+
+extern "C" cudlaStatus cudlaCreateDevice(uint64_t const device, cudlaDevHandle* const devHandle, uint32_t const flags) {
+  static const char* fn = "cudlaCreateDevice";
+  return guarded(fn, [&] {
+    if (!devHandle) return fail_status(cudlaErrorInvalidParam, fn, "devHandle is NULL");
+    *devHandle = nullptr;
+    if (device >= core_count())
+      return fail_status(cudlaErrorInvalidParam, fn, "device ", device, " does not exist: ", core_count(),
+                         " DLA core(s) emulated (set SOFTDLA_NUM_DEVICES to change)");
+    if (flags != CUDLA_CUDA_DLA && flags != CUDLA_STANDALONE)
+      return fail_status(cudlaErrorInvalidParam, fn, "flags must be CUDLA_CUDA_DLA (0) or CUDLA_STANDALONE (1), got ",
+                         flags);
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    Core& core = r.cores[device];
+    if (core.open_handles >= kMaxHandlesPerCore)
+      return fail_status(cudlaErrorOutOfResources, fn, "DLA core ", device, " already has ", kMaxHandlesPerCore,
+                         " open handles; destroy one first");
+    auto state = std::make_shared<DeviceState>();
+    state->core = device;
+    state->mode = flags;
+    state->handle = new_device_handle(r);
+    r.devices[reinterpret_cast<uintptr_t>(state->handle)] = state;
+    ++core.open_handles;
+    *devHandle = state->handle;
+    return cudlaSuccess;
+  });
+}
+
+extern "C" cudlaStatus cudlaDestroyDevice(cudlaDevHandle const devHandle) {
+  static const char* fn = "cudlaDestroyDevice";
+  return guarded(fn, [&] {
+    std::shared_ptr<DeviceState> dev;
+    Registry& r = registry();
+    {
+      std::lock_guard<std::mutex> lock(r.mutex);
+      const auto it = r.devices.find(reinterpret_cast<uintptr_t>(devHandle));
+      if (it == r.devices.end())
+        return fail_status(cudlaErrorInvalidDevice, fn, "handle ", static_cast<const void*>(devHandle),
+                           " is not a live device handle (never created or already destroyed)");
+      dev = it->second;
+      r.devices.erase(it);
+      --r.cores[dev->core].open_handles;
+    }
+    // Wait for a task running on this core, then drop the module and the registrations.
+    std::lock_guard<std::mutex> exec(r.cores[dev->core].exec_mutex);
+    std::lock_guard<std::mutex> state(dev->state_mutex);
+    dev->alive = false;
+    if (dev->module) {
+      dev->module->loaded = false;
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.modules.erase(reinterpret_cast<uintptr_t>(dev->module->handle));
+    }
+    dev->module.reset();
+    dev->regions.clear();
+    return cudlaSuccess;
+  });
+}
+
+extern "C" cudlaStatus cudlaDeviceGetAttribute(cudlaDevHandle const devHandle, cudlaDevAttributeType const attrib,
+                                               cudlaDevAttribute* const pAttribute) {
+  static const char* fn = "cudlaDeviceGetAttribute";
+  return guarded(fn, [&] {
+    if (!find_device(devHandle)) return fail_status(cudlaErrorInvalidDevice, fn, "not a live device handle");
+    if (!pAttribute) return fail_status(cudlaErrorInvalidParam, fn, "pAttribute is NULL");
+    switch (attrib) {
+      case CUDLA_UNIFIED_ADDRESSING:
+        // DLA addresses are distinct from host/CUDA addresses (as without UVA on Tegra).
+        pAttribute->unifiedAddressingSupported = 0;
+        return cudlaSuccess;
+      case CUDLA_DEVICE_VERSION:
+        pAttribute->deviceVersion = kOrinDlaVersion;
+        return cudlaSuccess;
+    }
+    return fail_status(cudlaErrorInvalidAttribute, fn, "unknown attribute ", int(attrib),
+                       " (use CUDLA_UNIFIED_ADDRESSING or CUDLA_DEVICE_VERSION)");
+  });
+}
+
+extern "C" cudlaStatus cudlaSetTaskTimeoutInMs(cudlaDevHandle const devHandle, uint32_t const timeout) {
+  static const char* fn = "cudlaSetTaskTimeoutInMs";
+  return guarded(fn, [&] {
+    const auto dev = find_device(devHandle);
+    if (!dev) return fail_status(cudlaErrorInvalidParam, fn, "not a live device handle");
+    if (timeout == 0 || timeout > kMaxTimeoutMs)
+      return fail_status(cudlaErrorInvalidParam, fn, "timeout ", timeout, " ms is outside 1 ms .. 1000 s");
+    dev->timeout_ms = timeout;
+    return cudlaSuccess;
+  });
+}
+
+extern "C" cudlaStatus cudlaGetLastError(cudlaDevHandle const devHandle) {
+  static const char* fn = "cudlaGetLastError";
+  return guarded(fn, [&] {
+    const auto dev = find_device(devHandle);
+    if (!dev) return fail_status(cudlaErrorInvalidDevice, fn, "not a live device handle");
+    return cudlaStatus(dev->last_error.load());
+  });
+}

@@ -1,0 +1,162 @@
+// Task submission. Every task of a call is validated before any runs; then the tasks run in array
+// order on the handle's emulated DLA core. Errors raised while a task runs (timeout, engine faults)
+// are stored for cudlaGetLastError; the submit itself has already returned success by then on a
+// Jetson, and softdla keeps that contract (docs/RUNTIME.md).
+#include <chrono>
+#include <cstring>
+
+#include "cudla.h"
+#include "guard.h"
+#include "runtime_state.h"
+#include "softdla/cudla_ext.h"
+
+using namespace softdla;
+using namespace softdla::rt;
+
+namespace {
+
+constexpr uint32_t kKnownFlags = CUDLA_SUBMIT_NOOP | CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE | CUDLA_SUBMIT_DIAGNOSTICS_TASK;
+const char* const kFn = "cudlaSubmitTask";
+
+struct ResolvedTask {
+  std::shared_ptr<ModuleState> module;
+  std::vector<const void*> inputs;
+  std::vector<void*> outputs;
+  uint8_t* statistics = nullptr;  // null: profiling off for this task
+};
+
+// Host bytes behind a DLA address registered on this handle, if at least `need` bytes are there.
+const Region* resolve(const DeviceState& dev, const void* dla, uint64_t need, uint64_t& offset) {
+  const uint64_t addr = reinterpret_cast<uint64_t>(dla);
+  auto it = dev.regions.upper_bound(addr);
+  if (it == dev.regions.begin()) return nullptr;
+  --it;
+  offset = addr - it->first;
+  if (offset >= it->second.size || it->second.size - offset < need) return nullptr;
+  return &it->second;
+}
+
+cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t index, ResolvedTask& out) {
+  if (t.waitEvents || t.signalEvents)
+    return fail_status(cudlaErrorUnsupportedOperation, kFn, "task ", index,
+                       ": wait/signal events need NvSci (standalone mode on Tegra); pass NULL in hybrid mode");
+  if (!dev.module || reinterpret_cast<uintptr_t>(t.moduleHandle) != reinterpret_cast<uintptr_t>(dev.module->handle))
+    return fail_status(cudlaErrorInvalidModule, kFn, "task ", index,
+                       ": moduleHandle is not the module loaded on this device handle");
+  if (!t.inputTensor || !t.outputTensor)
+    return fail_status(cudlaErrorUnsupportedOperation, kFn, "task ", index, ": inputTensor and outputTensor must be set");
+  const Model& m = dev.module->engine.model();
+  if (t.numInputTensors != m.inputs.size())
+    return fail_status(cudlaErrorInvalidParam, kFn, "task ", index, ": numInputTensors is ", t.numInputTensors,
+                       ", the module has ", m.inputs.size());
+  const size_t stats = dev.module->stats_descriptors.size();
+  if (t.numOutputTensors != m.outputs.size() && t.numOutputTensors != m.outputs.size() + stats)
+    return fail_status(cudlaErrorInvalidParam, kFn, "task ", index, ": numOutputTensors is ", t.numOutputTensors,
+                       ", the module has ", m.outputs.size(), " outputs (+", stats, " statistics buffer)");
+  out.module = dev.module;
+  auto check = [&](const void* p, uint64_t need, const char* kind, size_t i, bool statistics) -> const uint8_t* {
+    uint64_t offset = 0;
+    const Region* r = p ? resolve(dev, p, need, offset) : nullptr;
+    if (!r) {
+      fail_status(cudlaErrorInvalidAddress, kFn, "task ", index, ": ", kind, " ", i, " (", p,
+                  ") is not inside memory registered on this handle with ", need,
+                  " bytes to spare; register it with cudlaMemRegister and pass the pointer it returned");
+      return nullptr;
+    }
+    if (statistics && !(r->flags & CUDLA_TASK_STATISTICS)) {
+      fail_status(cudlaErrorInvalidAddress, kFn, "task ", index, ": statistics buffer ", p,
+                  " must be registered with CUDLA_TASK_STATISTICS");
+      return nullptr;
+    }
+    return r->host + offset;
+  };
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    const uint8_t* host = check(t.inputTensor[i], m.inputs[i].desc.size, "input", i, false);
+    if (!host) return cudlaErrorInvalidAddress;
+    out.inputs.push_back(host);
+  }
+  for (size_t i = 0; i < t.numOutputTensors; ++i) {
+    const bool is_stats = i >= m.outputs.size();
+    const uint64_t need = is_stats ? dev.module->stats_descriptors[i - m.outputs.size()].size : m.outputs[i].desc.size;
+    const uint8_t* host = check(t.outputTensor[i], need, is_stats ? "statistics output" : "output", i, is_stats);
+    if (!host) return cudlaErrorInvalidAddress;
+    if (is_stats) out.statistics = const_cast<uint8_t*>(host);
+    else out.outputs.push_back(const_cast<uint8_t*>(host));
+  }
+  return cudlaSuccess;
+}
+
+void write_statistics(uint8_t* buffer, const std::vector<OpTiming>& timings, uint64_t task_index, double task_ms) {
+  softdlaStatsHeader h{};
+  std::memcpy(h.magic, SOFTDLA_STATS_MAGIC, 8);
+  h.version = SOFTDLA_STATS_VERSION;
+  h.numLayers = uint32_t(timings.size());
+  h.taskIndex = task_index;
+  h.taskMs = task_ms;
+  std::memcpy(buffer, &h, sizeof h);
+  for (size_t i = 0; i < timings.size(); ++i) {
+    const softdlaStatsRecord r{uint32_t(i), 0, timings[i].start_ms, timings[i].end_ms};
+    std::memcpy(buffer + sizeof h + i * sizeof r, &r, sizeof r);
+  }
+}
+
+cudlaStatus run_task(DeviceState& dev, const ResolvedTask& t) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(dev.timeout_ms.load());
+  std::vector<OpTiming> timings;
+  try {
+    t.module->engine.run(t.inputs, t.outputs, t.statistics ? &timings : nullptr, deadline);
+  } catch (const TaskTimeout& e) {
+    return fail_status(cudlaErrorDlaErrEngineTimeout, kFn, e.what(), " (timeout ", dev.timeout_ms.load(),
+                       " ms; raise it with cudlaSetTaskTimeoutInMs)");
+  } catch (const std::bad_alloc&) {
+    return fail_status(cudlaErrorDlaErrNoMem, kFn, "out of host memory while running a task");
+  } catch (const std::exception& e) {
+    return fail_status(cudlaErrorDlaErrInvalidInput, kFn, "task failed: ", e.what());
+  }
+  const uint64_t index = dev.tasks_done++;
+  if (t.statistics)
+    write_statistics(t.statistics, timings, index,
+                     std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  return cudlaSuccess;
+}
+
+}  // namespace
+
+extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cudlaTask* const ptrToTasks,
+                                       uint32_t const numTasks, void* const stream, uint32_t const flags) {
+  return guarded(kFn, [&] {
+    const auto dev = find_device(devHandle);
+    if (!dev) return fail_status(cudlaErrorInvalidDevice, kFn, "not a live device handle");
+    if (!ptrToTasks || numTasks == 0) return fail_status(cudlaErrorInvalidParam, kFn, "no tasks (NULL or numTasks 0)");
+    if (flags & ~kKnownFlags) return fail_status(cudlaErrorInvalidParam, kFn, "unknown flags ", flags);
+    if (flags & CUDLA_SUBMIT_DIAGNOSTICS_TASK)
+      return fail_status(cudlaErrorUnsupportedOperation, kFn,
+                         "fault diagnostics tasks test DLA silicon; a software DLA has none (docs/RUNTIME.md)");
+    if (dev->mode == CUDLA_STANDALONE && stream)
+      return fail_status(cudlaErrorInvalidParam, kFn, "standalone handles take no stream; pass NULL");
+    if (dev->mode == CUDLA_CUDA_DLA && stream)
+      return fail_status(cudlaErrorUnsupportedOperation, kFn,
+                         "this libcudla has no CUDA backend active, so it cannot order work on a CUDA stream; "
+                         "pass stream NULL to run synchronously (docs/RUNTIME.md)");
+
+    std::vector<ResolvedTask> tasks(numTasks);
+    {
+      std::lock_guard<std::mutex> lock(dev->state_mutex);
+      if (!dev->alive) return fail_status(cudlaErrorInvalidDevice, kFn, "device handle was destroyed");
+      for (uint32_t i = 0; i < numTasks; ++i)
+        if (const cudlaStatus s = resolve_task(*dev, ptrToTasks[i], i, tasks[i]); s != cudlaSuccess) return s;
+    }
+    if (flags & CUDLA_SUBMIT_NOOP) return cudlaSuccess;  // validated; nothing runs
+
+    std::unique_lock<std::mutex> exec(registry().cores[dev->core].exec_mutex, std::defer_lock);
+    if (!(flags & CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE)) exec.lock();
+    for (const ResolvedTask& t : tasks) {
+      const cudlaStatus s = run_task(*dev, t);
+      dev->last_error = s;
+      if (s != cudlaSuccess) break;  // the rest of this submission does not run
+    }
+    return cudlaSuccess;
+  });
+}
