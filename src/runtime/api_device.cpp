@@ -91,7 +91,7 @@ extern "C" cudlaStatus cudlaDeviceGetAttribute(cudlaDevHandle const devHandle, c
   return guarded(fn, [&] {
     if (!find_device(devHandle)) return fail_status(cudlaErrorInvalidDevice, fn, "not a live device handle");
     if (!pAttribute) return fail_status(cudlaErrorInvalidParam, fn, "pAttribute is NULL");
-    switch (attrib) {
+    switch (enum_value(attrib)) {
       case CUDLA_UNIFIED_ADDRESSING:
         // DLA addresses are distinct from host/CUDA addresses (as without UVA on Tegra).
         pAttribute->unifiedAddressingSupported = 0;
@@ -100,7 +100,7 @@ extern "C" cudlaStatus cudlaDeviceGetAttribute(cudlaDevHandle const devHandle, c
         pAttribute->deviceVersion = kOrinDlaVersion;
         return cudlaSuccess;
     }
-    return fail_status(cudlaErrorInvalidAttribute, fn, "unknown attribute ", int(attrib),
+    return fail_status(cudlaErrorInvalidAttribute, fn, "unknown attribute ", enum_value(attrib),
                        " (use CUDLA_UNIFIED_ADDRESSING or CUDLA_DEVICE_VERSION)");
   });
 }

@@ -89,7 +89,7 @@ extern "C" cudlaStatus cudlaModuleGetAttributes(cudlaModule const hModule, cudla
     std::vector<TensorDescriptor> in, out;
     for (const IoBinding& io : m.inputs) in.push_back(io.desc);
     for (const IoBinding& io : m.outputs) out.push_back(io.desc);
-    switch (attrType) {
+    switch (enum_value(attrType)) {
       case CUDLA_NUM_INPUT_TENSORS: attribute->numInputTensors = uint32_t(in.size()); return cudlaSuccess;
       case CUDLA_NUM_OUTPUT_TENSORS: attribute->numOutputTensors = uint32_t(out.size()); return cudlaSuccess;
       case CUDLA_NUM_OUTPUT_TASK_STATISTICS:
@@ -100,7 +100,7 @@ extern "C" cudlaStatus cudlaModuleGetAttributes(cudlaModule const hModule, cudla
       case CUDLA_OUTPUT_TASK_STATISTICS_DESCRIPTORS:
         return copy_out(mod->stats_descriptors, attribute->outputTensorDesc, "statistics descriptors");
     }
-    return fail_status(cudlaErrorInvalidAttribute, fn, "unknown attribute type ", int(attrType));
+    return fail_status(cudlaErrorInvalidAttribute, fn, "unknown attribute type ", enum_value(attrType));
   });
 }
 

@@ -1,5 +1,6 @@
 // No exception crosses the C ABI: every exported function runs its body through guarded().
 #pragma once
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -7,6 +8,16 @@
 #include "status.h"
 
 namespace softdla::rt {
+
+// The integer a C caller passed for an enum parameter. Callers may pass any int; in C++ merely loading
+// an out-of-range value as the enum type is undefined, so read its bytes instead.
+template <class E>
+int enum_value(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 template <class Body>
 cudlaStatus guarded(const char* function, Body&& body) noexcept {
