@@ -20,6 +20,17 @@ uint32_t softdla_engine_num_inputs(const softdla_engine* engine);
 uint32_t softdla_engine_num_outputs(const softdla_engine* engine);
 /* Bytes of input/output i in its bound format (the descriptor's size field), 0 if i is out of range. */
 uint64_t softdla_engine_io_size(const softdla_engine* engine, int is_output, uint32_t i);
+/* What the engine needs to pack/unpack I/O tensor i: logical NCHW, type (0 fp32, 1 fp16, 2 int8),
+ * format (0 linear, 1 dla_linear, 2 dla_hwc4, 3 chw16, 4 chw32), INT8 scale, target (0 orin, 1 xavier). */
+typedef struct softdla_io_info {
+  char name[256];
+  uint32_t n, c, h, w;
+  uint32_t dtype, format, target;
+  float scale;
+  uint64_t size;
+} softdla_io_info;
+int softdla_engine_io_info(const softdla_engine* engine, int is_output, uint32_t i, softdla_io_info* info);
+
 /* Runs once. inputs/outputs hold one buffer per I/O tensor, each io_size bytes. */
 int softdla_engine_run(softdla_engine* engine, const void* const* inputs, void* const* outputs, char* err,
                        size_t errlen);

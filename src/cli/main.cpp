@@ -9,7 +9,10 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <sstream>
+#include <fstream>
 
+#include "builder.h"
 #include "engine.h"
 #include "error.h"
 #include "io_convert.h"
@@ -148,10 +151,62 @@ int inspect_command(const std::string& path) {
   std::cout << "  " << m.ops.size() << " ops, intermediate arena " << m.memory_plan.arena_size << " B\n";
   for (const Op& op : m.ops) {
     const Tensor& out = m.tensors[op.outputs[0]];
+    std::string fused;
+    const SdpParams* post = nullptr;
+    if (const auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
+    if (const auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
+    if (const auto* sdp = std::get_if<SdpParams>(&op.params)) post = sdp;
+    if (post) {
+      for (const SdpStep& st : post->steps) fused += std::string(fused.empty() ? " [" : "+") + to_string(st.kind);
+      if (post->lut != ActivationLut::kNone) fused += std::string(fused.empty() ? " [" : "+") + (post->lut == ActivationLut::kSigmoid ? "sigmoid-lut" : "tanh-lut");
+      if (!fused.empty()) fused += "]";
+    }
     std::cout << "    " << std::left << std::setw(10) << op_kind_name(op.params) << " " << std::setw(6)
-              << to_string(out.dtype) << " " << op.name << " -> " << out.name << "\n";
+              << to_string(out.dtype) << " " << op.name << fused << " -> " << out.name << "\n";
   }
   return 0;
+}
+
+std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& spec) {
+  // trtexec: name:1x3x224x224[,name2:...]
+  std::map<std::string, std::vector<int64_t>> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t colon = item.rfind(':');
+    if (colon == std::string::npos) throw Error("--shapes takes name:1x3x224x224, got '" + item + "'");
+    std::vector<int64_t> dims;
+    std::stringstream ds(item.substr(colon + 1));
+    std::string d;
+    while (std::getline(ds, d, 'x')) dims.push_back(std::stoll(d));
+    std::string name = item.substr(0, colon);
+    if (name.size() >= 2 && (name.front() == '\'' || name.front() == '"')) name = name.substr(1, name.size() - 2);
+    out[name] = dims;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_layer_precisions(const std::string& spec) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t colon = item.rfind(':');
+    if (colon == std::string::npos) throw Error("--layerPrecisions takes layer:precision, got '" + item + "'");
+    std::string name = item.substr(0, colon);
+    if (name.size() >= 2 && (name.front() == '\'' || name.front() == '"')) name = name.substr(1, name.size() - 2);
+    out[name] = item.substr(colon + 1);
+  }
+  return out;
+}
+
+void progress_bar(const std::string& stage, size_t done, size_t total) {
+  static std::string last;
+  const int width = 30, filled = total ? int(width * done / total) : width;
+  std::cerr << "\r" << std::left << std::setw(28) << stage << " [" << std::string(size_t(filled), '#')
+            << std::string(size_t(width - filled), ' ') << "] " << done << "/" << total << std::flush;
+  if (done == total) std::cerr << "\n";
+  last = stage;
 }
 
 }  // namespace
@@ -170,9 +225,96 @@ int main(int argc, char** argv) {
   run->add_option("-r,--repeat", repeat, "run this many times and report the median time")->check(CLI::PositiveNumber);
   CLI::App* inspect = app.add_subcommand("inspect", "Print a loadable's I/O descriptors, ops and build metadata");
   inspect->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
+  // build: trtexec's DLA flags, so a trtexec command line works with the program name swapped.
+  std::string onnx_path, save, calib, calib_data, calibrator = "entropy", in_fmt, out_fmt, layer_prec, constraints = "none",
+                                                       target = "orin", shapes, mem_pool;
+  bool fp16 = false, int8 = false, standalone = false, verbose = false, fp32_ref = false, gpu_fallback = false,
+       skip_inference = false;
+  int dla_core = 0;
+  CLI::App* build = app.add_subcommand("build", "Build an ONNX model into a DLA standalone loadable (trtexec flags)");
+  build->add_option("--onnx", onnx_path, "ONNX model")->required()->check(CLI::ExistingFile);
+  build->add_option("--saveEngine", save, "output loadable path")->required();
+  build->add_flag("--fp16", fp16, "allow FP16 layers");
+  build->add_flag("--int8", int8, "allow INT8 layers (scales from --calib, --calib-data or Q/DQ nodes)");
+  build->add_flag("--fp32-reference", fp32_ref, "softdla: an FP32 reference loadable (not a DLA precision)");
+  build->add_option("--calib", calib, "TensorRT calibration cache: read if it exists, else written after calibrating");
+  build->add_option("--calib-data", calib_data, "directory of .npy/.npz calibration inputs")->check(CLI::ExistingDirectory);
+  build->add_option("--calibrator", calibrator, "entropy (TensorRT EntropyCalibrator2) | minmax | percentile")
+      ->check(CLI::IsMember({"entropy", "minmax", "percentile"}));
+  build->add_option("--inputIOFormats", in_fmt, "type:format[,...], e.g. int8:dla_hwc4");
+  build->add_option("--outputIOFormats", out_fmt, "type:format[,...], e.g. fp16:chw16");
+  build->add_option("--layerPrecisions", layer_prec, "layer:fp16|int8[,...]");
+  build->add_option("--precisionConstraints", constraints, "none | prefer | obey")->check(CLI::IsMember({"none", "prefer", "obey"}));
+  build->add_flag("--buildDLAStandalone", standalone, "build a DLA standalone loadable (always the case)");
+  build->add_option("--useDLACore", dla_core, "DLA core (recorded; a loadable runs on any core)");
+  build->add_option("--target", target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
+  build->add_option("--shapes", shapes, "fix input shapes: name:1x3x224x224[,...]");
+  build->add_option("--memPoolSize", mem_pool, "accepted for trtexec compatibility (no effect)");
+  build->add_flag("--allowGPUFallback", gpu_fallback, "rejected: not allowed for DLA standalone");
+  build->add_flag("--skipInference", skip_inference, "accepted for trtexec compatibility");
+  build->add_flag("--verbose", verbose, "print every layer's precision and fusion");
+  std::string check_path, check_target = "orin", check_shapes;
+  CLI::App* checkc = app.add_subcommand("check", "List every node of an ONNX model and whether it runs on the DLA");
+  checkc->add_option("model", check_path, "ONNX model")->required()->check(CLI::ExistingFile);
+  checkc->add_option("--target", check_target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
+  checkc->add_option("--shapes", check_shapes, "fix input shapes: name:1x3x224x224[,...]");
   CLI11_PARSE(app, argc, argv);
   try {
     if (*inspect) return softdla::inspect_command(path);
+    if (*checkc) {
+      const auto rows = softdla::builder::check(softdla::builder::read_file_bytes(check_path),
+                                                check_target == "xavier" ? softdla::Target::kXavier : softdla::Target::kOrin,
+                                                softdla::parse_shapes(check_shapes));
+      size_t w = 4, unsupported = 0;
+      for (const auto& r : rows) w = std::max(w, r.node.size());
+      std::cout << std::left << std::setw(int(w)) << "node" << "  " << std::setw(20) << "op" << "  " << std::setw(11)
+                << "DLA" << "  reason / fix\n";
+      for (const auto& r : rows) {
+        unsupported += !r.supported;
+        std::cout << std::setw(int(w)) << r.node << "  " << std::setw(20) << r.op << "  " << std::setw(11)
+                  << (r.supported ? "yes" : "NO") << "  " << r.reason << "\n";
+      }
+      std::cout << rows.size() - unsupported << " of " << rows.size() << " nodes run on the DLA ("
+                << check_target << ")\n";
+      return unsupported ? 1 : 0;
+    }
+    if (*build) {
+      if (gpu_fallback) throw softdla::Error("GPU fallback (--allowGPUFallback) not allowed for DLA standalone mode");
+      softdla::builder::BuildOptions o;
+      o.fp16 = fp16, o.int8 = int8, o.fp32_reference = fp32_ref;
+      o.target = target == "xavier" ? softdla::Target::kXavier : softdla::Target::kOrin;
+      o.input_formats = in_fmt, o.output_formats = out_fmt;
+      o.layer_precisions = softdla::parse_layer_precisions(layer_prec);
+      o.constraints = constraints == "obey" ? softdla::builder::PrecisionConstraints::kObey
+                      : constraints == "prefer" ? softdla::builder::PrecisionConstraints::kPrefer
+                                                : softdla::builder::PrecisionConstraints::kNone;
+      o.calibrator = calibrator;
+      o.calib_data = calib_data;
+      if (!calib.empty()) {
+        o.calib_cache = calib;
+        if (!std::filesystem::exists(calib)) o.write_calib_cache = calib;
+      }
+      o.shapes = softdla::parse_shapes(shapes);
+      for (int i = 1; i < argc; ++i) o.flags_text += std::string(i > 1 ? " " : "") + argv[i];
+      o.progress = softdla::progress_bar;
+      if (verbose) o.verbose = [](const std::string& l) { std::cerr << l << "\n"; };
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto r = softdla::builder::build(softdla::builder::read_file_bytes(onnx_path), o);
+      std::ofstream f(save, std::ios::binary);
+      if (!f) throw softdla::Error("cannot write '" + save + "'");
+      f.write(reinterpret_cast<const char*>(r.loadable.data()), std::streamsize(r.loadable.size()));
+      std::map<std::string, int> by_precision;
+      for (const auto& l : r.layers) {
+        ++by_precision[l.precision];
+        if (verbose) std::cerr << "  layer " << l.name << " (" << l.kind << "): " << l.precision << "\n";
+      }
+      std::cout << "built " << save << " (" << r.loadable.size() << " bytes, " << r.layers.size() << " layers:";
+      for (const auto& [p, n] : by_precision) std::cout << " " << n << " " << p;
+      std::cout << ") in " << std::fixed << std::setprecision(2)
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+      if (!o.write_calib_cache.empty()) std::cout << "wrote calibration cache " << o.write_calib_cache << "\n";
+      return 0;
+    }
     std::map<std::string, std::string> files;
     for (const std::string& spec : inputs) {
       const size_t eq = spec.find('=');

@@ -53,6 +53,23 @@ extern "C" uint64_t softdla_engine_io_size(const softdla_engine* e, int is_outpu
   return i < list.size() ? list[i].desc.size : 0;
 }
 
+extern "C" int softdla_engine_io_info(const softdla_engine* e, int is_output, uint32_t i, softdla_io_info* info) {
+  if (!e || !info) return 1;
+  const auto& m = e->engine.model();
+  const auto& list = is_output ? m.outputs : m.inputs;
+  if (i >= list.size()) return 1;
+  const softdla::Tensor& t = m.tensors[list[i].tensor];
+  std::memset(info, 0, sizeof *info);
+  std::strncpy(info->name, t.name.c_str(), sizeof info->name - 1);
+  info->n = t.shape[0], info->c = t.shape[1], info->h = t.shape[2], info->w = t.shape[3];
+  info->dtype = uint32_t(t.dtype);
+  info->format = uint32_t(list[i].format);
+  info->target = uint32_t(m.target);
+  info->scale = t.scale;
+  info->size = list[i].desc.size;
+  return 0;
+}
+
 extern "C" int softdla_engine_run(softdla_engine* e, const void* const* inputs, void* const* outputs,
                                   char* err, size_t errlen) {
   if (!e || !inputs || !outputs) return report("run", "null engine or buffer list", err, errlen);

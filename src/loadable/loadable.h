@@ -15,6 +15,10 @@ namespace softdla {
 Model read_loadable(std::span<const uint8_t> bytes);
 Model read_loadable_file(const std::string& path);
 
+// Fills version, builder name, I/O descriptors and (if empty) the memory plan, then runs every check:
+// what the writer does before serializing, for code that executes a Model without a file.
+void finalize_model(Model& m);
+
 // Checks the model, fills version, descriptors and memory plan if missing, and serializes it.
 std::vector<uint8_t> write_loadable(Model model);
 void write_loadable_file(const Model& model, const std::string& path);

@@ -96,7 +96,7 @@ struct ParamsWriter {
 
 }  // namespace
 
-std::vector<uint8_t> write_loadable(Model m) {
+void finalize_model(Model& m) {
   m.version = {kFormatMajor, kFormatMinor, kFormatPatch};
   if (m.build_info.builder.empty()) m.build_info.builder = std::string("softdla ") + kSoftdlaVersion;
   // Descriptors are derived, never hand-written: fill them from shape, type and format.
@@ -109,6 +109,10 @@ std::vector<uint8_t> write_loadable(Model m) {
   check_graph(m);
   if (m.memory_plan.offsets.empty()) m.memory_plan = plan_memory(m);
   check_memory_plan(m);
+}
+
+std::vector<uint8_t> write_loadable(Model m) {
+  finalize_model(m);
 
   Builder b(1 << 16);
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;

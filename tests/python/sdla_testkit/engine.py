@@ -14,6 +14,15 @@ class EngineError(RuntimeError):
     pass
 
 
+class IoInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 256), ("n", ctypes.c_uint32), ("c", ctypes.c_uint32), ("h", ctypes.c_uint32),
+                ("w", ctypes.c_uint32), ("dtype", ctypes.c_uint32), ("format", ctypes.c_uint32),
+                ("target", ctypes.c_uint32), ("scale", ctypes.c_float), ("size", ctypes.c_uint64)]
+
+
+NP_TYPES = {0: np.float32, 1: np.float16, 2: np.int8}
+
+
 def lib():
     global _lib
     if _lib is None:
@@ -24,6 +33,12 @@ def lib():
         _lib.softdla_engine_free.argtypes = [ctypes.c_void_p]
         _lib.softdla_engine_io_size.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
         _lib.softdla_engine_io_size.restype = ctypes.c_uint64
+        _lib.softdla_engine_io_info.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
+                                                 ctypes.POINTER(IoInfo)]
+        _lib.softdla_engine_num_inputs.argtypes = [ctypes.c_void_p]
+        _lib.softdla_engine_num_inputs.restype = ctypes.c_uint32
+        _lib.softdla_engine_num_outputs.argtypes = [ctypes.c_void_p]
+        _lib.softdla_engine_num_outputs.restype = ctypes.c_uint32
         _lib.softdla_engine_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
     return _lib
@@ -39,6 +54,34 @@ class Engine:
     def __del__(self):
         if getattr(self, "h", None):
             lib().softdla_engine_free(self.h)
+
+    def io_info(self, is_output):
+        count = (lib().softdla_engine_num_outputs if is_output else lib().softdla_engine_num_inputs)(self.h)
+        infos = []
+        for i in range(count):
+            info = IoInfo()
+            lib().softdla_engine_io_info(self.h, int(is_output), i, ctypes.byref(info))
+            infos.append(info)
+        return infos
+
+    def run_float(self, *arrays):
+        """Runs on float NCHW arrays (quantized / rounded to each input's type) and returns float outputs
+        (INT8 outputs dequantized)."""
+        from . import reference
+        raw = []
+        for info, a in zip(self.io_info(False), arrays):
+            a = np.asarray(a, np.float32).reshape(info.n, info.c, info.h, info.w)
+            if info.dtype == 2:
+                a = reference.quantize(a, info.scale)
+            else:
+                a = a.astype(NP_TYPES[info.dtype])
+            raw.append(formats.pack(a, info.format, "xavier" if info.target else "orin"))
+        outs = []
+        for info, r in zip(self.io_info(True), self.run_raw(raw, len(self.io_info(True)))):
+            y = formats.unpack(r, (info.n, info.c, info.h, info.w), NP_TYPES[info.dtype], info.format,
+                               "xavier" if info.target else "orin").astype(np.float32)
+            outs.append(y * np.float32(info.scale) if info.dtype == 2 else y)
+        return outs
 
     def io_size(self, is_output, i):
         return lib().softdla_engine_io_size(self.h, int(is_output), i)

@@ -1,0 +1,227 @@
+#include "builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "calibrate.h"
+#include "error.h"
+#include "format_version.h"
+#include "io_formats.h"
+#include "ir.h"
+#include "loadable.h"
+#include "lower.h"
+#include "precision.h"
+
+namespace softdla::builder {
+namespace {
+
+std::string hex_sha256_stub(const std::vector<uint8_t>& bytes) {
+  // FNV-1a 64 of the model: identifies the source model without a crypto dependency.
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+Graph prepare_graph(const std::vector<uint8_t>& onnx, const std::map<std::string, std::vector<int64_t>>& shapes,
+                    std::vector<NodeIssue>* issues) {
+  Graph g = import_onnx(onnx);
+  for (const auto& [name, dims] : shapes) {
+    if (!std::count(g.inputs.begin(), g.inputs.end(), name)) fail("--shapes names '", name, "', which is not a model input");
+    g.value(name).dims = dims;
+  }
+  infer_and_fold(g, issues);
+  return g;
+}
+
+std::vector<IoFormat> io_list(const std::string& spec, size_t count, IoFormat fallback, const char* what) {
+  std::vector<IoFormat> f = parse_io_formats(spec);
+  if (f.empty()) return std::vector<IoFormat>(count, fallback);
+  if (f.size() == 1) return std::vector<IoFormat>(count, f[0]);
+  if (f.size() != count) fail(what, " formats: ", f.size(), " given for ", count, " tensors (give one, or one per tensor)");
+  return f;
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot open '", path, "'");
+  return {(std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()};
+}
+
+std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
+                            const std::map<std::string, std::vector<int64_t>>& shapes) {
+  std::vector<NodeIssue> issues;
+  Graph g = prepare_graph(onnx, shapes, &issues);
+  std::vector<NodeIssue> lowering_issues;
+  lower(g, target, &lowering_issues);
+  issues.insert(issues.end(), lowering_issues.begin(), lowering_issues.end());
+  std::vector<CheckRow> rows;
+  for (const Node& n : g.nodes) {
+    CheckRow r{n.name, n.op, true, n.removed ? "folded at build time" : ""};
+    for (const NodeIssue& i : issues)
+      if (i.node == n.name) {
+        r.supported = false;
+        r.reason = i.message;
+        const std::string prefix = "node '" + n.label() + "' (" + n.op + "): ";
+        if (r.reason.rfind(prefix, 0) == 0) r.reason = r.reason.substr(prefix.size());
+      }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
+  if (!o.fp16 && !o.int8 && !o.fp32_reference)
+    fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
+  Graph g = prepare_graph(onnx, o.shapes, nullptr);
+  Lowered low = lower(g, o.target, nullptr);
+  Model& fp32 = low.model;
+  fp32.build_info.source_model_sha256 = hex_sha256_stub(onnx);
+  if (o.progress) o.progress("import and lowering", 1, 1);
+
+  // ---- ranges for INT8 ----
+  std::vector<float> amax(fp32.tensors.size(), 0.f);
+  std::vector<std::string> onnx_name(fp32.tensors.size());
+  for (const auto& [name, t] : low.tensor_of) onnx_name[t] = name;
+  for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+    if (onnx_name[t].empty()) onnx_name[t] = fp32.tensors[t].name;
+  bool have_cache = false;
+  if (o.int8) {
+    for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
+    if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
+      const auto cache = read_calibration_cache(o.calib_cache);
+      for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+        if (auto it = cache.find(onnx_name[t]); it != cache.end()) amax[t] = it->second * 127.f;
+      have_cache = true;
+    }
+    if (!o.calib_data.empty() && !have_cache) {
+      const auto batches = load_calibration_data(o.calib_data, fp32, low.input_names);
+      const auto found = calibrate(fp32, batches, parse_calibrator(o.calibrator), o.percentile, o.progress);
+      for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+        if (found[t] > 0 && !low.qdq_amax.count(t)) amax[t] = found[t];
+    } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {
+      fail("--int8 needs scales: give calibration data (--calib-data DIR), a calibration cache (--calib FILE), "
+           "or a model with Q/DQ nodes; or add --fp16");
+    }
+    // Clipped ReLU outputs never exceed the clip bound.
+    for (const Op& op : fp32.ops) {
+      const SdpParams* post = nullptr;
+      if (const auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
+      if (const auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
+      if (const auto* s = std::get_if<SdpParams>(&op.params)) post = s;
+      if (post)
+        for (const SdpStep& s : post->steps)
+          if (s.kind == SdpKind::kClip && s.lo == 0.f && amax[op.outputs[0]] > s.hi) amax[op.outputs[0]] = s.hi;
+    }
+  }
+
+  // ---- precision per op ----
+  PrecisionPlan plan;
+  plan.op_precision.resize(fp32.ops.size());
+  const DataType fallback = o.fp16 ? DataType::kFloat16 : DataType::kFloat32;
+  std::set<std::string> unused_overrides;
+  for (const auto& [name, p] : o.layer_precisions) unused_overrides.insert(name);
+  for (size_t i = 0; i < fp32.ops.size(); ++i) {
+    const Op& op = fp32.ops[i];
+    const std::string base = op.name.substr(0, op.name.find(" ("));
+    auto has_scales = [&] {
+      for (uint32_t t : op.inputs)
+        if (fp32.tensors[t].constant < 0 && amax[t] <= 0) return false;
+      return amax[op.outputs[0]] > 0;
+    };
+    DataType p = o.fp32_reference && !o.fp16 && !o.int8 ? DataType::kFloat32 : fallback;
+    const bool int8_ok = o.int8 && supports_int8(fp32, op) && has_scales();
+    if (int8_ok) p = DataType::kInt8;
+    if (auto it = o.layer_precisions.find(base); it != o.layer_precisions.end()) {
+      unused_overrides.erase(base);
+      const DataType want = it->second == "int8" ? DataType::kInt8 : it->second == "fp16" ? DataType::kFloat16 : DataType::kFloat32;
+      if (it->second != "int8" && it->second != "fp16") fail("--layerPrecisions: '", it->second, "' for '", base, "' is not fp16 or int8");
+      if (want == DataType::kInt8 && !int8_ok) {
+        const std::string why = !o.int8 ? "--int8 is not set" : !supports_int8(fp32, op) ? "the DLA runs this layer in FP16 only" : "no INT8 scale for its tensors";
+        if (o.constraints == PrecisionConstraints::kObey) fail("layer '", base, "' is constrained to int8 but ", why);
+        if (o.verbose) o.verbose("layer '" + base + "': int8 requested but " + why + "; using fp16");
+      } else {
+        if (want == DataType::kFloat16 && !o.fp16 && o.constraints == PrecisionConstraints::kObey)
+          fail("layer '", base, "' is constrained to fp16 but --fp16 is not set");
+        if (want == DataType::kInt8 || o.fp16) p = want;
+      }
+    }
+    if (p == DataType::kFloat32 && !o.fp32_reference) {
+      fail("layer '", base, "' (", op_kind_name(op.params), ") cannot run in INT8 (",
+           supports_int8(fp32, op) ? "no scale for its tensors: add it to the calibration data or cache"
+                                   : "the DLA runs it in FP16 only",
+           "); add --fp16 to let it run in FP16");
+    }
+    plan.op_precision[i] = p;
+  }
+  if (!unused_overrides.empty())
+    fail("--layerPrecisions names '", *unused_overrides.begin(), "', which is not a layer of this model");
+
+  // INT8 tensors in one shared-range group take the largest range of the group (as TensorRT does).
+  const std::vector<uint32_t> group = shared_range_groups(fp32);
+  std::map<uint32_t, float> group_max;
+  for (uint32_t t = 0; t < fp32.tensors.size(); ++t) group_max[group[t]] = std::max(group_max[group[t]], amax[t]);
+  for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+    if (amax[t] > 0) amax[t] = group_max[group[t]];
+  plan.amax = amax;
+
+  // ---- I/O formats ----
+  auto first_precision = [&](uint32_t tensor, bool input) {
+    for (size_t i = 0; i < fp32.ops.size(); ++i) {
+      const Op& op = fp32.ops[i];
+      if (input ? std::count(op.inputs.begin(), op.inputs.end(), tensor) > 0 : op.outputs[0] == tensor)
+        return plan.op_precision[i];
+    }
+    return fallback;
+  };
+  auto default_format = [&](DataType p) {
+    if (p == DataType::kFloat32) return IoFormat{DataType::kFloat32, TensorFormat::kLinear};
+    return IoFormat{p, TensorFormat::kDlaLinear};
+  };
+  plan.inputs = io_list(o.input_formats, fp32.inputs.size(), {}, "input");
+  plan.outputs = io_list(o.output_formats, fp32.outputs.size(), {}, "output");
+  const bool ref_only = o.fp32_reference && !o.fp16 && !o.int8;
+  for (size_t i = 0; i < fp32.inputs.size(); ++i) {
+    if (o.input_formats.empty()) plan.inputs[i] = default_format(first_precision(fp32.inputs[i].tensor, true));
+    if (!ref_only) check_standalone_format(plan.inputs[i], true, low.input_names[i]);
+    if (plan.inputs[i].dtype == DataType::kInt8 && amax[fp32.inputs[i].tensor] <= 0)
+      fail("input '", low.input_names[i], "' is int8 but has no scale: calibrate or give a cache entry for it");
+  }
+  for (size_t i = 0; i < fp32.outputs.size(); ++i) {
+    if (o.output_formats.empty()) plan.outputs[i] = default_format(first_precision(fp32.outputs[i].tensor, false));
+    if (!ref_only) check_standalone_format(plan.outputs[i], false, low.output_names[i]);
+    if (plan.outputs[i].dtype == DataType::kInt8 && amax[fp32.outputs[i].tensor] <= 0)
+      fail("output '", low.output_names[i], "' is int8 but has no scale: calibrate or give a cache entry for it");
+  }
+
+  Model m = apply_precision(low, plan);
+  std::string precisions;
+  if (o.int8) precisions += "int8";
+  if (o.fp16) precisions += precisions.empty() ? "fp16" : "+fp16";
+  if (ref_only) precisions = "fp32 (reference, not a DLA precision)";
+  m.build_info = fp32.build_info;
+  m.build_info.builder = std::string("softdla ") + kSoftdlaVersion;
+  m.build_info.precisions = precisions;
+  m.build_info.flags = o.flags_text;
+
+  BuildResult r;
+  for (size_t i = 0; i < fp32.ops.size(); ++i)
+    r.layers.push_back({fp32.ops[i].name, op_kind_name(fp32.ops[i].params), to_string(plan.op_precision[i])});
+  for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+    if (amax[t] > 0 && fp32.tensors[t].constant < 0) r.scales[onnx_name[t]] = amax[t] / 127.f;
+  if (!o.write_calib_cache.empty())
+    write_calibration_cache(o.write_calib_cache, r.scales,
+                            o.calibrator == "minmax" ? "MinMaxCalibration" : "EntropyCalibration2");
+  r.loadable = write_loadable(std::move(m));
+  if (o.progress) o.progress("write loadable", 1, 1);
+  return r;
+}
+
+}  // namespace softdla::builder

@@ -1,0 +1,59 @@
+// The softdla builder as a library: ONNX model bytes -> DLA loadable (the job of
+// `trtexec --buildDLAStandalone`), and the per-node capability check.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace softdla::builder {
+
+enum class PrecisionConstraints { kNone, kPrefer, kObey };
+
+struct BuildOptions {
+  bool fp16 = false;                  // allow FP16
+  bool int8 = false;                  // allow INT8 (with scales)
+  bool fp32_reference = false;        // softdla only: an FP32 reference loadable (not a DLA precision)
+  Target target = Target::kOrin;
+  std::string input_formats, output_formats;           // trtexec grammar, e.g. "int8:dla_hwc4"
+  std::map<std::string, std::string> layer_precisions;  // ONNX node name -> "fp16" | "int8"
+  PrecisionConstraints constraints = PrecisionConstraints::kNone;
+  std::string calib_cache;            // read scales from this TensorRT cache if it exists
+  std::string calib_data;             // directory of .npy/.npz calibration inputs
+  std::string calibrator = "entropy";  // entropy | minmax | percentile
+  double percentile = 99.99;
+  std::string write_calib_cache;      // write the scales used here
+  std::map<std::string, std::vector<int64_t>> shapes;   // fix dynamic input shapes (--shapes)
+  std::string flags_text;             // recorded in the loadable's build info
+  std::function<void(const std::string& stage, size_t done, size_t total)> progress;
+  std::function<void(const std::string& line)> verbose;  // per-layer decisions, if set
+};
+
+struct LayerReport {
+  std::string name, kind, precision;
+};
+
+struct BuildResult {
+  std::vector<uint8_t> loadable;
+  std::vector<LayerReport> layers;
+  std::map<std::string, float> scales;  // tensor -> INT8 scale used (amax / 127)
+};
+
+BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& options);
+
+struct CheckRow {
+  std::string node, op;
+  bool supported = true;
+  std::string reason;  // the rule that fails and what would fix it
+};
+
+// Every node of the model with whether it runs on the DLA and, if not, why and how to fix it.
+std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
+                            const std::map<std::string, std::vector<int64_t>>& shapes = {});
+
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+}  // namespace softdla::builder

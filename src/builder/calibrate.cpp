@@ -1,0 +1,226 @@
+#include "calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "engine.h"
+#include "error.h"
+#include "loadable.h"
+#include "npy.h"
+
+namespace softdla::builder {
+namespace {
+constexpr size_t kBins = 2048, kQuantBins = 128;
+}
+
+Calibrator parse_calibrator(const std::string& name) {
+  if (name == "entropy") return Calibrator::kEntropy;
+  if (name == "minmax") return Calibrator::kMinMax;
+  if (name == "percentile") return Calibrator::kPercentile;
+  fail("unknown calibrator '", name, "' (entropy, minmax or percentile)");
+}
+
+std::vector<Batch> load_calibration_data(const std::string& dir, const Model& m, const std::vector<std::string>& names) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) fail("calibration data '", dir, "' is not a directory of .npy/.npz files");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string ext = e.path().extension().string();
+    if (ext == ".npy" || ext == ".npz") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) fail("no .npy or .npz files in '", dir, "'");
+  // Samples per input: a flat queue of single-sample vectors.
+  std::vector<std::vector<std::vector<float>>> samples(m.inputs.size());
+  for (const std::string& f : files) {
+    std::vector<std::pair<std::string, NpyArray>> arrays;
+    if (f.size() > 4 && f.substr(f.size() - 4) == ".npz") arrays = read_npz(f);
+    else arrays.emplace_back(names.size() == 1 ? names[0] : "", read_npy(f));
+    for (auto& [name, a] : arrays) {
+      const auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end())
+        fail("'", f, "': array '", name, "' does not name a model input (inputs: ", names.size() == 1 ? names[0] : "several",
+             "); in .npz files name each array after its input");
+      const size_t idx = size_t(it - names.begin());
+      const Shape& s = m.tensors[m.inputs[idx].tensor].shape;
+      const size_t per = size_t(s[1]) * s[2] * s[3];
+      size_t count = 1;
+      for (uint64_t d : a.shape) count *= d;
+      if (count == 0 || count % per) fail("'", f, "': ", count, " values are not a whole number of ", s[1], "x", s[2], "x", s[3], " samples");
+      for (size_t k = 0; k < count / per; ++k) {
+        std::vector<float> v(per);
+        for (size_t j = 0; j < per; ++j) v[j] = npy_value(a, k * per + j);
+        samples[idx].push_back(std::move(v));
+      }
+    }
+  }
+  const size_t n = m.tensors[m.inputs[0].tensor].shape[0];
+  size_t total = samples[0].size();
+  for (const auto& s : samples) total = std::min(total, s.size());
+  if (total < n) fail("calibration data holds ", total, " samples; the model's batch is ", n);
+  std::vector<Batch> batches;
+  for (size_t b = 0; b + n <= total; b += n) {
+    Batch batch(samples.size());
+    for (size_t i = 0; i < samples.size(); ++i)
+      for (size_t k = 0; k < n; ++k) batch[i].insert(batch[i].end(), samples[i][b + k].begin(), samples[i][b + k].end());
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+double entropy_threshold(const std::vector<double>& hist, double max) {
+  const size_t nb = hist.size();
+  const double width = max / double(nb);
+  double best_kl = INFINITY;
+  size_t best = nb;
+  std::vector<double> p(nb), q(nb);
+  for (size_t i = kQuantBins; i <= nb; ++i) {
+    // Reference: the first i bins, with everything beyond folded into the last one.
+    std::copy(hist.begin(), hist.begin() + long(i), p.begin());
+    double outliers = 0;
+    for (size_t j = i; j < nb; ++j) outliers += hist[j];
+    p[i - 1] += outliers;
+    // Candidate: the i bins merged into 128 levels, spread back over the non-empty bins.
+    std::fill(q.begin(), q.begin() + long(i), 0.0);
+    const double merged = double(i) / double(kQuantBins);
+    for (size_t j = 0; j < kQuantBins; ++j) {
+      const size_t start = size_t(double(j) * merged), end = j + 1 == kQuantBins ? i : size_t(double(j + 1) * merged);
+      double total = 0;
+      size_t nonzero = 0;
+      for (size_t k = start; k < end; ++k) {
+        total += hist[k];
+        nonzero += hist[k] != 0;
+      }
+      for (size_t k = start; k < end; ++k) q[k] = hist[k] != 0 ? total / double(nonzero) : 0.0;
+    }
+    double ps = 0, qs = 0;
+    for (size_t k = 0; k < i; ++k) ps += p[k], qs += q[k];
+    if (ps <= 0 || qs <= 0) continue;
+    double kl = 0;
+    for (size_t k = 0; k < i; ++k) {
+      if (p[k] <= 0) continue;
+      const double pk = p[k] / ps, qk = q[k] / qs;
+      kl += qk > 0 ? pk * std::log(pk / qk) : pk * 20.0;  // an empty candidate bin is heavily penalised
+    }
+    if (kl < best_kl) best_kl = kl, best = i;
+  }
+  return (double(best) + 0.5) * width;
+}
+
+std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c, double percentile,
+                             const Progress& progress) {
+  // Expose every computed tensor as an output of a copy of the model.
+  Model probe = fp32;
+  probe.outputs.clear();
+  probe.memory_plan = {};
+  std::vector<bool> is_input(probe.tensors.size(), false);
+  for (const IoBinding& io : probe.inputs) is_input[io.tensor] = true;
+  std::vector<uint32_t> watched;
+  for (uint32_t t = 0; t < probe.tensors.size(); ++t)
+    if (probe.tensors[t].constant < 0) {
+      watched.push_back(t);
+      if (!is_input[t]) probe.outputs.push_back({t, TensorFormat::kLinear, {}});
+    }
+  finalize_model(probe);
+  const Engine engine(std::move(probe));
+  const Model& pm = engine.model();
+  std::vector<std::vector<float>> outs(pm.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i) outs[i].resize(element_count(pm.tensors[pm.outputs[i].tensor].shape));
+  auto run = [&](const Batch& b) {
+    std::vector<const void*> ip;
+    std::vector<void*> op;
+    for (const auto& v : b) ip.push_back(v.data());
+    for (auto& v : outs) op.push_back(v.data());
+    engine.run(ip, op);
+  };
+  auto for_each_tensor = [&](const Batch& b, const auto& fn) {
+    for (size_t i = 0; i < pm.inputs.size(); ++i) fn(pm.inputs[i].tensor, b[i]);
+    for (size_t i = 0; i < pm.outputs.size(); ++i) fn(pm.outputs[i].tensor, outs[i]);
+  };
+  std::vector<double> amax(fp32.tensors.size(), 0.0);
+  const size_t passes = c == Calibrator::kMinMax ? 1 : 2;
+  for (size_t i = 0; i < batches.size(); ++i) {  // pass 1: ranges
+    run(batches[i]);
+    for_each_tensor(batches[i], [&](uint32_t t, const std::vector<float>& v) {
+      for (float x : v)
+        if (std::isfinite(x)) amax[t] = std::max(amax[t], double(std::fabs(x)));
+    });
+    if (progress) progress("calibration pass 1/" + std::to_string(passes), i + 1, batches.size());
+  }
+  if (c != Calibrator::kMinMax) {  // pass 2: histograms of |x| over [0, amax]
+    std::vector<std::vector<double>> hist(fp32.tensors.size());
+    for (size_t i = 0; i < batches.size(); ++i) {
+      run(batches[i]);
+      for_each_tensor(batches[i], [&](uint32_t t, const std::vector<float>& v) {
+        auto& h = hist[t];
+        if (h.empty()) h.assign(kBins, 0.0);
+        if (amax[t] <= 0) return;
+        const double scale = double(kBins) / amax[t];
+        for (float x : v)
+          if (std::isfinite(x)) h[std::min(kBins - 1, size_t(std::fabs(x) * scale))] += 1;
+      });
+      if (progress) progress("calibration pass 2/2", i + 1, batches.size());
+    }
+    for (uint32_t t : watched) {
+      if (amax[t] <= 0 || hist[t].empty()) continue;
+      if (c == Calibrator::kEntropy) {
+        amax[t] = std::min(amax[t], entropy_threshold(hist[t], amax[t]));
+      } else {
+        double total = 0, acc = 0;
+        for (double h : hist[t]) total += h;
+        size_t k = 0;
+        for (; k < kBins; ++k)
+          if ((acc += hist[t][k]) >= total * percentile / 100.0) break;
+        amax[t] = std::min(amax[t], (double(k) + 1) * amax[t] / double(kBins));
+      }
+    }
+  }
+  return {amax.begin(), amax.end()};
+}
+
+std::map<std::string, float> read_calibration_cache(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail("cannot open calibration cache '", path, "'");
+  std::string line;
+  if (!std::getline(f, line) || line.rfind("TRT-", 0) != 0)
+    fail("'", path, "' is not a TensorRT calibration cache (first line must be TRT-<version>-<Calibrator>)");
+  std::map<std::string, float> scales;
+  size_t lineno = 1;
+  while (std::getline(f, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const size_t colon = line.rfind(':');
+    if (colon == std::string::npos) fail("'", path, "' line ", lineno, ": expected '<tensor>: <hex scale>'");
+    std::string hex = line.substr(colon + 1);
+    hex.erase(0, hex.find_first_not_of(' '));
+    if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      fail("'", path, "' line ", lineno, ": '", hex, "' is not 8 hex digits");
+    const uint32_t bits = uint32_t(std::stoul(hex, nullptr, 16));
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    if (!std::isfinite(scale) || scale < 0) fail("'", path, "' line ", lineno, ": scale is not a finite non-negative number");
+    scales[line.substr(0, colon)] = scale;
+  }
+  return scales;
+}
+
+void write_calibration_cache(const std::string& path, const std::map<std::string, float>& scales,
+                             const std::string& calibrator_name) {
+  std::ofstream f(path);
+  if (!f) fail("cannot write calibration cache '", path, "'");
+  f << "TRT-8600-" << calibrator_name << "\n";
+  for (const auto& [name, scale] : scales) {
+    uint32_t bits;
+    std::memcpy(&bits, &scale, 4);
+    f << name << ": " << std::hex << std::setw(8) << std::setfill('0') << bits << std::dec << "\n";
+  }
+  if (!f) fail("failed writing '", path, "'");
+}
+
+}  // namespace softdla::builder

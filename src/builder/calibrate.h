@@ -1,0 +1,39 @@
+// INT8 calibration: run the FP32 reference model on sample inputs, histogram every tensor and choose
+// its range with TensorRT's entropy rule (EntropyCalibrator2), min-max, or a percentile.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace softdla::builder {
+
+enum class Calibrator { kEntropy, kMinMax, kPercentile };
+Calibrator parse_calibrator(const std::string& name);
+
+// One batch: per model input, NCHW float values of the input's full shape.
+using Batch = std::vector<std::vector<float>>;
+
+// Reads a directory of .npy (single-input models; the leading axis stacks samples) or .npz (arrays
+// named after the inputs) files, sorted by name, and cuts them into batches of the model's batch size.
+std::vector<Batch> load_calibration_data(const std::string& dir, const Model& fp32,
+                                         const std::vector<std::string>& input_names);
+
+using Progress = std::function<void(const std::string& stage, size_t done, size_t total)>;
+
+// |range| per tensor of the FP32 model (0 for tensors never seen, e.g. constants).
+std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c,
+                             double percentile, const Progress& progress);
+
+// The range chosen from a histogram of |x| (2048 bins over [0, max]) by the entropy rule.
+double entropy_threshold(const std::vector<double>& hist, double max);
+
+// TensorRT calibration caches: first line "TRT-<version>-<Calibrator>", then "<tensor>: <hex>" where
+// <hex> is the big-endian IEEE float32 scale (= amax / 127).
+std::map<std::string, float> read_calibration_cache(const std::string& path);  // name -> scale
+void write_calibration_cache(const std::string& path, const std::map<std::string, float>& scales,
+                             const std::string& calibrator_name);
+
+}  // namespace softdla::builder

@@ -1,0 +1,604 @@
+// Shape inference and constant folding. Every node gets static output shapes; a node whose inputs are
+// all constant and whose op is pure data/shape arithmetic is evaluated and removed.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "error.h"
+#include "ir.h"
+
+namespace softdla::builder {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+[[noreturn]] void bad(const Node& n, const std::string& msg) { fail("node '", n.label(), "' (", n.op, "): ", msg); }
+
+int64_t norm_axis(const Node& n, int64_t axis, size_t rank) {
+  const int64_t r = int64_t(rank);
+  if (axis < -r || axis >= r) bad(n, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  return axis < 0 ? axis + r : axis;
+}
+
+Dims broadcast(const Node& n, const Dims& a, const Dims& b) {
+  Dims out(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int64_t da = k < out.size() - a.size() ? 1 : a[k - (out.size() - a.size())];
+    const int64_t db = k < out.size() - b.size() ? 1 : b[k - (out.size() - b.size())];
+    if (da != db && da != 1 && db != 1) bad(n, "shapes do not broadcast");
+    out[k] = std::max(da, db);
+  }
+  return out;
+}
+
+// Strides of a row-major shape.
+Dims strides_of(const Dims& d) {
+  Dims s(d.size(), 1);
+  for (int k = int(d.size()) - 2; k >= 0; --k) s[size_t(k)] = s[size_t(k) + 1] * d[size_t(k) + 1];
+  return s;
+}
+
+// Element index in a broadcast operand for the flat index of the output.
+size_t bcast_index(size_t flat, const Dims& out, const Dims& in) {
+  const Dims os = strides_of(out), is = strides_of(in);
+  size_t idx = 0;
+  const size_t off = out.size() - in.size();
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int64_t coord = int64_t(flat) / os[k] % out[k];
+    if (k >= off && in[k - off] != 1) idx += size_t(coord * is[k - off]);
+  }
+  return idx;
+}
+
+class Folder {
+ public:
+  Folder(Graph& g, std::vector<NodeIssue>* issues) : g_(g), issues_(issues) {}
+
+  void run() {
+    for (Node& n : g_.nodes) {
+      if (n.removed) continue;
+      try {
+        for (const std::string& in : n.inputs)
+          if (!in.empty() && !g_.value(in).known_shape)
+            bad(n, "depends on '" + in + "', whose shape is unknown because an earlier node is unsupported");
+        infer(n);
+      } catch (const Error& e) {
+        if (!issues_) throw;
+        issues_->push_back({n.name, n.op, e.what()});
+        continue;
+      }
+      for (const std::string& o : n.outputs)
+        if (!o.empty()) g_.value(o).known_shape = true;
+      if (n.op == "Constant" || (all_const(n) && foldable(n.op))) n.removed = true;
+    }
+  }
+
+ private:
+  Graph& g_;
+  std::vector<NodeIssue>* issues_;
+
+  const Value& in(const Node& n, size_t k) {
+    if (k >= n.inputs.size() || n.inputs[k].empty()) bad(n, "missing input " + std::to_string(k));
+    return g_.value(n.inputs[k]);
+  }
+  bool has_in(const Node& n, size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); }
+  Value& out(const Node& n, size_t k = 0) { return g_.value(n.outputs.at(k)); }
+  bool all_const(const Node& n) {
+    return std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& s) { return s.empty() || g_.is_const(s); });
+  }
+  static bool foldable(const std::string& op) {
+    static const char* const ops[] = {"Shape", "Gather", "Cast", "Unsqueeze", "Squeeze", "Concat", "Reshape",
+                                      "Slice", "Add", "Sub", "Mul", "Div", "Transpose", "Flatten", "Identity",
+                                      "ConstantOfShape", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Reciprocal",
+                                      "Pow", "ReduceProd", "Min", "Max", "Equal", "Where", "Expand", "Dropout",
+                                      "DequantizeLinear"};
+    return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
+  }
+  std::vector<int64_t> ints_of(const Node& n, size_t k) {
+    const Value& v = in(n, k);
+    if (!v.constant) bad(n, "input '" + v.name + "' must be a constant (computed from shapes or initializers)");
+    std::vector<int64_t> r;
+    for (size_t i = 0; i < v.constant->size(); ++i) r.push_back(v.constant->int_at(i));
+    return r;
+  }
+  void set(const Node& n, Dims dims, size_t k = 0) {
+    for (int64_t d : dims)
+      if (d < 0) bad(n, "computed a negative dimension");
+    out(n, k).dims = std::move(dims);
+  }
+  void set_const(const Node& n, Dims dims, ConstData c, int32_t elem, size_t k = 0) {
+    Value& v = out(n, k);
+    v.dims = std::move(dims);
+    v.constant = std::move(c);
+    v.elem_type = elem;
+  }
+
+  void infer(Node& n);
+  void infer_elementwise(Node& n);
+  void infer_conv(Node& n, bool transpose);
+  void infer_pool(Node& n);
+  void infer_reshape_like(Node& n);
+  void infer_resize(Node& n);
+  void infer_slice(Node& n);
+};
+
+void Folder::infer_elementwise(Node& n) {
+  Dims d = in(n, 0).dims;
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (has_in(n, k)) d = broadcast(n, d, in(n, k).dims);
+  const bool unary = n.inputs.size() == 1;
+  out(n).elem_type = in(n, unary ? 0 : n.inputs.size() - 1).elem_type;
+  if (n.op == "Where") out(n).elem_type = in(n, 1).elem_type;
+  if (n.op == "Equal") out(n).elem_type = 9;
+  if (!all_const(n) || !foldable(n.op)) return set(n, d);
+  const size_t count = size_t(std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>()));
+  ConstData c;
+  const Value& a = in(n, 0);
+  const bool int_math = !a.constant->is_float && (unary || !in(n, n.inputs.size() - 1).constant->is_float);
+  c.is_float = !int_math;
+  for (size_t i = 0; i < count; ++i) {
+    auto arg = [&](size_t k) { const Value& v = in(n, k); return v.constant->at(bcast_index(i, d, v.dims)); };
+    const double x = arg(0);
+    double r = x;
+    if (n.op == "Add") r = x + arg(1);
+    else if (n.op == "Sub") r = x - arg(1);
+    else if (n.op == "Mul") r = x * arg(1);
+    else if (n.op == "Div") r = int_math ? double(int64_t(x) / std::max<int64_t>(1, int64_t(arg(1)))) : x / arg(1);
+    else if (n.op == "Min") r = std::min(x, arg(1));
+    else if (n.op == "Max") r = std::max(x, arg(1));
+    else if (n.op == "Pow") r = std::pow(x, arg(1));
+    else if (n.op == "Equal") r = x == arg(1);
+    else if (n.op == "Where") r = x != 0 ? arg(1) : arg(2);
+    else if (n.op == "Floor") r = std::floor(x);
+    else if (n.op == "Ceil") r = std::ceil(x);
+    else if (n.op == "Sqrt") r = std::sqrt(x);
+    else if (n.op == "Neg") r = -x;
+    else if (n.op == "Reciprocal") r = 1 / x;
+    if (c.is_float) c.f.push_back(r);
+    else c.i.push_back(int64_t(r));
+  }
+  set_const(n, d, std::move(c), out(n).elem_type);
+}
+
+void Folder::infer_conv(Node& n, bool transpose) {
+  const Dims& x = in(n, 0).dims;
+  const Dims& w = in(n, 1).dims;
+  if (x.size() != 4 || w.size() != 4) bad(n, "only 2-D convolution (4-D tensors) runs on the DLA");
+  const int64_t groups = n.get_int("group", 1);
+  Dims k = n.get_ints("kernel_shape", {w[2], w[3]});
+  Dims s = n.get_ints("strides", {1, 1}), d = n.get_ints("dilations", {1, 1});
+  Dims p = n.get_ints("pads", {0, 0, 0, 0});
+  if (k.size() != 2 || s.size() != 2 || d.size() != 2 || p.size() != 4) bad(n, "expects 2-D kernel, strides, dilations and 4 pads");
+  const std::string autopad = n.get_string("auto_pad", "NOTSET");
+  Dims o(4);
+  o[0] = x[0];
+  if (!transpose) {
+    o[1] = w[0];
+    for (int a = 0; a < 2; ++a) {
+      const int64_t eff = (k[size_t(a)] - 1) * d[size_t(a)] + 1;
+      if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
+        o[size_t(2 + a)] = (x[size_t(2 + a)] + s[size_t(a)] - 1) / s[size_t(a)];
+        const int64_t total = std::max<int64_t>(0, (o[size_t(2 + a)] - 1) * s[size_t(a)] + eff - x[size_t(2 + a)]);
+        const int64_t small = total / 2, large = total - small;
+        p[size_t(a)] = autopad == "SAME_UPPER" ? small : large;
+        p[size_t(a + 2)] = autopad == "SAME_UPPER" ? large : small;
+      } else if (autopad == "VALID") {
+        p = {0, 0, 0, 0};
+      }
+      if (autopad != "SAME_UPPER" && autopad != "SAME_LOWER")
+        o[size_t(2 + a)] = (x[size_t(2 + a)] + p[size_t(a)] + p[size_t(a + 2)] - eff) / s[size_t(a)] + 1;
+    }
+    if (x[1] != w[1] * groups) bad(n, "input channels do not match weights x groups");
+  } else {
+    o[1] = w[1] * groups;
+    Dims op = n.get_ints("output_padding", {0, 0});
+    for (int a = 0; a < 2; ++a)
+      o[size_t(2 + a)] = (x[size_t(2 + a)] - 1) * s[size_t(a)] + (k[size_t(a)] - 1) * d[size_t(a)] + 1 + op[size_t(a)] -
+                         p[size_t(a)] - p[size_t(a + 2)];
+  }
+  n.attrs["pads"].kind = Attribute::kInts;
+  n.attrs["pads"].ints = p;  // resolved auto_pad
+  out(n).elem_type = 1;
+  set(n, o);
+}
+
+void Folder::infer_pool(Node& n) {
+  const Dims& x = in(n, 0).dims;
+  if (x.size() != 4) bad(n, "only 2-D pooling (4-D tensors) runs on the DLA");
+  if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") return set(n, {x[0], x[1], 1, 1});
+  Dims k = n.get_ints("kernel_shape"), s = n.get_ints("strides", {1, 1}), p = n.get_ints("pads", {0, 0, 0, 0});
+  Dims d = n.get_ints("dilations", {1, 1});
+  if (k.size() != 2 || s.size() != 2 || p.size() != 4) bad(n, "expects a 2-D kernel, strides and 4 pads");
+  if (d != Dims{1, 1}) bad(n, "dilated pooling is not supported on the DLA");
+  const bool ceil = n.get_int("ceil_mode", 0) != 0;
+  const std::string autopad = n.get_string("auto_pad", "NOTSET");
+  Dims o{x[0], x[1], 0, 0};
+  for (int a = 0; a < 2; ++a) {
+    const size_t A = size_t(a);
+    if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
+      o[2 + A] = (x[2 + A] + s[A] - 1) / s[A];
+      const int64_t total = std::max<int64_t>(0, (o[2 + A] - 1) * s[A] + k[A] - x[2 + A]);
+      p[A] = autopad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      p[A + 2] = total - p[A];
+      continue;
+    }
+    if (autopad == "VALID") p[A] = p[A + 2] = 0;
+    const int64_t span = x[2 + A] + p[A] + p[A + 2] - k[A];
+    o[2 + A] = (ceil ? (span + s[A] - 1) / s[A] : span / s[A]) + 1;
+    // ceil mode: the last window must start inside the input or left padding (ONNX rule)
+    if (ceil && (o[2 + A] - 1) * s[A] >= x[2 + A] + p[A]) --o[2 + A];
+    if (ceil) p[A + 2] = std::max<int64_t>(p[A + 2], (o[2 + A] - 1) * s[A] + k[A] - x[2 + A] - p[A]);
+  }
+  n.attrs["pads"].kind = Attribute::kInts;
+  n.attrs["pads"].ints = p;  // ceil mode and auto_pad resolved into explicit (maybe larger) padding
+  set(n, o);
+}
+
+void Folder::infer_reshape_like(Node& n) {
+  const Value& x = in(n, 0);
+  Dims d;
+  if (n.op == "Reshape") {
+    Dims shape = ints_of(n, 1);
+    const bool allowzero = n.get_int("allowzero", 0) != 0;
+    int64_t known = 1, infer_at = -1;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      if (shape[k] == 0 && !allowzero) {
+        if (k >= x.dims.size()) bad(n, "0 in shape refers to a missing input dimension");
+        shape[k] = x.dims[k];
+      }
+      if (shape[k] == -1) {
+        if (infer_at >= 0) bad(n, "more than one -1 in the target shape");
+        infer_at = int64_t(k);
+      } else {
+        known *= shape[k];
+      }
+    }
+    if (infer_at >= 0) {
+      if (known == 0 || x.count() % known) bad(n, "cannot infer the -1 dimension");
+      shape[size_t(infer_at)] = x.count() / known;
+    }
+    d = shape;
+  } else if (n.op == "Flatten") {
+    const int64_t axis = n.get_int("axis", 1);
+    const int64_t a = axis < 0 ? axis + int64_t(x.dims.size()) : axis;
+    if (a < 0 || a > int64_t(x.dims.size())) bad(n, "axis out of range");
+    int64_t left = 1;
+    for (int64_t k = 0; k < a; ++k) left *= x.dims[size_t(k)];
+    d = {left, left ? x.count() / left : 0};
+  } else if (n.op == "Squeeze") {
+    Dims axes = g_.opset >= 13 && has_in(n, 1) ? ints_of(n, 1) : n.get_ints("axes");
+    for (int64_t& a : axes) a = norm_axis(n, a, x.dims.size());
+    for (size_t k = 0; k < x.dims.size(); ++k) {
+      const bool drop = axes.empty() ? x.dims[k] == 1 : std::count(axes.begin(), axes.end(), int64_t(k)) > 0;
+      if (drop && x.dims[k] != 1) bad(n, "cannot squeeze a dimension of size " + std::to_string(x.dims[k]));
+      if (!drop) d.push_back(x.dims[k]);
+    }
+  } else if (n.op == "Unsqueeze") {
+    Dims axes = g_.opset >= 13 ? ints_of(n, 1) : n.get_ints("axes");
+    const size_t rank = x.dims.size() + axes.size();
+    for (int64_t& a : axes) a = norm_axis(n, a, rank);
+    size_t src = 0;
+    for (size_t k = 0; k < rank; ++k)
+      d.push_back(std::count(axes.begin(), axes.end(), int64_t(k)) ? 1 : x.dims[src++]);
+  } else {  // Identity, Dropout
+    d = x.dims;
+  }
+  for (int64_t v : d)
+    if (v < 0) bad(n, "invalid target shape");
+  if (std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>()) != x.count())
+    bad(n, "the target shape changes the element count");
+  out(n).elem_type = x.elem_type;
+  if (x.constant) return set_const(n, d, *x.constant, x.elem_type);
+  set(n, d);
+}
+
+void Folder::infer_slice(Node& n) {
+  const Value& x = in(n, 0);
+  Dims starts, ends, axes, steps;
+  if (g_.opset >= 10) {
+    starts = ints_of(n, 1), ends = ints_of(n, 2);
+    if (has_in(n, 3)) axes = ints_of(n, 3);
+    if (has_in(n, 4)) steps = ints_of(n, 4);
+  }
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(int64_t(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (starts.size() != ends.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    bad(n, "starts, ends, axes and steps differ in length");
+  Dims b(x.dims.size(), 0), st(x.dims.size(), 1), d = x.dims;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const size_t a = size_t(norm_axis(n, axes[k], x.dims.size()));
+    const int64_t dim = x.dims[a];
+    if (steps[k] == 0) bad(n, "step 0");
+    auto clampi = [&](int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(hi, v)); };
+    int64_t s0 = starts[k] < 0 ? starts[k] + dim : starts[k], e0 = ends[k] < 0 ? ends[k] + dim : ends[k];
+    if (steps[k] > 0) {
+      s0 = clampi(s0, 0, dim), e0 = clampi(e0, 0, dim);
+      d[a] = std::max<int64_t>(0, (e0 - s0 + steps[k] - 1) / steps[k]);
+    } else {
+      s0 = clampi(s0, 0, dim - 1), e0 = clampi(e0, -1, dim - 1);
+      d[a] = std::max<int64_t>(0, (s0 - e0 + (-steps[k]) - 1) / (-steps[k]));
+    }
+    b[a] = s0, st[a] = steps[k];
+  }
+  // Record normalized begin/step for the lowering (one entry per input dimension).
+  n.attrs["_begin"] = Attribute{Attribute::kInts, 0, 0, {}, b, {}, {}};
+  n.attrs["_step"] = Attribute{Attribute::kInts, 0, 0, {}, st, {}, {}};
+  out(n).elem_type = x.elem_type;
+  if (!x.constant) return set(n, d);
+  ConstData c;
+  c.is_float = x.constant->is_float;
+  const Dims is = strides_of(x.dims), os = strides_of(d);
+  const int64_t count = std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
+  for (int64_t i = 0; i < count; ++i) {
+    size_t src = 0;
+    for (size_t k = 0; k < d.size(); ++k) src += size_t((b[k] + (i / os[k] % d[k]) * st[k]) * is[k]);
+    if (c.is_float) c.f.push_back(x.constant->f[src]);
+    else c.i.push_back(x.constant->i[src]);
+  }
+  set_const(n, d, std::move(c), x.elem_type);
+}
+
+void Folder::infer_resize(Node& n) {
+  const Dims& x = in(n, 0).dims;
+  Dims o = x;
+  // Resize(X, roi, scales, sizes) from opset 11; Upsample(X, scales).
+  const size_t scales_at = n.op == "Upsample" ? 1 : 2;
+  if (n.op == "Resize" && has_in(n, 3) && in(n, 3).constant && in(n, 3).constant->size() > 0) {
+    o = ints_of(n, 3);
+    if (o.size() != x.size()) bad(n, "sizes must have one entry per dimension");
+  } else if (has_in(n, scales_at) && in(n, scales_at).constant && in(n, scales_at).constant->size() > 0) {
+    const ConstData& s = *in(n, scales_at).constant;
+    if (s.size() != x.size()) bad(n, "scales must have one entry per dimension");
+    for (size_t k = 0; k < x.size(); ++k) o[k] = int64_t(std::floor(double(x[k]) * s.at(k)));
+  } else {
+    bad(n, "needs constant scales or sizes");
+  }
+  set(n, o);
+}
+
+void Folder::infer(Node& n) {
+  const std::string& op = n.op;
+  if (op == "Constant") {
+    auto it = n.attrs.find("value");
+    if (it != n.attrs.end() && it->second.tensor) {
+      Value v = *it->second.tensor;
+      return set_const(n, v.dims, *v.constant, v.elem_type);
+    }
+    ConstData c;
+    if (n.has("value_float")) return set_const(n, {}, ConstData{true, {n.get_float("value_float", 0)}, {}}, 1);
+    if (n.has("value_int")) return set_const(n, {}, ConstData{false, {}, {n.get_int("value_int", 0)}}, 7);
+    if (n.has("value_ints")) {
+      const Dims v = n.get_ints("value_ints");
+      return set_const(n, {int64_t(v.size())}, ConstData{false, {}, v}, 7);
+    }
+    bad(n, "unsupported Constant form");
+  }
+  if (op == "Shape") {
+    const Dims& d = in(n, 0).dims;
+    int64_t start = n.get_int("start", 0), end = n.get_int("end", int64_t(d.size()));
+    const int64_t r = int64_t(d.size());
+    start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
+    end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
+    ConstData c{false, {}, Dims(d.begin() + start, d.begin() + std::max(start, end))};
+    return set_const(n, {int64_t(c.i.size())}, std::move(c), 7);
+  }
+  if (op == "Gather") {
+    const Value& data = in(n, 0);
+    const Dims idx = ints_of(n, 1);
+    const int64_t axis = norm_axis(n, n.get_int("axis", 0), data.dims.size());
+    if (!data.constant) bad(n, "Gather runs on the DLA only when it can be folded (constant data)");
+    const Value& iv = in(n, 1);
+    Dims d;
+    for (int64_t k = 0; k < axis; ++k) d.push_back(data.dims[size_t(k)]);
+    d.insert(d.end(), iv.dims.begin(), iv.dims.end());
+    for (size_t k = size_t(axis) + 1; k < data.dims.size(); ++k) d.push_back(data.dims[k]);
+    const Dims ds = strides_of(data.dims);
+    const int64_t outer = std::accumulate(data.dims.begin(), data.dims.begin() + axis, int64_t(1), std::multiplies<>());
+    const int64_t inner = ds[size_t(axis)];
+    ConstData c;
+    c.is_float = data.constant->is_float;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j : idx) {
+        const int64_t dim = data.dims[size_t(axis)];
+        const int64_t jj = j < 0 ? j + dim : j;
+        if (jj < 0 || jj >= dim) bad(n, "index out of range");
+        for (int64_t in_ = 0; in_ < inner; ++in_) {
+          const size_t src = size_t((o * dim + jj) * inner + in_);
+          if (c.is_float) c.f.push_back(data.constant->f[src]);
+          else c.i.push_back(data.constant->i[src]);
+        }
+      }
+    return set_const(n, d, std::move(c), data.elem_type);
+  }
+  if (op == "Cast") {
+    const Value& x = in(n, 0);
+    const int64_t to = n.get_int("to", 1);
+    out(n).elem_type = int32_t(to);
+    if (!x.constant) return set(n, x.dims);
+    ConstData c;
+    c.is_float = to == 1 || to == 10 || to == 11 || to == 16;
+    for (size_t k = 0; k < x.constant->size(); ++k) {
+      if (c.is_float) c.f.push_back(x.constant->at(k));
+      else c.i.push_back(int64_t(x.constant->at(k)));
+    }
+    return set_const(n, x.dims, std::move(c), int32_t(to));
+  }
+  if (op == "ConstantOfShape") {
+    const Dims d = ints_of(n, 0);
+    ConstData c;
+    double v = 0;
+    int32_t elem = 1;
+    auto it = n.attrs.find("value");
+    if (it != n.attrs.end() && it->second.tensor) {
+      v = it->second.tensor->constant->at(0);
+      elem = it->second.tensor->elem_type;
+      c.is_float = it->second.tensor->constant->is_float;
+    }
+    const int64_t count = std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
+    if (count > (int64_t(1) << 24)) bad(n, "constant too large to fold");
+    if (c.is_float) c.f.assign(size_t(count), v);
+    else c.i.assign(size_t(count), int64_t(v));
+    return set_const(n, d, std::move(c), elem);
+  }
+  if (op == "Concat") {
+    const int64_t axis = norm_axis(n, n.get_int("axis", 0), in(n, 0).dims.size());
+    Dims d = in(n, 0).dims;
+    d[size_t(axis)] = 0;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Dims& e = in(n, k).dims;
+      if (e.size() != d.size()) bad(n, "inputs differ in rank");
+      for (size_t a = 0; a < d.size(); ++a)
+        if (a != size_t(axis) && e[a] != d[a]) bad(n, "inputs differ outside the concat axis");
+      d[size_t(axis)] += e[size_t(axis)];
+    }
+    out(n).elem_type = in(n, 0).elem_type;
+    if (!all_const(n)) return set(n, d);
+    ConstData c;
+    c.is_float = in(n, 0).constant->is_float;
+    const int64_t outer = std::accumulate(d.begin(), d.begin() + axis, int64_t(1), std::multiplies<>());
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        const Value& v = in(n, k);
+        const int64_t chunk = v.count() / std::max<int64_t>(outer, 1);
+        for (int64_t j = 0; j < chunk; ++j) {
+          const size_t src = size_t(o * chunk + j);
+          if (c.is_float) c.f.push_back(v.constant->at(src));
+          else c.i.push_back(v.constant->int_at(src));
+        }
+      }
+    return set_const(n, d, std::move(c), in(n, 0).elem_type);
+  }
+  if (op == "Transpose") {
+    const Value& x = in(n, 0);
+    Dims perm = n.get_ints("perm");
+    if (perm.empty())
+      for (int64_t k = int64_t(x.dims.size()) - 1; k >= 0; --k) perm.push_back(k);
+    if (perm.size() != x.dims.size()) bad(n, "perm length differs from the rank");
+    Dims d;
+    for (int64_t p : perm) d.push_back(x.dims[size_t(norm_axis(n, p, x.dims.size()))]);
+    out(n).elem_type = x.elem_type;
+    if (!x.constant) return set(n, d);
+    const Dims is = strides_of(x.dims), os = strides_of(d);
+    ConstData c;
+    c.is_float = x.constant->is_float;
+    for (int64_t i = 0; i < x.count(); ++i) {
+      size_t src = 0;
+      for (size_t k = 0; k < d.size(); ++k) src += size_t((i / os[k] % d[k]) * is[size_t(perm[k])]);
+      if (c.is_float) c.f.push_back(x.constant->f[src]);
+      else c.i.push_back(x.constant->i[src]);
+    }
+    return set_const(n, d, std::move(c), x.elem_type);
+  }
+  if (op == "Range") {
+    const double s = in(n, 0).constant->at(0), l = in(n, 1).constant->at(0), dl = in(n, 2).constant->at(0);
+    if (dl == 0) bad(n, "delta 0");
+    ConstData c;
+    c.is_float = in(n, 0).constant->is_float;
+    for (double v = s; dl > 0 ? v < l : v > l; v += dl) {
+      if (c.is_float) c.f.push_back(v);
+      else c.i.push_back(int64_t(v));
+    }
+    return set_const(n, {int64_t(c.size())}, std::move(c), in(n, 0).elem_type);
+  }
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Dropout")
+    return infer_reshape_like(n);
+  if (op == "Slice") return infer_slice(n);
+  if (op == "Conv") return infer_conv(n, false);
+  if (op == "ConvTranspose") return infer_conv(n, true);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return infer_pool(n);
+  if (op == "Resize" || op == "Upsample") return infer_resize(n);
+  if (op == "Gemm") {
+    const Dims& a = in(n, 0).dims;
+    const Dims& b = in(n, 1).dims;
+    if (a.size() != 2 || b.size() != 2) bad(n, "Gemm needs 2-D inputs");
+    const int64_t m = n.get_int("transA", 0) ? a[1] : a[0];
+    const int64_t k = n.get_int("transB", 0) ? b[0] : b[1];
+    return set(n, {m, k});
+  }
+  if (op == "MatMul") {
+    Dims a = in(n, 0).dims;
+    const Dims& b = in(n, 1).dims;
+    if (b.size() != 2 || a.empty()) bad(n, "MatMul runs on the DLA only with a 2-D constant right-hand side");
+    if (a.back() != b[0]) bad(n, "inner dimensions differ");
+    a.back() = b[1];
+    return set(n, a);
+  }
+  if (op == "DequantizeLinear" && all_const(n)) {
+    // Q/DQ weights: fold x_q -> (x_q - zero_point) * scale, per tensor or per axis.
+    const Value& x = in(n, 0);
+    const Value& sc = in(n, 1);
+    const int64_t axis = sc.count() > 1 ? norm_axis(n, n.get_int("axis", 1), x.dims.size()) : 0;
+    const Dims xs = strides_of(x.dims);
+    ConstData c;
+    for (int64_t i = 0; i < x.count(); ++i) {
+      const size_t ch = sc.count() > 1 ? size_t(i / xs[size_t(axis)] % x.dims[size_t(axis)]) : 0;
+      const double zp = has_in(n, 2) ? in(n, 2).constant->at(ch) : 0.0;
+      c.f.push_back((x.constant->at(size_t(i)) - zp) * sc.constant->at(ch));
+    }
+    return set_const(n, x.dims, std::move(c), 1);
+  }
+  if (op == "Softmax" || op == "LRN" || op == "BatchNormalization" || op == "Relu" || op == "LeakyRelu" ||
+      op == "Sigmoid" || op == "Tanh" || op == "Clip" || op == "Abs" || op == "QuantizeLinear" ||
+      op == "DequantizeLinear" || op == "HardSigmoid" || op == "Elu" || op == "Selu" || op == "Exp" ||
+      op == "Log" || op == "Erf" || op == "Not" || op == "Sin" || op == "Cos") {
+    out(n).elem_type = op == "QuantizeLinear" ? 3 : 1;
+    if (op == "BatchNormalization")
+      for (size_t k = 1; k < n.outputs.size(); ++k)
+        if (!n.outputs[k].empty()) set(n, {in(n, 0).dims.size() > 1 ? in(n, 0).dims[1] : 1}, k);
+    return set(n, in(n, 0).dims);
+  }
+  if (op == "PRelu" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" ||
+      op == "Sum" || op == "Pow" || op == "Equal" || op == "Where" || op == "Floor" || op == "Ceil" || op == "Sqrt" ||
+      op == "Neg" || op == "Reciprocal" || op == "Expand")
+    return op == "Expand" ? set(n, broadcast(n, in(n, 0).dims, ints_of(n, 1))) : infer_elementwise(n);
+  if (op == "ReduceMean" || op == "ReduceMax" || op == "ReduceSum" || op == "ReduceMin" || op == "ReduceProd") {
+    const Value& x = in(n, 0);
+    Dims axes = n.get_ints("axes");
+    const bool axes_input = (op == "ReduceSum" && g_.opset >= 13) || g_.opset >= 18;
+    if (axes_input && has_in(n, 1)) axes = ints_of(n, 1);
+    if (axes.empty())
+      for (size_t k = 0; k < x.dims.size(); ++k) axes.push_back(int64_t(k));
+    for (int64_t& a : axes) a = norm_axis(n, a, x.dims.size());
+    const bool keep = n.get_int("keepdims", 1) != 0;
+    Dims d;
+    for (size_t k = 0; k < x.dims.size(); ++k) {
+      const bool red = std::count(axes.begin(), axes.end(), int64_t(k)) > 0;
+      if (!red) d.push_back(x.dims[k]);
+      else if (keep) d.push_back(1);
+    }
+    n.attrs["_axes"] = Attribute{Attribute::kInts, 0, 0, {}, axes, {}, {}};
+    if (x.constant && op == "ReduceProd") {
+      double p = 1;
+      for (size_t k = 0; k < x.constant->size(); ++k) p *= x.constant->at(k);
+      return set_const(n, d, ConstData{false, {}, {int64_t(p)}}, 7);
+    }
+    return set(n, d);
+  }
+  if (op == "Split") {
+    const Value& x = in(n, 0);
+    const int64_t axis = norm_axis(n, n.get_int("axis", 0), x.dims.size());
+    Dims parts = g_.opset >= 13 && has_in(n, 1) ? ints_of(n, 1) : n.get_ints("split");
+    if (parts.empty()) {
+      const int64_t k = int64_t(n.outputs.size());
+      const int64_t total = x.dims[size_t(axis)], each = (total + k - 1) / k;
+      for (int64_t j = 0; j < k; ++j) parts.push_back(std::min(each, total - j * each));
+    }
+    if (parts.size() != n.outputs.size()) bad(n, "split sizes do not match the outputs");
+    for (size_t k = 0; k < parts.size(); ++k) {
+      Dims d = x.dims;
+      d[size_t(axis)] = parts[k];
+      set(n, d, k);
+    }
+    n.attrs["_split"] = Attribute{Attribute::kInts, 0, 0, {}, parts, {}, {}};
+    n.attrs["_axis"] = Attribute{Attribute::kInt, axis, 0, {}, {}, {}, {}};
+    return;
+  }
+  bad(n, "operator '" + op + "' is not supported by the DLA builder");
+}
+
+}  // namespace
+
+void infer_and_fold(Graph& g, std::vector<NodeIssue>* issues) { Folder(g, issues).run(); }
+
+}  // namespace softdla::builder

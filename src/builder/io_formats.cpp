@@ -1,0 +1,53 @@
+#include "io_formats.h"
+
+#include <sstream>
+
+#include "error.h"
+
+namespace softdla::builder {
+
+std::vector<IoFormat> parse_io_formats(const std::string& spec) {
+  std::vector<IoFormat> out;
+  if (spec.empty()) return out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) fail("I/O format '", item, "' must be type:format, e.g. int8:chw32");
+    const std::string type = item.substr(0, colon), fmts = item.substr(colon + 1);
+    IoFormat f{};
+    if (type == "fp16") f.dtype = DataType::kFloat16;
+    else if (type == "int8") f.dtype = DataType::kInt8;
+    else if (type == "fp32") f.dtype = DataType::kFloat32;
+    else fail("I/O type '", type, "' is not a DLA type (fp16 or int8; fp32 is softdla's linear-only reference)");
+    // trtexec allows alternatives joined with '+'; the first one the DLA accepts is used.
+    const std::string fmt = fmts.substr(0, fmts.find('+'));
+    if (fmt == "chw" || fmt == "linear") f.format = TensorFormat::kLinear;
+    else if (fmt == "dla_linear") f.format = TensorFormat::kDlaLinear;
+    else if (fmt == "dla_hwc4" || fmt == "chw4" || fmt == "hwc4") f.format = TensorFormat::kDlaHwc4;
+    else if (fmt == "chw16") f.format = TensorFormat::kChw16;
+    else if (fmt == "chw32") f.format = TensorFormat::kChw32;
+    else fail("I/O format '", fmt, "' is not a DLA format (dla_linear, dla_hwc4, chw16, chw32)");
+    out.push_back(f);
+  }
+  return out;
+}
+
+void check_standalone_format(const IoFormat& f, bool is_input, const std::string& tensor) {
+  const bool ok = f.dtype == DataType::kInt8
+                      ? (f.format == TensorFormat::kDlaLinear || f.format == TensorFormat::kChw32 ||
+                         (is_input && f.format == TensorFormat::kDlaHwc4))
+                      : f.dtype == DataType::kFloat16 &&
+                            (f.format == TensorFormat::kDlaLinear || f.format == TensorFormat::kChw16 ||
+                             (is_input && f.format == TensorFormat::kDlaHwc4));
+  if (!ok)
+    fail(is_input ? "input '" : "output '", tensor, "': ", to_string(f),
+         " is not allowed for a DLA standalone loadable: I/O formats for safe DLA capability are restricted to "
+         "fp16/int8:dla_linear, fp16/int8:hwc4 (inputs only), fp16:chw16 or int8:chw32");
+}
+
+std::string to_string(const IoFormat& f) {
+  return std::string(softdla::to_string(f.dtype)) + ":" + softdla::to_string(f.format);
+}
+
+}  // namespace softdla::builder

@@ -1,0 +1,92 @@
+// The builder's graph IR: an ONNX graph after import, with static shapes and constant values. Tensor
+// names are the ONNX value names; passes rewrite nodes in place.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace softdla::builder {
+
+// A constant's values, kept as doubles for floats and as int64 for integer/bool tensors.
+struct ConstData {
+  bool is_float = true;
+  std::vector<double> f;
+  std::vector<int64_t> i;
+  size_t size() const { return is_float ? f.size() : i.size(); }
+  double at(size_t k) const { return is_float ? f[k] : double(i[k]); }
+  int64_t int_at(size_t k) const { return is_float ? int64_t(f[k]) : i[k]; }
+};
+
+struct Value {
+  std::string name;
+  std::vector<int64_t> dims;  // static; empty for scalars
+  int32_t elem_type = 1;      // ONNX TensorProto.DataType (1 float, 7 int64, 10 float16, ...)
+  std::optional<ConstData> constant;
+  bool known_shape = false;
+  int64_t count() const {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    return n;
+  }
+};
+
+struct Attribute {
+  enum Kind { kNone, kInt, kFloat, kString, kInts, kFloats, kTensor } kind = kNone;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::optional<Value> tensor;
+};
+
+struct Node {
+  std::string name, op;
+  std::vector<std::string> inputs;   // "" for an omitted optional input
+  std::vector<std::string> outputs;
+  std::map<std::string, Attribute> attrs;
+  bool removed = false;
+
+  bool has(const std::string& a) const { return attrs.count(a) > 0; }
+  int64_t get_int(const std::string& a, int64_t def) const;
+  double get_float(const std::string& a, double def) const;
+  std::string get_string(const std::string& a, const std::string& def) const;
+  std::vector<int64_t> get_ints(const std::string& a, std::vector<int64_t> def = {}) const;
+  std::string label() const { return name.empty() ? op + " (unnamed)" : name; }
+};
+
+struct Graph {
+  std::vector<Node> nodes;  // topological order after import
+  std::map<std::string, Value> values;
+  std::vector<std::string> inputs, outputs;
+  int64_t opset = 0;
+  std::string producer;
+
+  Value& value(const std::string& name);
+  const Value& value(const std::string& name) const;
+  bool is_const(const std::string& name) const {
+    auto it = values.find(name);
+    return it != values.end() && it->second.constant.has_value();
+  }
+  // Nodes reading a value (not removed).
+  std::vector<Node*> consumers(const std::string& name);
+  Node* producer_of(const std::string& name);
+};
+
+// Parses and checks an ONNX model (protobuf bytes): opset 11-21, static shapes, acyclic graph. Throws
+// Error with a message naming the problem.
+Graph import_onnx(const std::vector<uint8_t>& bytes);
+
+// A node the builder cannot handle, and why.
+struct NodeIssue {
+  std::string node, op, message;
+};
+
+// Infers shapes of every value and folds nodes whose inputs are all constant (shape arithmetic,
+// Reshape/Transpose/Cast of constants, Q/DQ weights, ...). With `issues`, problems are collected per
+// node and the rest of the graph is still inferred; without, the first problem throws Error.
+void infer_and_fold(Graph& g, std::vector<NodeIssue>* issues = nullptr);
+
+}  // namespace softdla::builder

@@ -1,0 +1,726 @@
+#include "lower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "error.h"
+#include "model_checks.h"
+
+namespace softdla::builder {
+
+Shape dla_shape(const std::vector<int64_t>& d) {
+  for (int64_t v : d)
+    if (v <= 0 || v > INT32_MAX) fail("dimension ", v, " cannot be a DLA tensor dimension");
+  switch (d.size()) {
+    case 0: return {1, 1, 1, 1};
+    case 1: return {1, uint32_t(d[0]), 1, 1};
+    case 2: return {uint32_t(d[0]), uint32_t(d[1]), 1, 1};
+    case 3: return {uint32_t(d[0]), uint32_t(d[1]), 1, uint32_t(d[2])};
+    case 4: return {uint32_t(d[0]), uint32_t(d[1]), uint32_t(d[2]), uint32_t(d[3])};
+  }
+  fail("tensors of rank ", d.size(), " do not run on the DLA (4-D at most)");
+}
+
+namespace {
+
+// The DLA axis (0..3) of ONNX axis a of a rank-r tensor.
+uint32_t dla_axis(int64_t a, size_t r) {
+  static const uint32_t map3[] = {0, 1, 3}, map2[] = {0, 1}, map1[] = {1};
+  if (r == 4) return uint32_t(a);
+  if (r == 3) return map3[a];
+  if (r == 2) return map2[a];
+  return map1[a];
+}
+
+class Lowering {
+ public:
+  Lowering(Graph& g, Target target, std::vector<NodeIssue>* issues) : g_(g), issues_(issues) {
+    out_.model.target = target;
+  }
+
+  Lowered run() {
+    for (const std::string& name : g_.inputs) {
+      const uint32_t t = new_tensor(name, g_.value(name).dims);
+      out_.model.inputs.push_back({t, TensorFormat::kLinear, {}});
+      out_.input_names.push_back(name);
+    }
+    for (Node& n : g_.nodes) {
+      if (n.removed || consumed_.count(&n)) continue;
+      const size_t ops_before = out_.model.ops.size();
+      try {
+        lower_node(n);
+        // Validate the new ops against the DLA rules now, so problems name this ONNX node.
+        for (size_t k = ops_before; k < out_.model.ops.size(); ++k) infer_output_shape(out_.model, out_.model.ops[k]);
+      } catch (const Error& e) {
+        if (!issues_) throw;
+        const std::string msg = e.what();
+        issues_->push_back({n.name, n.op, msg.rfind("node '", 0) == 0 ? msg.substr(msg.find(": ") + 2) : msg});
+        out_.model.ops.resize(ops_before);
+        for (const std::string& o : n.outputs)
+          if (!o.empty() && !out_.tensor_of.count(o) && g_.value(o).known_shape) new_tensor(o, g_.value(o).dims);
+      }
+    }
+    for (const std::string& name : g_.outputs) {
+      if (g_.is_const(name)) fail("graph output '", name, "' is a constant; the DLA has nothing to compute for it");
+      if (!out_.tensor_of.count(name)) {
+        if (issues_) continue;
+        fail("graph output '", name, "' was not produced");
+      }
+      uint32_t t = out_.tensor_of[name];
+      const bool is_input = std::any_of(out_.model.inputs.begin(), out_.model.inputs.end(),
+                                        [&](const IoBinding& b) { return b.tensor == t; });
+      const bool bound = std::any_of(out_.model.outputs.begin(), out_.model.outputs.end(),
+                                     [&](const IoBinding& b) { return b.tensor == t; });
+      if (is_input || bound) {  // an output that aliases another I/O tensor gets its own copy
+        const uint32_t copy = new_tensor(name + "_copy", {}, out_.model.tensors[t].shape);
+        emit("copy of " + name, {t}, copy, ShuffleParams{});
+        t = copy;
+      }
+      out_.model.outputs.push_back({t, TensorFormat::kLinear, {}});
+      out_.output_names.push_back(name);
+    }
+    remove_dead_ops();
+    return std::move(out_);
+  }
+
+  // Ops whose result nothing reads (e.g. a Flatten folded into the following fully connected layer).
+  void remove_dead_ops() {
+    Model& m = out_.model;
+    std::vector<bool> needed(m.tensors.size(), false);
+    for (const IoBinding& io : m.outputs) needed[io.tensor] = true;
+    std::vector<Op> kept;
+    for (size_t i = m.ops.size(); i-- > 0;) {
+      if (!needed[m.ops[i].outputs[0]]) continue;
+      for (uint32_t t : m.ops[i].inputs) needed[t] = true;
+      kept.push_back(std::move(m.ops[i]));
+    }
+    m.ops.assign(std::make_move_iterator(kept.rbegin()), std::make_move_iterator(kept.rend()));
+  }
+
+ private:
+  Graph& g_;
+  std::vector<NodeIssue>* issues_;
+  Lowered out_;
+  std::map<const Node*, bool> consumed_;  // nodes fused into an earlier op
+
+  [[noreturn]] static void bad(const Node& n, const std::string& msg) {
+    fail("node '", n.label(), "' (", n.op, "): ", msg);
+  }
+
+  uint32_t new_tensor(const std::string& name, const std::vector<int64_t>& dims, std::optional<Shape> shape = {}) {
+    Tensor t;
+    t.name = name;
+    t.shape = shape ? *shape : dla_shape(dims);
+    t.dtype = DataType::kFloat32;
+    out_.model.tensors.push_back(t);
+    const uint32_t idx = uint32_t(out_.model.tensors.size() - 1);
+    out_.tensor_of[name] = idx;
+    return idx;
+  }
+  uint32_t tensor(const Node& n, const std::string& name) {
+    auto it = out_.tensor_of.find(name);
+    if (it != out_.tensor_of.end()) return it->second;
+    if (g_.is_const(name)) return const_tensor(name);
+    bad(n, "input '" + name + "' was not produced by a supported node");
+  }
+  // A constant used as a full tensor operand (e.g. element-wise with a per-element constant).
+  uint32_t const_tensor(const std::string& name) {
+    const Value& v = g_.value(name);
+    const uint32_t t = new_tensor(name, v.dims);
+    out_.model.tensors[t].constant = float_constant(*v.constant, {uint32_t(v.count())});
+    return t;
+  }
+  int32_t float_constant(const ConstData& c, std::vector<uint32_t> dims) {
+    Constant k{DataType::kFloat32, std::move(dims), std::vector<uint8_t>(c.size() * 4)};
+    for (size_t i = 0; i < c.size(); ++i) {
+      const float f = float(c.at(i));
+      std::memcpy(&k.data[i * 4], &f, 4);
+    }
+    out_.model.constants.push_back(std::move(k));
+    return int32_t(out_.model.constants.size() - 1);
+  }
+  int32_t float_constant(const std::vector<float>& v, std::vector<uint32_t> dims) {
+    Constant k{DataType::kFloat32, std::move(dims), std::vector<uint8_t>(v.size() * 4)};
+    std::memcpy(k.data.data(), v.data(), k.data.size());
+    out_.model.constants.push_back(std::move(k));
+    return int32_t(out_.model.constants.size() - 1);
+  }
+  void emit(const std::string& name, std::vector<uint32_t> inputs, uint32_t output, OpParams p) {
+    out_.model.ops.push_back({name, std::move(inputs), {output}, std::move(p)});
+  }
+  const ConstData& constant(const Node& n, size_t k, const char* what) {
+    if (k >= n.inputs.size() || n.inputs[k].empty() || !g_.is_const(n.inputs[k]))
+      bad(n, std::string(what) + " must be a constant (an initializer) on the DLA");
+    return *g_.value(n.inputs[k]).constant;
+  }
+  // The single consumer of a value, if it is not a graph output; used for fusion.
+  Node* sole_consumer(const std::string& v) {
+    if (std::count(g_.outputs.begin(), g_.outputs.end(), v)) return nullptr;
+    auto cs = g_.consumers(v);
+    return cs.size() == 1 ? cs[0] : nullptr;
+  }
+
+  // Appends activation steps of the nodes following `n` (BN handled by the caller) while they fuse;
+  // returns the ONNX name of the last fused output.
+  std::string fuse_activations(const std::string& from, std::vector<SdpStep>& steps) {
+    std::string cur = from;
+    for (;;) {
+      Node* c = sole_consumer(cur);
+      if (!c || c->inputs.empty() || c->inputs[0] != cur) return cur;
+      SdpStep s;
+      if (c->op == "Relu") {
+        s.kind = SdpKind::kRelu;
+      } else if (c->op == "LeakyRelu") {
+        s.kind = SdpKind::kPRelu;
+        s.fvalues = {float(c->get_float("alpha", 0.01))};
+      } else if (c->op == "Clip" && clip_bounds(*c).first == 0.0 && clip_bounds(*c).second > 0) {
+        s.kind = SdpKind::kClip;
+        s.lo = 0.f, s.hi = float(clip_bounds(*c).second);
+      } else if (c->op == "PRelu" && g_.is_const(c->inputs[1])) {
+        const ConstData& slope = *g_.value(c->inputs[1]).constant;
+        s.kind = SdpKind::kPRelu;
+        for (size_t k = 0; k < slope.size(); ++k) s.fvalues.push_back(float(slope.at(k)));
+      } else {
+        return cur;
+      }
+      steps.push_back(s);
+      consumed_[c] = true;
+      cur = c->outputs[0];
+    }
+  }
+  std::pair<double, double> clip_bounds(const Node& n) {
+    double lo = n.get_float("min", -INFINITY), hi = n.get_float("max", INFINITY);
+    if (n.inputs.size() > 1 && !n.inputs[1].empty() && g_.is_const(n.inputs[1])) lo = g_.value(n.inputs[1]).constant->at(0);
+    if (n.inputs.size() > 2 && !n.inputs[2].empty() && g_.is_const(n.inputs[2])) hi = g_.value(n.inputs[2]).constant->at(0);
+    return {lo, hi};
+  }
+
+  void lower_node(Node& n);
+  void lower_conv(Node& n, bool transpose);
+  void lower_gemm(Node& n);
+  void lower_eltwise(Node& n);
+  void lower_pool(Node& n);
+  void lower_shuffle(Node& n);
+  void lower_reduce(Node& n);
+  void lower_resize(Node& n);
+  void lower_split_slice(Node& n);
+  void global_average(const Node& n, uint32_t in, const std::string& out_name);
+  void alias(const Node& n, const std::string& from, const std::string& to) {
+    out_.tensor_of[to] = tensor(n, from);
+  }
+};
+
+void Lowering::lower_conv(Node& n, bool transpose) {
+  const Value& x = g_.value(n.inputs[0]);
+  const ConstData& w = constant(n, 1, "the weight input");
+  const std::vector<int64_t> wd = g_.value(n.inputs[1]).dims;
+  const int64_t groups = n.get_int("group", 1);
+  const auto pads = n.get_ints("pads", {0, 0, 0, 0});
+  const auto strides = n.get_ints("strides", {1, 1}), dil = n.get_ints("dilations", {1, 1});
+  const int64_t K = transpose ? wd[1] * groups : wd[0];
+  std::vector<float> weights(w.size());
+  for (size_t i = 0; i < w.size(); ++i) weights[i] = float(w.at(i));
+  std::vector<float> bias(size_t(K), 0.f);
+  bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
+  if (has_bias) {
+    const ConstData& b = constant(n, 2, "the bias input");
+    for (size_t k = 0; k < size_t(K); ++k) bias[k] = float(b.at(k));
+  }
+  std::string cur = n.outputs[0];
+  // BatchNormalization right after: fold into weights and bias (the DLA runs the pair as one conv).
+  if (Node* bn = sole_consumer(cur); bn && bn->op == "BatchNormalization" && !transpose &&
+                                     std::all_of(bn->inputs.begin() + 1, bn->inputs.end(), [&](const std::string& s) { return g_.is_const(s); })) {
+    const ConstData &gamma = *g_.value(bn->inputs[1]).constant, &beta = *g_.value(bn->inputs[2]).constant,
+                    &mean = *g_.value(bn->inputs[3]).constant, &var = *g_.value(bn->inputs[4]).constant;
+    const double eps = bn->get_float("epsilon", 1e-5);
+    const size_t per_k = weights.size() / size_t(K);
+    for (size_t k = 0; k < size_t(K); ++k) {
+      const double s = gamma.at(k) / std::sqrt(var.at(k) + eps);
+      for (size_t i = 0; i < per_k; ++i) weights[k * per_k + i] = float(weights[k * per_k + i] * s);
+      bias[k] = float((bias[k] - mean.at(k)) * s + beta.at(k));
+    }
+    has_bias = true;
+    consumed_[bn] = true;
+    cur = bn->outputs[0];
+  }
+  std::vector<SdpStep> steps;
+  if (has_bias) {
+    SdpStep b;
+    b.kind = SdpKind::kBias;
+    b.fvalues = bias;
+    steps.push_back(b);
+  }
+  cur = fuse_activations(cur, steps);
+  const uint32_t in = tensor(n, n.inputs[0]);
+  const uint32_t out = new_tensor(cur, g_.value(cur).dims);
+  SdpParams post;
+  post.steps = steps;
+  if (!transpose) {
+    if (pads.size() != 4) bad(n, "expects 4 pads");
+    ConvParams p;
+    p.weights = uint32_t(float_constant(weights, {uint32_t(wd[0]), uint32_t(wd[1]), uint32_t(wd[2]), uint32_t(wd[3])}));
+    p.stride_h = uint32_t(strides[0]), p.stride_w = uint32_t(strides[1]);
+    p.dilation_h = uint32_t(dil[0]), p.dilation_w = uint32_t(dil[1]);
+    p.pad_top = uint32_t(pads[0]), p.pad_left = uint32_t(pads[1]), p.pad_bottom = uint32_t(pads[2]), p.pad_right = uint32_t(pads[3]);
+    p.groups = uint32_t(groups);
+    p.post = post;
+    emit(n.name, {in}, out, p);
+  } else {
+    if (groups != 1) bad(n, "the DLA runs deconvolution with groups = 1 only");
+    if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; }))
+      bad(n, "deconvolution padding must be 0 on the DLA (crop with a Slice after it instead)");
+    if (dil != std::vector<int64_t>{1, 1}) bad(n, "deconvolution dilation must be 1 on the DLA");
+    if (n.get_ints("output_padding", {0, 0}) != std::vector<int64_t>{0, 0}) bad(n, "output_padding is not supported on the DLA");
+    DeconvParams p;
+    p.weights = uint32_t(float_constant(weights, {uint32_t(wd[0]), uint32_t(wd[1]), uint32_t(wd[2]), uint32_t(wd[3])}));
+    p.stride_h = uint32_t(strides[0]), p.stride_w = uint32_t(strides[1]);
+    p.post = post;
+    emit(n.name, {in}, out, p);
+  }
+  (void)x;
+}
+
+void Lowering::lower_gemm(Node& n) {
+  const bool matmul = n.op == "MatMul";
+  const Value& a = g_.value(n.inputs[0]);
+  if (a.dims.size() != 2) bad(n, "the DLA runs MatMul/Gemm on 2-D inputs [N, K] (flatten first)");
+  if (!matmul && n.get_int("transA", 0)) bad(n, "transA = 1 is not supported (the DLA computes x * W)");
+  const ConstData& b = constant(n, 1, "the weight matrix (B)");
+  const std::vector<int64_t> bd = g_.value(n.inputs[1]).dims;
+  const bool trans_b = !matmul && n.get_int("transB", 0);
+  const int64_t K = a.dims[1], M = trans_b ? bd[0] : bd[1];
+  const double alpha = matmul ? 1.0 : n.get_float("alpha", 1.0), beta = matmul ? 1.0 : n.get_float("beta", 1.0);
+  std::vector<float> w(size_t(M * K));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) w[size_t(m * K + k)] = float(alpha * b.at(size_t(trans_b ? m * K + k : k * M + m)));
+  std::vector<SdpStep> steps;
+  std::string cur = n.outputs[0];
+  // Gemm's C, or a MatMul followed by Add of a constant row vector: the bias.
+  std::vector<float> bias;
+  if (!matmul && n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    const ConstData& c = constant(n, 2, "the bias (C)");
+    if (c.size() != 1 && c.size() != size_t(M)) bad(n, "bias C must have 1 or N values");
+    for (int64_t m = 0; m < M; ++m) bias.push_back(float(beta * c.at(c.size() == 1 ? 0 : size_t(m))));
+  } else if (Node* add = sole_consumer(cur); matmul && add && add->op == "Add") {
+    const std::string other = add->inputs[0] == cur ? add->inputs[1] : add->inputs[0];
+    if (g_.is_const(other) && g_.value(other).count() == M) {
+      const ConstData& c = *g_.value(other).constant;
+      for (int64_t m = 0; m < M; ++m) bias.push_back(float(c.at(size_t(m))));
+      consumed_[add] = true;
+      cur = add->outputs[0];
+    }
+  }
+  if (!bias.empty()) {
+    SdpStep s;
+    s.kind = SdpKind::kBias;
+    s.fvalues = bias;
+    steps.push_back(s);
+  }
+  cur = fuse_activations(cur, steps);
+  // Flatten of a 4-D tensor right before: convolve the 4-D tensor with an HxW kernel instead.
+  uint32_t in = tensor(n, n.inputs[0]);
+  std::vector<uint32_t> wdims{uint32_t(M), uint32_t(K), 1, 1};
+  if (Node* p = g_.producer_of(n.inputs[0]); p && (p->op == "Flatten" || p->op == "Reshape")) {
+    const Value& src = g_.value(p->inputs[0]);
+    if (src.dims.size() == 4 && src.dims[2] <= 32 && src.dims[3] <= 32 && src.dims[0] == a.dims[0] &&
+        out_.tensor_of.count(p->inputs[0])) {
+      in = out_.tensor_of[p->inputs[0]];
+      wdims = {uint32_t(M), uint32_t(src.dims[1]), uint32_t(src.dims[2]), uint32_t(src.dims[3])};
+    }
+  }
+  ConvParams p;
+  p.weights = uint32_t(float_constant(w, wdims));
+  p.post.steps = steps;
+  emit(n.name, {in}, new_tensor(cur, g_.value(cur).dims), p);
+}
+
+void Lowering::lower_eltwise(Node& n) {
+  const std::string& op = n.op;
+  std::vector<std::string> ins;
+  for (const std::string& s : n.inputs)
+    if (!s.empty()) ins.push_back(s);
+  const Value& y = g_.value(n.outputs[0]);
+  const Shape ys = dla_shape(y.dims);
+  // Per-channel or scalar constant operand: bias / scale steps (SDP X stage) instead of a tensor.
+  auto per_channel = [&](const std::string& v, std::vector<float>& vals) {
+    if (!g_.is_const(v)) return false;
+    const Value& c = g_.value(v);
+    const ConstData& d = *c.constant;
+    if (d.size() == 1) {
+      vals = {float(d.at(0))};
+      return true;
+    }
+    const Shape cs = c.dims.size() <= y.dims.size() ? dla_shape([&] {
+      std::vector<int64_t> full(y.dims.size() - c.dims.size(), 1);
+      full.insert(full.end(), c.dims.begin(), c.dims.end());
+      return full;
+    }()) : Shape{0, 0, 0, 0};
+    if (cs[0] == 1 && cs[1] == ys[1] && cs[2] == 1 && cs[3] == 1) {
+      for (size_t k = 0; k < d.size(); ++k) vals.push_back(float(d.at(k)));
+      return true;
+    }
+    return false;
+  };
+  std::vector<SdpStep> steps;
+  std::vector<uint32_t> inputs;
+  if (ins.size() == 2 && (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")) {
+    std::vector<float> vals;
+    const bool const_second = per_channel(ins[1], vals);
+    const bool const_first = !const_second && (op == "Add" || op == "Mul") && per_channel(ins[0], vals);
+    if (const_second || const_first) {
+      const std::string data = const_second ? ins[0] : ins[1];
+      SdpStep s;
+      if (op == "Add" || op == "Sub") {
+        s.kind = SdpKind::kBias;
+        if (op == "Sub") for (float& v : vals) v = -v;
+      } else {
+        s.kind = SdpKind::kScale;
+        if (op == "Div") for (float& v : vals) v = 1.f / v;
+      }
+      s.fvalues = vals;
+      steps.push_back(s);
+      inputs.push_back(tensor(n, data));
+      std::string cur = fuse_activations(n.outputs[0], steps);
+      SdpParams p;
+      p.steps = steps;
+      emit(n.name, inputs, new_tensor(cur, g_.value(cur).dims), p);
+      return;
+    }
+    if (op == "Div") bad(n, "Div by a tensor that is not a per-channel constant is not supported on this DLA");
+  }
+  if (op == "Sum" && ins.size() == 1) return alias(n, ins[0], n.outputs[0]);
+  // Tensor-tensor: the full-size operand is the data; the others broadcast in NCHW, NC11 or N111 form.
+  std::vector<std::string> order = ins;
+  const bool commutative = op != "Sub";
+  auto full = [&](const std::string& v) { return dla_shape(g_.value(v).dims) == ys; };
+  if (!full(order[0])) {
+    auto it = std::find_if(order.begin(), order.end(), full);
+    if (it == order.end()) bad(n, "no input has the output's shape (broadcasting both inputs is not a DLA form)");
+    std::iter_swap(order.begin(), it);
+  }
+  const bool swapped = order[0] != ins[0];
+  if (swapped && !commutative && order.size() == 2) {
+    // a - b with b the full tensor: compute b - a, then negate.
+  }
+  inputs.push_back(tensor(n, order[0]));
+  const SdpKind kind = op == "Add" || op == "Sum" ? SdpKind::kEltAdd : op == "Sub" ? SdpKind::kEltSub
+                       : op == "Mul" ? SdpKind::kEltMul : op == "Max" ? SdpKind::kEltMax : SdpKind::kEltMin;
+  for (size_t k = 1; k < order.size(); ++k) {
+    uint32_t t = tensor(n, order[k]);
+    Shape es = out_.model.tensors[t].shape;
+    if (g_.is_const(order[k])) {  // a constant operand: make it a full constant tensor of broadcastable shape
+      std::vector<int64_t> d = g_.value(order[k]).dims;
+      std::vector<int64_t> padded(y.dims.size() - std::min(y.dims.size(), d.size()), 1);
+      padded.insert(padded.end(), d.begin(), d.end());
+      out_.model.tensors[t].shape = es = dla_shape(padded);
+    }
+    (void)es;
+    if (std::find(inputs.begin() + 1, inputs.end(), t) == inputs.end()) inputs.push_back(t);
+    SdpStep s;
+    s.kind = kind;
+    s.tensor = int32_t(t);
+    steps.push_back(s);
+  }
+  if (swapped && !commutative) {
+    SdpStep neg;
+    neg.kind = SdpKind::kScale;
+    neg.fvalues = {-1.f};
+    steps.push_back(neg);
+  }
+  const std::string cur = fuse_activations(n.outputs[0], steps);
+  SdpParams p;
+  p.steps = steps;
+  emit(n.name, inputs, new_tensor(cur, g_.value(cur).dims), p);
+}
+
+void Lowering::lower_pool(Node& n) {
+  const uint32_t in = tensor(n, n.inputs[0]);
+  if (n.op == "GlobalAveragePool") return global_average(n, in, n.outputs[0]);
+  if (n.op == "GlobalMaxPool") {
+    emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), ReduceMaxParams{{2, 3}});
+    return;
+  }
+  const auto k = n.get_ints("kernel_shape"), s = n.get_ints("strides", {1, 1}), p = n.get_ints("pads", {0, 0, 0, 0});
+  PoolParams pp;
+  pp.kind = n.op == "MaxPool" ? PoolKind::kMax : PoolKind::kAverage;
+  pp.kernel_h = uint32_t(k[0]), pp.kernel_w = uint32_t(k[1]);
+  pp.stride_h = uint32_t(s[0]), pp.stride_w = uint32_t(s[1]);
+  pp.pad_top = uint32_t(p[0]), pp.pad_left = uint32_t(p[1]), pp.pad_bottom = uint32_t(p[2]), pp.pad_right = uint32_t(p[3]);
+  pp.exclude_padding = n.op == "AveragePool" && n.get_int("count_include_pad", 0) == 0 &&
+                       std::any_of(p.begin(), p.end(), [](int64_t v) { return v > 0; });
+  if (pp.exclude_padding && out_.model.target == Target::kXavier)
+    bad(n, "Xavier's DLA averages with padding included; set count_include_pad=1 or build for --target=orin");
+  std::vector<SdpStep> none;
+  const std::string cur = pp.kind == PoolKind::kMax ? n.outputs[0] : n.outputs[0];
+  emit(n.name, {in}, new_tensor(cur, g_.value(cur).dims), pp);
+  (void)none;
+}
+
+// Average over H x W as a chain of pools whose windows are at most 8 (the DLA's limit): an average
+// of averages over equal blocks is the average.
+void Lowering::global_average(const Node& n, uint32_t in, const std::string& out_name) {
+  const Shape s = out_.model.tensors[in].shape;
+  auto factors = [&](uint32_t v) {
+    std::vector<uint32_t> f;
+    for (uint32_t d = 8; d >= 2 && v > 1;)
+      if (v % d == 0) f.push_back(d), v /= d;
+      else --d;
+    if (v != 1) bad(n, "global average over " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
+                           " needs pooling windows above 8 (a prime factor > 8); resize the feature map first");
+    return f;
+  };
+  std::vector<uint32_t> fh = factors(s[2]), fw = factors(s[3]);
+  const size_t steps = std::max<size_t>(1, std::max(fh.size(), fw.size()));
+  fh.resize(steps, 1), fw.resize(steps, 1);
+  uint32_t cur = in;
+  Shape shape = s;
+  for (size_t i = 0; i < steps; ++i) {
+    PoolParams p;
+    p.kind = PoolKind::kAverage;
+    p.kernel_h = p.stride_h = fh[i], p.kernel_w = p.stride_w = fw[i];
+    shape[2] /= fh[i], shape[3] /= fw[i];
+    const bool last = i + 1 == steps;
+    const uint32_t next = last ? new_tensor(out_name, g_.value(out_name).dims)
+                               : new_tensor(out_name + "_pool" + std::to_string(i), {}, shape);
+    emit(steps == 1 ? n.name : n.name + " (step " + std::to_string(i + 1) + ")", {cur}, next, p);
+    cur = next;
+  }
+}
+
+void Lowering::lower_shuffle(Node& n) {
+  const Value& x = g_.value(n.inputs[0]);
+  const Value& y = g_.value(n.outputs[0]);
+  const uint32_t in = tensor(n, n.inputs[0]);
+  ShuffleParams p;
+  if (n.op == "Transpose") {
+    auto perm = n.get_ints("perm");
+    if (perm.empty())
+      for (int64_t k = int64_t(x.dims.size()) - 1; k >= 0; --k) perm.push_back(k);
+    if (perm[0] != 0) bad(n, "the batch dimension cannot move on the DLA");
+    if (x.dims.size() == 4) {
+      for (int k = 0; k < 4; ++k) p.perm[size_t(k)] = uint32_t(perm[size_t(k)]);
+    } else if (x.dims.size() == 3) {  // [N, C, W] viewed as [N, C, 1, W]
+      std::array<uint32_t, 4> p4{0, dla_axis(perm[1], 3), 2, dla_axis(perm[2], 3)};
+      p.perm = p4;
+    } else if (x.dims.size() != 2 || perm[1] != 1) {
+      bad(n, "transpose of this rank is not a DLA shuffle");
+    }
+  } else if (dla_shape(x.dims)[0] != dla_shape(y.dims)[0]) {
+    bad(n, "the reshape changes the batch dimension, which the DLA cannot do");
+  } else if (dla_shape(x.dims) == dla_shape(y.dims)) {
+    return alias(n, n.inputs[0], n.outputs[0]);  // same NCHW view: nothing to move
+  }
+  emit(n.name, {in}, new_tensor(n.outputs[0], y.dims), p);
+}
+
+void Lowering::lower_reduce(Node& n) {
+  const Value& x = g_.value(n.inputs[0]);
+  const uint32_t in = tensor(n, n.inputs[0]);
+  std::vector<uint32_t> axes;
+  for (int64_t a : n.get_ints("_axes")) axes.push_back(dla_axis(a, x.dims.size()));
+  std::sort(axes.begin(), axes.end());
+  if (std::count(axes.begin(), axes.end(), 0u)) bad(n, "reducing over the batch dimension is not supported on the DLA");
+  const bool keep = n.get_int("keepdims", 1) != 0;
+  const std::string target = n.outputs[0];
+  Shape reduced = dla_shape(x.dims);
+  for (uint32_t a : axes) reduced[a] = 1;
+  const bool same_view = dla_shape(g_.value(target).dims) == reduced;
+  if (!keep && !same_view) bad(n, "keepdims=0 changes the DLA view here; use keepdims=1 and a Reshape");
+  if (n.op == "ReduceMax") {
+    emit(n.name, {in}, new_tensor(target, g_.value(target).dims), ReduceMaxParams{axes});
+    return;
+  }
+  if (n.op == "ReduceMean" && axes == std::vector<uint32_t>{2, 3}) return global_average(n, in, target);
+  if (n.op == "ReduceMean" && axes == std::vector<uint32_t>{1}) {  // mean over C: a 1x1 conv of 1/C weights
+    const uint32_t c = reduced[1] == 1 ? dla_shape(x.dims)[1] : 1;
+    ConvParams p;
+    p.weights = uint32_t(float_constant(std::vector<float>(c, 1.f / float(c)), {1, c, 1, 1}));
+    emit(n.name, {in}, new_tensor(target, g_.value(target).dims), p);
+    return;
+  }
+  bad(n, n.op + " over these axes is not supported on the DLA (ReduceMax: any of C/H/W; ReduceMean: H+W or C)");
+}
+
+void Lowering::lower_resize(Node& n) {
+  const Value& x = g_.value(n.inputs[0]);
+  const Value& y = g_.value(n.outputs[0]);
+  if (x.dims.size() != 4) bad(n, "resize needs a 4-D tensor");
+  if (y.dims[0] != x.dims[0] || y.dims[1] != x.dims[1]) bad(n, "only H and W may be scaled on the DLA");
+  const int64_t sh = y.dims[2] / x.dims[2], sw = y.dims[3] / x.dims[3];
+  if (sh * x.dims[2] != y.dims[2] || sw * x.dims[3] != y.dims[3])
+    bad(n, "scales must be integers on the DLA (got " + std::to_string(double(y.dims[2]) / double(x.dims[2])) + ")");
+  const std::string mode = n.get_string("mode", "nearest");
+  const std::string coord = n.get_string("coordinate_transformation_mode", n.op == "Upsample" ? "asymmetric" : "half_pixel");
+  ResizeParams p;
+  p.scale_h = uint32_t(sh), p.scale_w = uint32_t(sw);
+  if (mode == "nearest") {
+    p.mode = ResizeMode::kNearest;
+    const std::string rounding = n.get_string("nearest_mode", "round_prefer_floor");
+    if (coord == "asymmetric" && (rounding == "floor" || n.op == "Upsample")) p.nearest = NearestRounding::kAsymmetricFloor;
+    else if (coord == "half_pixel" && rounding == "round_prefer_floor") p.nearest = NearestRounding::kHalfPixelRoundDown;
+    else if (coord == "half_pixel" && rounding == "round_prefer_ceil") p.nearest = NearestRounding::kHalfPixelRoundUp;
+    else if (coord == "asymmetric" && (rounding == "round_prefer_floor" || rounding == "round_prefer_ceil")) {
+      // asymmetric + rounding equals floor for integer factors only when it rounds x/s down: x = i/s
+      // rounds to nearest, which differs; not a DLA mode.
+      bad(n, "nearest resize with asymmetric coordinates needs nearest_mode=floor on the DLA");
+    } else {
+      bad(n, "nearest resize mode (" + coord + ", " + rounding + ") is not a DLA mode");
+    }
+  } else if (mode == "linear" || mode == "bilinear") {
+    p.mode = ResizeMode::kBilinear;
+    if (coord != "half_pixel" && coord != "pytorch_half_pixel")
+      bad(n, "bilinear resize needs coordinate_transformation_mode=half_pixel on the DLA (got " + coord + ")");
+  } else {
+    bad(n, "resize mode '" + mode + "' is not supported (nearest or linear)");
+  }
+  emit(n.name, {tensor(n, n.inputs[0])}, new_tensor(n.outputs[0], y.dims), p);
+}
+
+void Lowering::lower_split_slice(Node& n) {
+  const Value& x = g_.value(n.inputs[0]);
+  const uint32_t in = tensor(n, n.inputs[0]);
+  if (n.op == "Slice") {
+    const auto begin = n.get_ints("_begin"), step = n.get_ints("_step");
+    if (std::any_of(step.begin(), step.end(), [](int64_t s) { return s != 1; })) bad(n, "slice steps must be 1 on the DLA");
+    SliceParams p;
+    std::vector<int64_t> b4(4, 0);
+    for (size_t k = 0; k < begin.size(); ++k) b4[dla_axis(int64_t(k), x.dims.size())] = begin[k];
+    if (b4[0] != 0 || g_.value(n.outputs[0]).dims[0] != x.dims[0]) bad(n, "the DLA cannot slice the batch dimension");
+    for (int k = 0; k < 4; ++k) p.start[size_t(k)] = uint32_t(b4[size_t(k)]);
+    emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), p);
+    return;
+  }
+  const auto parts = n.get_ints("_split");
+  const uint32_t axis = dla_axis(n.get_int("_axis", 0), x.dims.size());
+  if (axis == 0) bad(n, "the DLA cannot split the batch dimension");
+  uint32_t offset = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    SliceParams p;
+    p.start[axis] = offset;
+    offset += uint32_t(parts[k]);
+    if (n.outputs[k].empty()) continue;
+    emit(n.name + " [" + std::to_string(k) + "]", {in}, new_tensor(n.outputs[k], g_.value(n.outputs[k]).dims), p);
+  }
+}
+
+void Lowering::lower_node(Node& n) {
+  const std::string& op = n.op;
+  for (const std::string& o : n.outputs)
+    if (!o.empty() && !g_.value(o).known_shape) bad(n, "shape unknown");
+  if (op == "Conv") return lower_conv(n, false);
+  if (op == "ConvTranspose") return lower_conv(n, true);
+  if (op == "Gemm" || op == "MatMul") return lower_gemm(n);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" || op == "Sum")
+    return lower_eltwise(n);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return lower_pool(n);
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Transpose") return lower_shuffle(n);
+  if (op == "Identity" || op == "Dropout") return alias(n, n.inputs[0], n.outputs[0]);
+  if (op == "ReduceMean" || op == "ReduceMax") return lower_reduce(n);
+  if (op == "Resize" || op == "Upsample") return lower_resize(n);
+  if (op == "Split" || op == "Slice") return lower_split_slice(n);
+  const uint32_t in = tensor(n, n.inputs[0]);
+  if (op == "QuantizeLinear") {
+    // Q -> DQ on an activation: the DLA runs it implicitly; keep the range as this tensor's scale.
+    Node* dq = sole_consumer(n.outputs[0]);
+    if (!dq || dq->op != "DequantizeLinear") bad(n, "QuantizeLinear must be followed by DequantizeLinear (Q/DQ pair)");
+    const ConstData& scale = constant(n, 1, "the Q/DQ scale");
+    if (scale.size() != 1) bad(n, "activations use per-tensor scales on the DLA");
+    if (n.inputs.size() > 2 && !n.inputs[2].empty() && constant(n, 2, "the zero point").at(0) != 0)
+      bad(n, "the DLA quantizes symmetrically: zero points must be 0");
+    out_.qdq_amax[in] = float(scale.at(0) * 127.0);
+    consumed_[dq] = true;
+    out_.tensor_of[dq->outputs[0]] = in;
+    return;
+  }
+  if (op == "Concat") {
+    const Value& y = g_.value(n.outputs[0]);
+    const int64_t axis = n.get_int("axis", 0);
+    if (dla_axis(axis < 0 ? axis + int64_t(y.dims.size()) : axis, y.dims.size()) != 1)
+      bad(n, "the DLA concatenates along the channel axis only");
+    std::vector<uint32_t> ins;
+    for (const std::string& s : n.inputs) ins.push_back(tensor(n, s));
+    emit(n.name, ins, new_tensor(n.outputs[0], y.dims), ConcatParams{});
+    return;
+  }
+  if (op == "Softmax") {
+    const Value& x = g_.value(n.inputs[0]);
+    int64_t axis = n.get_int("axis", g_.opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += int64_t(x.dims.size());
+    if (g_.opset < 13 && axis != int64_t(x.dims.size()) - 1) {
+      for (size_t k = size_t(axis) + 1; k < x.dims.size(); ++k)
+        if (x.dims[k] != 1) bad(n, "opset < 13 softmax flattens the trailing dimensions; not a DLA softmax");
+    }
+    const uint32_t a = dla_axis(axis, x.dims.size());
+    if (a == 0) bad(n, "softmax over the batch dimension is not supported");
+    emit(n.name, {in}, new_tensor(n.outputs[0], x.dims), SoftmaxParams{a});
+    return;
+  }
+  if (op == "LRN") {
+    LrnParams p{uint32_t(n.get_int("size", 5)), float(n.get_float("alpha", 1e-4)), float(n.get_float("beta", 0.75)),
+                float(n.get_float("bias", 1.0))};
+    emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), p);
+    return;
+  }
+  if (op == "Abs") {
+    emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), UnaryParams{});
+    return;
+  }
+  // Standalone SDP: BN, activations.
+  std::vector<SdpStep> steps;
+  std::string cur = n.outputs[0];
+  SdpStep s;
+  if (op == "BatchNormalization") {
+    for (size_t k = 1; k < 5; ++k) constant(n, k, "BatchNormalization parameters");
+    const ConstData &gamma = *g_.value(n.inputs[1]).constant, &beta = *g_.value(n.inputs[2]).constant,
+                    &mean = *g_.value(n.inputs[3]).constant, &var = *g_.value(n.inputs[4]).constant;
+    const double eps = n.get_float("epsilon", 1e-5);
+    SdpStep scale, bias;
+    scale.kind = SdpKind::kScale, bias.kind = SdpKind::kBias;
+    for (size_t k = 0; k < gamma.size(); ++k) {
+      const double sc = gamma.at(k) / std::sqrt(var.at(k) + eps);
+      scale.fvalues.push_back(float(sc));
+      bias.fvalues.push_back(float(beta.at(k) - mean.at(k) * sc));
+    }
+    steps = {scale, bias};
+  } else if (op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "PRelu") {
+    // fuse_activations starts from the input: re-run it as if this node followed an op.
+    if (op == "Clip") {
+      const auto [lo, hi] = clip_bounds(n);
+      if (!std::isfinite(lo) && !std::isfinite(hi)) return alias(n, n.inputs[0], n.outputs[0]);
+      s.kind = SdpKind::kClip;
+      s.lo = std::isfinite(lo) ? float(lo) : -3.4e38f;
+      s.hi = std::isfinite(hi) ? float(hi) : 3.4e38f;
+    } else if (op == "Relu") {
+      s.kind = SdpKind::kRelu;
+    } else if (op == "LeakyRelu") {
+      s.kind = SdpKind::kPRelu;
+      s.fvalues = {float(n.get_float("alpha", 0.01))};
+    } else {
+      const ConstData& slope = constant(n, 1, "the PRelu slope");
+      s.kind = SdpKind::kPRelu;
+      const Shape ys = dla_shape(g_.value(n.outputs[0]).dims);
+      if (slope.size() != 1 && slope.size() != ys[1]) bad(n, "PRelu slopes must be per channel or one value on the DLA");
+      for (size_t k = 0; k < slope.size(); ++k) s.fvalues.push_back(float(slope.at(k)));
+    }
+    steps = {s};
+  } else if (op == "Sigmoid" || op == "Tanh") {
+    s.kind = op == "Sigmoid" ? SdpKind::kSigmoid : SdpKind::kTanh;
+    steps = {s};
+  } else {
+    bad(n, "operator '" + op + "' does not run on the DLA (see dla-facts: supported layers)");
+  }
+  if (op != "Sigmoid" && op != "Tanh") cur = fuse_activations(cur, steps);
+  SdpParams p;
+  p.steps = steps;
+  emit(n.name, {in}, new_tensor(cur, g_.value(cur).dims), p);
+}
+
+}  // namespace
+
+Lowered lower(Graph& g, Target target, std::vector<NodeIssue>* issues) {
+  return Lowering(g, target, issues).run();
+}
+
+}  // namespace softdla::builder

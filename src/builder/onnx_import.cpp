@@ -1,0 +1,253 @@
+// ONNX protobuf -> IR. Everything a malformed file can get wrong is reported as Error with the
+// offending node/tensor named: truncated bytes, unsupported opset, dynamic shapes, missing inputs,
+// cycles, external data, tensors whose data does not match their shape.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "error.h"
+#include "ir.h"
+#include "onnx/onnx_pb.h"
+
+namespace softdla::builder {
+namespace {
+
+constexpr int64_t kMinOpset = 11, kMaxOpset = 21;
+constexpr int64_t kMaxElements = int64_t(1) << 31;
+
+uint16_t load_u16(const std::string& raw, size_t k) {
+  uint16_t v;
+  std::memcpy(&v, raw.data() + 2 * k, 2);
+  return v;
+}
+
+double half_bits_to_double(uint16_t h, bool bf16) {
+  if (bf16) {
+    uint32_t bits = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  const int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (exp == 0) return sign * std::ldexp(double(man), -24);
+  if (exp == 31) return man ? std::nan("") : sign * HUGE_VAL;
+  return sign * std::ldexp(double(man | 0x400), exp - 25);
+}
+
+// Converts a TensorProto into a constant Value (dims, type, values).
+Value tensor_value(const onnx::TensorProto& t, const std::string& name) {
+  Value v;
+  v.name = name;
+  v.elem_type = t.data_type();
+  v.known_shape = true;
+  int64_t count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) fail("tensor '", name, "' has negative dimension ", d);
+    v.dims.push_back(d);
+    count *= d;
+    if (count > kMaxElements) fail("tensor '", name, "' is too large");
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    fail("tensor '", name, "' keeps its data in an external file; save the model with all tensors embedded "
+         "(onnx.save(model, path, save_as_external_data=False))");
+  ConstData c;
+  const std::string& raw = t.raw_data();
+  const bool has_raw = t.has_raw_data();
+  auto need = [&](size_t have, size_t elem) {
+    if (have != size_t(count) * elem)
+      fail("tensor '", name, "' holds ", have / std::max<size_t>(elem, 1), " values but its shape needs ", count);
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      if (has_raw) {
+        need(raw.size(), 4);
+        for (int64_t k = 0; k < count; ++k) {
+          float f;
+          std::memcpy(&f, raw.data() + 4 * k, 4);
+          c.f.push_back(f);
+        }
+      } else {
+        need(size_t(t.float_data_size()), 1);
+        c.f.assign(t.float_data().begin(), t.float_data().end());
+      }
+      break;
+    case onnx::TensorProto::DOUBLE:
+      if (has_raw) {
+        need(raw.size(), 8);
+        c.f.resize(size_t(count));
+        std::memcpy(c.f.data(), raw.data(), raw.size());
+      } else {
+        need(size_t(t.double_data_size()), 1);
+        c.f.assign(t.double_data().begin(), t.double_data().end());
+      }
+      break;
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: {
+      const bool bf = t.data_type() == onnx::TensorProto::BFLOAT16;
+      if (has_raw) {
+        need(raw.size(), 2);
+        for (int64_t k = 0; k < count; ++k) c.f.push_back(half_bits_to_double(load_u16(raw, size_t(k)), bf));
+      } else {
+        need(size_t(t.int32_data_size()), 1);
+        for (int32_t b : t.int32_data()) c.f.push_back(half_bits_to_double(uint16_t(b), bf));
+      }
+      break;
+    }
+    case onnx::TensorProto::INT64:
+      c.is_float = false;
+      if (has_raw) {
+        need(raw.size(), 8);
+        c.i.resize(size_t(count));
+        std::memcpy(c.i.data(), raw.data(), raw.size());
+      } else {
+        need(size_t(t.int64_data_size()), 1);
+        c.i.assign(t.int64_data().begin(), t.int64_data().end());
+      }
+      break;
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::BOOL: {
+      c.is_float = false;
+      const int type = t.data_type();
+      const size_t elem = type == onnx::TensorProto::INT32 ? 4 : (type == onnx::TensorProto::INT16 || type == onnx::TensorProto::UINT16) ? 2 : 1;
+      if (has_raw) {
+        need(raw.size(), elem);
+        for (int64_t k = 0; k < count; ++k) {
+          const char* p = raw.data() + size_t(k) * elem;
+          int64_t v = 0;
+          if (type == onnx::TensorProto::INT32) { int32_t x; std::memcpy(&x, p, 4); v = x; }
+          else if (type == onnx::TensorProto::INT16) { int16_t x; std::memcpy(&x, p, 2); v = x; }
+          else if (type == onnx::TensorProto::UINT16) { uint16_t x; std::memcpy(&x, p, 2); v = x; }
+          else if (type == onnx::TensorProto::INT8) v = int8_t(*p);
+          else v = uint8_t(*p);
+          c.i.push_back(v);
+        }
+      } else {
+        need(size_t(t.int32_data_size()), 1);
+        c.i.assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      break;
+    }
+    default:
+      fail("tensor '", name, "' has data type ", t.data_type(), ", which the builder does not read");
+  }
+  v.constant = std::move(c);
+  return v;
+}
+
+Attribute read_attribute(const onnx::AttributeProto& a, const std::string& node) {
+  Attribute r;
+  switch (a.type()) {
+    case onnx::AttributeProto::INT: r.kind = Attribute::kInt; r.i = a.i(); break;
+    case onnx::AttributeProto::FLOAT: r.kind = Attribute::kFloat; r.f = a.f(); break;
+    case onnx::AttributeProto::STRING: r.kind = Attribute::kString; r.s = a.s(); break;
+    case onnx::AttributeProto::INTS: r.kind = Attribute::kInts; r.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case onnx::AttributeProto::FLOATS: r.kind = Attribute::kFloats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case onnx::AttributeProto::TENSOR: r.kind = Attribute::kTensor; r.tensor = tensor_value(a.t(), node + "." + a.name()); break;
+    default: r.kind = Attribute::kNone; break;  // graphs, sparse tensors: nodes using them are unsupported anyway
+  }
+  return r;
+}
+
+}  // namespace
+
+Graph import_onnx(const std::vector<uint8_t>& bytes) {
+  onnx::ModelProto model;
+  if (bytes.empty() || bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())))
+    fail("not a valid ONNX model (protobuf parsing failed: truncated or not an .onnx file)");
+  Graph g;
+  g.producer = model.producer_name();
+  for (const auto& op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
+  if (g.opset == 0) fail("the model declares no default-domain opset");
+  if (g.opset < kMinOpset || g.opset > kMaxOpset)
+    fail("opset ", g.opset, " is not supported (opsets ", kMinOpset, "-", kMaxOpset,
+         "); convert with onnx.version_converter.convert_version(model, 17)");
+  const onnx::GraphProto& gp = model.graph();
+
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty()) fail("an initializer has no name");
+    g.values[init.name()] = tensor_value(init, init.name());
+  }
+  for (const auto& in : gp.input()) {
+    if (g.values.count(in.name())) continue;  // an initializer listed as input (old exporters)
+    Value v;
+    v.name = in.name();
+    if (!in.type().has_tensor_type()) fail("input '", in.name(), "' is not a tensor");
+    const auto& tt = in.type().tensor_type();
+    v.elem_type = tt.elem_type();
+    if (!tt.has_shape()) fail("input '", in.name(), "' has no shape; DLA loadables need static shapes");
+    for (const auto& d : tt.shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() <= 0)
+        fail("input '", in.name(), "' has a dynamic dimension",
+             d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string(),
+             ": DLA loadables need static shapes; fix it with --shapes=", in.name(), ":1x3x224x224 (your sizes) "
+             "or export the model with fixed sizes");
+      v.dims.push_back(d.dim_value());
+    }
+    v.known_shape = true;
+    g.inputs.push_back(v.name);
+    g.values[v.name] = v;
+  }
+  if (g.inputs.empty()) fail("the model has no (non-constant) inputs");
+  for (const auto& out : gp.output()) g.outputs.push_back(out.name());
+  if (g.outputs.empty()) fail("the model has no outputs");
+
+  // Nodes, topologically sorted (Kahn); anything left over is a cycle or reads an undefined value.
+  std::vector<Node> pending;
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const auto& np = gp.node(k);
+    Node n;
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
+    n.op = np.domain().empty() || np.domain() == "ai.onnx" ? np.op_type() : np.domain() + "::" + np.op_type();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& a : np.attribute()) n.attrs[a.name()] = read_attribute(a, n.name);
+    if (n.outputs.empty()) fail("node '", n.name, "' has no outputs");
+    pending.push_back(std::move(n));
+  }
+  std::set<std::string> available;
+  for (const auto& [name, v] : g.values) available.insert(name);
+  std::set<std::string> produced;
+  while (!pending.empty()) {
+    bool progress = false;
+    for (auto it = pending.begin(); it != pending.end();) {
+      const bool ready = std::all_of(it->inputs.begin(), it->inputs.end(),
+                                     [&](const std::string& s) { return s.empty() || available.count(s); });
+      if (!ready) {
+        ++it;
+        continue;
+      }
+      for (const std::string& o : it->outputs) {
+        if (o.empty()) continue;
+        if (!produced.insert(o).second || g.values.count(o))
+          fail("value '", o, "' is produced twice (by node '", it->name, "' and another)");
+        available.insert(o);
+        Value v;
+        v.name = o;
+        g.values[o] = v;
+      }
+      g.nodes.push_back(std::move(*it));
+      it = pending.erase(it);
+      progress = true;
+    }
+    if (!progress) {
+      const Node& n = pending.front();
+      for (const std::string& s : n.inputs)
+        if (!s.empty() && !available.count(s))
+          fail("node '", n.name, "' (", n.op, ") reads '", s,
+               "', which no node, input or initializer provides (or the graph has a cycle)");
+    }
+  }
+  for (const std::string& o : g.outputs)
+    if (!g.values.count(o)) fail("graph output '", o, "' is not produced by any node");
+  return g;
+}
+
+}  // namespace softdla::builder

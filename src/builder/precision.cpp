@@ -1,0 +1,346 @@
+#include "precision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+
+#include "error.h"
+#include "numerics.h"
+
+namespace softdla::builder {
+
+std::pair<int32_t, uint8_t> quant_multiplier(double r) {
+  if (r == 0 || !std::isfinite(r)) return {0, 0};
+  const double a = std::fabs(r);
+  int shift = 30 - int(std::floor(std::log2(a)));  // a * 2^shift in [2^30, 2^31)
+  shift = std::clamp(shift, 0, 62);
+  double m = std::round(a * std::ldexp(1.0, shift));
+  if (m >= 2147483647.0) m = 2147483647.0;
+  return {int32_t(r < 0 ? -m : m), uint8_t(shift)};
+}
+
+bool supports_int8(const Model& m, const Op& op) {
+  if (std::holds_alternative<LrnParams>(op.params) || std::holds_alternative<SoftmaxParams>(op.params)) return false;
+  auto chain_ok = [](const SdpParams& p, bool conv) {
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      const SdpStep& s = p.steps[i];
+      if ((s.kind == SdpKind::kSigmoid || s.kind == SdpKind::kTanh) && (conv || p.steps.size() != 1)) return false;
+      if (conv && s.kind == SdpKind::kClip && s.lo != 0.f) return false;  // per-channel domains: only clipped ReLU
+      if (conv && (is_eltwise(s.kind) || s.kind == SdpKind::kScale)) return false;
+    }
+    return true;
+  };
+  if (const auto* c = std::get_if<ConvParams>(&op.params)) return chain_ok(c->post, true);
+  if (const auto* d = std::get_if<DeconvParams>(&op.params)) return chain_ok(d->post, true);
+  if (const auto* s = std::get_if<SdpParams>(&op.params)) return chain_ok(*s, false);
+  (void)m;
+  return true;
+}
+
+std::vector<uint32_t> shared_range_groups(const Model& m) {
+  std::vector<uint32_t> parent(m.tensors.size());
+  std::iota(parent.begin(), parent.end(), 0u);
+  auto find = [&](uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  auto unite = [&](uint32_t a, uint32_t b) { parent[find(a)] = find(b); };
+  for (const Op& op : m.ops) {
+    const uint32_t out = op.outputs[0];
+    if (std::holds_alternative<PoolParams>(op.params) || std::holds_alternative<ResizeParams>(op.params) ||
+        std::holds_alternative<SliceParams>(op.params) || std::holds_alternative<ShuffleParams>(op.params) ||
+        std::holds_alternative<UnaryParams>(op.params) || std::holds_alternative<ReduceMaxParams>(op.params) ||
+        std::holds_alternative<ConcatParams>(op.params)) {
+      for (uint32_t in : op.inputs) unite(in, out);
+    } else if (const auto* s = std::get_if<SdpParams>(&op.params)) {
+      for (const SdpStep& st : s->steps)
+        if (is_eltwise(st.kind) && st.kind != SdpKind::kEltMul) unite(op.inputs[0], uint32_t(st.tensor));
+    }
+  }
+  std::vector<uint32_t> group(m.tensors.size());
+  for (uint32_t t = 0; t < m.tensors.size(); ++t) group[t] = find(t);
+  return group;
+}
+
+namespace {
+
+float f32_at(const Constant& c, size_t i) {
+  float v;
+  std::memcpy(&v, c.data.data() + 4 * i, 4);
+  return v;
+}
+
+class Converter {
+ public:
+  Converter(const Lowered& l, const PrecisionPlan& p) : src_(l.model), plan_(p) {}
+
+  Model run() {
+    out_.target = src_.target;
+    out_.build_info = src_.build_info;
+    mapped_.assign(src_.tensors.size(), {});
+    // Graph inputs take their I/O type.
+    for (size_t i = 0; i < src_.inputs.size(); ++i) {
+      const uint32_t t = src_.inputs[i].tensor;
+      const uint32_t n = add_tensor(src_.tensors[t], plan_.inputs[i].dtype, scale_of(t));
+      mapped_[t][plan_.inputs[i].dtype] = n;
+      out_.inputs.push_back({n, plan_.inputs[i].format, {}});
+    }
+    for (size_t i = 0; i < src_.ops.size(); ++i) convert_op(i);
+    for (size_t i = 0; i < src_.outputs.size(); ++i) {
+      const uint32_t t = src_.outputs[i].tensor;
+      const uint32_t n = in_type(t, plan_.outputs[i].dtype, "output conversion");
+      out_.outputs.push_back({n, plan_.outputs[i].format, {}});
+    }
+    return std::move(out_);
+  }
+
+ private:
+  const Model& src_;
+  const PrecisionPlan& plan_;
+  Model out_;
+  std::vector<std::map<DataType, uint32_t>> mapped_;  // source tensor -> its copy in each type
+
+  float scale_of(uint32_t t) const {
+    const float a = plan_.amax[t];
+    return a > 0 ? a / 127.f : 1.f;
+  }
+  uint32_t add_tensor(const Tensor& like, DataType dtype, float scale, const std::string& suffix = "") {
+    Tensor t = like;
+    t.name += suffix;
+    t.dtype = dtype;
+    t.scale = dtype == DataType::kInt8 ? scale : 1.f;
+    t.constant = -1;
+    out_.tensors.push_back(t);
+    return uint32_t(out_.tensors.size() - 1);
+  }
+  // The source tensor t in type `want`, converting (once) if needed; constants are re-encoded.
+  uint32_t in_type(uint32_t t, DataType want, const std::string& why) {
+    auto& copies = mapped_[t];
+    if (auto it = copies.find(want); it != copies.end()) return it->second;
+    const Tensor& st = src_.tensors[t];
+    if (st.constant >= 0) {
+      const uint32_t n = add_tensor(st, want, scale_of(t));
+      out_.tensors[n].constant = encode_constant(src_.constants[size_t(st.constant)], want, out_.tensors[n].scale);
+      return copies[want] = n;
+    }
+    if (copies.empty()) fail("internal: tensor '", st.name, "' used before it is produced (", why, ")");
+    const uint32_t from = copies.begin()->second;
+    const uint32_t n = add_tensor(st, want, scale_of(t), std::string("_") + to_string(want));
+    out_.ops.push_back({"convert " + st.name + " to " + to_string(want), {from}, {n}, ConvertParams{}});
+    return copies[want] = n;
+  }
+  int32_t encode_constant(const Constant& c, DataType want, float scale) {
+    const size_t count = c.data.size() / 4;
+    Constant k{want, c.dims, std::vector<uint8_t>(count * element_size(want))};
+    for (size_t i = 0; i < count; ++i) {
+      const float v = f32_at(c, i);
+      if (want == DataType::kFloat32) std::memcpy(&k.data[4 * i], &v, 4);
+      else if (want == DataType::kFloat16) {
+        const uint16_t h = num::float_to_half(v);
+        std::memcpy(&k.data[2 * i], &h, 2);
+      } else {
+        k.data[i] = uint8_t(num::quantize(v / scale));
+      }
+    }
+    out_.constants.push_back(std::move(k));
+    return int32_t(out_.constants.size() - 1);
+  }
+
+  void convert_op(size_t i);
+  SdpParams int8_conv_post(const SdpParams& p, const std::vector<double>& acc_scale, double out_scale);
+  SdpParams int8_sdp(const Op& op, const SdpParams& p, double in_scale, double out_scale,
+                     const std::vector<uint32_t>& new_inputs);
+  uint32_t per_channel_int8_weights(const Constant& w, size_t k_axis_dim, bool k_is_dim1, std::vector<double>& wscale);
+};
+
+uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k_is_dim1, std::vector<double>& wscale) {
+  const size_t count = w.data.size() / 4;
+  // Layouts: conv [K, C, R, S] (k outermost), deconv [C, K, R, S].
+  const size_t inner = k_is_dim1 ? count / (size_t(w.dims[0]) * K) : count / K;
+  auto k_of = [&](size_t i) { return k_is_dim1 ? (i / inner) % K : i / inner; };
+  std::vector<double> amax(K, 0.0);
+  for (size_t i = 0; i < count; ++i) amax[k_of(i)] = std::max(amax[k_of(i)], double(std::fabs(f32_at(w, i))));
+  wscale.resize(K);
+  for (size_t k = 0; k < K; ++k) wscale[k] = amax[k] > 0 ? amax[k] / 127.0 : 1.0;
+  Constant q{DataType::kInt8, w.dims, std::vector<uint8_t>(count)};
+  for (size_t i = 0; i < count; ++i) q.data[i] = uint8_t(num::quantize(float(double(f32_at(w, i)) / wscale[k_of(i)])));
+  out_.constants.push_back(std::move(q));
+  return uint32_t(out_.constants.size() - 1);
+}
+
+SdpParams Converter::int8_conv_post(const SdpParams& p, const std::vector<double>& acc, double out_scale) {
+  SdpParams r;
+  const size_t K = acc.size();
+  for (const SdpStep& s : p.steps) {
+    SdpStep n;
+    n.kind = s.kind;
+    switch (s.kind) {
+      case SdpKind::kBias:
+        for (size_t k = 0; k < K; ++k) {
+          const double b = s.fvalues[s.fvalues.size() == 1 ? 0 : k] / acc[k];
+          n.ivalues.push_back(int32_t(std::clamp(std::round(b), -2147483648.0, 2147483647.0)));
+        }
+        break;
+      case SdpKind::kPRelu:  // slope in Q15, applied in the accumulator domain
+        for (float a : s.fvalues) n.ivalues.push_back(int32_t(std::lround(double(a) * 32768.0)));
+        n.shift = 15;
+        break;
+      case SdpKind::kClip:  // clipped ReLU: ReLU here; the upper bound is the output scale's saturation
+        n.kind = SdpKind::kRelu;
+        break;
+      case SdpKind::kRelu:
+        break;
+      default:
+        fail("internal: step ", to_string(s.kind), " in an INT8 convolution");
+    }
+    r.steps.push_back(n);
+  }
+  for (size_t k = 0; k < K; ++k) {
+    const auto [m, sh] = quant_multiplier(acc[k] / out_scale);
+    r.requant.multiplier.push_back(m);
+    r.requant.shift.push_back(sh);
+  }
+  return r;
+}
+
+SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale, double out_scale,
+                              const std::vector<uint32_t>& new_inputs) {
+  SdpParams r;
+  if (p.steps.size() == 1 && (p.steps[0].kind == SdpKind::kSigmoid || p.steps[0].kind == SdpKind::kTanh)) {
+    r.requant = {{1}, {0}};
+    r.lut = p.steps[0].kind == SdpKind::kSigmoid ? ActivationLut::kSigmoid : ActivationLut::kTanh;
+    r.lut_input_scale = float(in_scale);
+    return r;
+  }
+  // Work in a finer integer domain than the input's so bias and scale keep their precision.
+  double domain = in_scale;
+  const bool needs_room = std::any_of(p.steps.begin(), p.steps.end(), [](const SdpStep& s) {
+    return s.kind == SdpKind::kBias || s.kind == SdpKind::kScale || is_eltwise(s.kind);
+  });
+  if (needs_room) {
+    SdpStep up;
+    up.kind = SdpKind::kScale;
+    up.ivalues = {1 << 16};
+    r.steps.push_back(up);
+    domain = in_scale / 65536.0;
+  }
+  const uint32_t C = src_.tensors[op.outputs[0]].shape[1];
+  for (const SdpStep& s : p.steps) {
+    SdpStep n;
+    n.kind = s.kind;
+    switch (s.kind) {
+      case SdpKind::kBias:
+        for (float b : s.fvalues) n.ivalues.push_back(int32_t(std::clamp(std::round(b / domain), -2147483648.0, 2147483647.0)));
+        break;
+      case SdpKind::kScale: {
+        double amax = 0;
+        for (float g : s.fvalues) amax = std::max(amax, double(std::fabs(g)));
+        const int sh = std::clamp(30 - int(std::ceil(std::log2(std::max(amax, 1e-30)))), 0, 62);
+        for (float g : s.fvalues) n.ivalues.push_back(int32_t(std::lround(double(g) * std::ldexp(1.0, sh))));
+        n.shift = uint8_t(sh);
+        break;
+      }
+      case SdpKind::kPRelu:
+        for (float a : s.fvalues) n.ivalues.push_back(int32_t(std::lround(double(a) * 32768.0)));
+        n.shift = 15;
+        break;
+      case SdpKind::kRelu:
+        break;
+      case SdpKind::kClip:
+        n.lo_i = int32_t(std::clamp(std::round(double(s.lo) / domain), -2147483648.0, 2147483647.0));
+        n.hi_i = int32_t(std::clamp(std::round(double(s.hi) / domain), -2147483648.0, 2147483647.0));
+        break;
+      default: {  // element-wise with a tensor
+        const uint32_t src_t = uint32_t(s.tensor);
+        const size_t slot = size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), src_t) - op.inputs.begin());
+        n.tensor = int32_t(new_inputs[slot]);
+        const double e_scale = out_.tensors[new_inputs[slot]].scale;
+        if (s.kind == SdpKind::kEltMul) {
+          n.tensor_multiplier = 1, n.tensor_shift = 0;
+          n.shift = 0;
+          domain *= e_scale;  // v * e carries both scales
+        } else {
+          const auto [m, sh] = quant_multiplier(e_scale / domain);
+          n.tensor_multiplier = m, n.tensor_shift = sh;
+        }
+      }
+    }
+    r.steps.push_back(n);
+  }
+  (void)C;
+  const auto [m, sh] = quant_multiplier(domain / out_scale);
+  r.requant = {{m}, {sh}};
+  return r;
+}
+
+void Converter::convert_op(size_t i) {
+  const Op& op = src_.ops[i];
+  const DataType P = plan_.op_precision[i];
+  const uint32_t so = op.outputs[0];
+  std::vector<uint32_t> inputs;
+  for (uint32_t t : op.inputs) inputs.push_back(in_type(t, P, op.name));
+  double out_scale = scale_of(so);
+  // Clipped ReLU in INT8 clips by saturating at the bound: the op writes at scale hi/127, and a
+  // requantize follows when the tensor's planned scale differs.
+  double demanded = 0;
+  auto clip_hi = [&](const SdpParams& p) {
+    for (const SdpStep& s : p.steps)
+      if (s.kind == SdpKind::kClip && s.lo == 0.f) demanded = double(s.hi) / 127.0;
+  };
+  OpParams params = op.params;
+  if (P == DataType::kInt8) {
+    if (const auto* c = std::get_if<ConvParams>(&op.params)) clip_hi(c->post);
+    if (const auto* d = std::get_if<DeconvParams>(&op.params)) clip_hi(d->post);
+  }
+  const double write_scale = demanded > 0 ? demanded : out_scale;
+  const uint32_t out = add_tensor(src_.tensors[so], P, float(write_scale), demanded > 0 && demanded != out_scale ? "_clipped" : "");
+  std::visit(
+      [&](auto& p) {
+        using T = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, ConvParams> || std::is_same_v<T, DeconvParams>) {
+          const Constant& w = src_.constants[p.weights];
+          if (P == DataType::kInt8) {
+            const bool deconv = std::is_same_v<T, DeconvParams>;
+            const size_t K = deconv ? w.dims[1] : w.dims[0];
+            std::vector<double> wscale;
+            p.weights = per_channel_int8_weights(w, K, deconv, wscale);
+            const double sx = out_.tensors[inputs[0]].scale;
+            for (double& s : wscale) s *= sx;  // accumulator scale per output channel
+            p.post = int8_conv_post(p.post, wscale, write_scale);
+          } else {
+            p.weights = uint32_t(encode_constant(w, P, 1.f));
+          }
+        } else if constexpr (std::is_same_v<T, SdpParams>) {
+          if (P == DataType::kInt8) {
+            p = int8_sdp(op, p, out_.tensors[inputs[0]].scale, write_scale, inputs);
+          } else {
+            for (SdpStep& s : p.steps)
+              if (is_eltwise(s.kind)) {
+                const size_t slot = size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor)) - op.inputs.begin());
+                s.tensor = int32_t(inputs[slot]);
+              }
+          }
+        }
+      },
+      params);
+  out_.ops.push_back({op.name, inputs, {out}, params});
+  mapped_[so].clear();
+  if (demanded > 0 && std::fabs(demanded - out_scale) > 1e-12 * out_scale) {
+    const uint32_t fixed = add_tensor(src_.tensors[so], P, float(out_scale));
+    SdpParams rq;
+    const auto [m, sh] = quant_multiplier(demanded / out_scale);
+    rq.requant = {{m}, {sh}};
+    out_.ops.push_back({op.name + " (requantize)", {out}, {fixed}, rq});
+    mapped_[so][P] = fixed;
+  } else {
+    mapped_[so][P] = out;
+  }
+}
+
+}  // namespace
+
+Model apply_precision(const Lowered& l, const PrecisionPlan& p) { return Converter(l, p).run(); }
+
+}  // namespace softdla::builder

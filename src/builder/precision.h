@@ -1,0 +1,30 @@
+// FP32 lowered model -> the deployable model: each op in FP16 or INT8, Convert ops where precision
+// changes, integer rescale parameters for INT8 (docs/NUMERICS.md), and the requested I/O formats.
+#pragma once
+#include <vector>
+
+#include "io_formats.h"
+#include "lower.h"
+
+namespace softdla::builder {
+
+struct PrecisionPlan {
+  std::vector<DataType> op_precision;  // per op of the FP32 model: kFloat32, kFloat16 or kInt8
+  std::vector<float> amax;             // per tensor |range| (INT8 scale = amax / 127); <= 0: unknown
+  std::vector<IoFormat> inputs, outputs;
+};
+
+// Whether the DLA can run this FP32-model op in INT8 (LRN and softmax run in FP16 only, ...).
+bool supports_int8(const Model& fp32, const Op& op);
+
+// Tensors that must share one INT8 scale (the DLA forces equal ranges): concat inputs and output,
+// pooling/resize/slice/shuffle in and out, the inputs of an element-wise op. Returns a group id per
+// tensor (equal ids share a scale).
+std::vector<uint32_t> shared_range_groups(const Model& fp32);
+
+Model apply_precision(const Lowered& lowered, const PrecisionPlan& plan);
+
+// rescale factor r -> (multiplier, shift) with multiplier in [2^30, 2^31) when r allows, shift <= 62.
+std::pair<int32_t, uint8_t> quant_multiplier(double r);
+
+}  // namespace softdla::builder
