@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -110,15 +111,29 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       fail("--int8 needs scales: give calibration data (--calib-data DIR), a calibration cache (--calib FILE), "
            "or a model with Q/DQ nodes; or add --fp16");
     }
-    // Clipped ReLU outputs never exceed the clip bound.
+    // Constant operands (element-wise with a constant tensor) take the range of their data.
+    for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+      if (const int32_t c = fp32.tensors[t].constant; c >= 0) {
+        const Constant& k = fp32.constants[size_t(c)];
+        float a = 0;
+        for (size_t i = 0; i + 4 <= k.data.size(); i += 4) {
+          float v;
+          std::memcpy(&v, &k.data[i], 4);
+          a = std::max(a, std::fabs(v));
+        }
+        amax[t] = a > 0 ? a : 1e-6f;
+      }
+    // A clip's output range is its bounds: exact, where a calibrator would cut off the mass at the bound.
     for (const Op& op : fp32.ops) {
       const SdpParams* post = nullptr;
       if (const auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
       if (const auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
       if (const auto* s = std::get_if<SdpParams>(&op.params)) post = s;
-      if (post)
-        for (const SdpStep& s : post->steps)
-          if (s.kind == SdpKind::kClip && s.lo == 0.f && amax[op.outputs[0]] > s.hi) amax[op.outputs[0]] = s.hi;
+      if (post && !post->steps.empty() && post->steps.back().kind == SdpKind::kClip && amax[op.outputs[0]] > 0 &&
+          !low.qdq_amax.count(op.outputs[0])) {
+        const SdpStep& c = post->steps.back();
+        amax[op.outputs[0]] = std::max(std::fabs(c.lo), std::fabs(c.hi));
+      }
     }
   }
 

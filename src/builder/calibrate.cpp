@@ -118,14 +118,12 @@ std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batche
   Model probe = fp32;
   probe.outputs.clear();
   probe.memory_plan = {};
-  std::vector<bool> is_input(probe.tensors.size(), false);
-  for (const IoBinding& io : probe.inputs) is_input[io.tensor] = true;
   std::vector<uint32_t> watched;
-  for (uint32_t t = 0; t < probe.tensors.size(); ++t)
-    if (probe.tensors[t].constant < 0) {
-      watched.push_back(t);
-      if (!is_input[t]) probe.outputs.push_back({t, TensorFormat::kLinear, {}});
-    }
+  for (const IoBinding& io : probe.inputs) watched.push_back(io.tensor);
+  for (const Op& op : probe.ops) {
+    watched.push_back(op.outputs[0]);
+    probe.outputs.push_back({op.outputs[0], TensorFormat::kLinear, {}});
+  }
   finalize_model(probe);
   const Engine engine(std::move(probe));
   const Model& pm = engine.model();
@@ -166,8 +164,13 @@ std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batche
       });
       if (progress) progress("calibration pass 2/2", i + 1, batches.size());
     }
+    std::vector<bool> graph_io(fp32.tensors.size(), false);
+    for (const IoBinding& io : fp32.outputs) graph_io[io.tensor] = true;
+    for (const IoBinding& io : fp32.inputs) graph_io[io.tensor] = true;
     for (uint32_t t : watched) {
-      if (amax[t] <= 0 || hist[t].empty()) continue;
+      // Graph inputs and outputs keep their full range: clipping the user's data or results shows
+      // directly; the calibrator's outlier suppression is for the tensors in between.
+      if (amax[t] <= 0 || hist[t].empty() || graph_io[t]) continue;
       if (c == Calibrator::kEntropy) {
         amax[t] = std::min(amax[t], entropy_threshold(hist[t], amax[t]));
       } else {

@@ -69,7 +69,10 @@ class Folder {
       }
       for (const std::string& o : n.outputs)
         if (!o.empty()) g_.value(o).known_shape = true;
-      if (n.op == "Constant" || (all_const(n) && foldable(n.op))) n.removed = true;
+      const bool outputs_const = std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+        return o.empty() || g_.is_const(o);
+      });
+      if (n.op == "Constant" || (all_const(n) && foldable(n.op)) || outputs_const) n.removed = true;
     }
   }
 
@@ -381,7 +384,8 @@ void Folder::infer(Node& n) {
     start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
     end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
     ConstData c{false, {}, Dims(d.begin() + start, d.begin() + std::max(start, end))};
-    return set_const(n, {int64_t(c.i.size())}, std::move(c), 7);
+    const int64_t len = int64_t(c.i.size());  // before the move below
+    return set_const(n, {len}, std::move(c), 7);
   }
   if (op == "Gather") {
     const Value& data = in(n, 0);
@@ -499,7 +503,8 @@ void Folder::infer(Node& n) {
       if (c.is_float) c.f.push_back(v);
       else c.i.push_back(int64_t(v));
     }
-    return set_const(n, {int64_t(c.size())}, std::move(c), in(n, 0).elem_type);
+    const int64_t len = int64_t(c.size());  // before the move below
+    return set_const(n, {len}, std::move(c), in(n, 0).elem_type);
   }
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Dropout")
     return infer_reshape_like(n);

@@ -164,11 +164,47 @@ class Lowering {
 
   // Appends activation steps of the nodes following `n` (BN handled by the caller) while they fuse;
   // returns the ONNX name of the last fused output.
-  std::string fuse_activations(const std::string& from, std::vector<SdpStep>& steps) {
+  // Per-channel or scalar constant of an Add/Sub/Mul/Div whose other input is `data`: its values.
+  bool affine_operand(const Node& c, const std::string& data, std::vector<float>& vals) {
+    if (c.inputs.size() != 2) return false;
+    const bool data_first = c.inputs[0] == data;
+    if (!data_first && (c.op == "Sub" || c.op == "Div")) return false;
+    const std::string other = data_first ? c.inputs[1] : c.inputs[0];
+    if (!g_.is_const(other)) return false;
+    const Value& v = g_.value(other);
+    const Shape ys = dla_shape(g_.value(c.outputs[0]).dims);
+    if (v.count() == 1) {
+      vals = {float(v.constant->at(0))};
+      return true;
+    }
+    std::vector<int64_t> full(g_.value(c.outputs[0]).dims.size() - std::min(g_.value(c.outputs[0]).dims.size(), v.dims.size()), 1);
+    full.insert(full.end(), v.dims.begin(), v.dims.end());
+    if (full.size() > 4) return false;
+    const Shape cs = dla_shape(full);
+    if (cs[0] != 1 || cs[1] != ys[1] || cs[2] != 1 || cs[3] != 1) return false;
+    for (size_t k = 0; k < v.constant->size(); ++k) vals.push_back(float(v.constant->at(k)));
+    return true;
+  }
+
+  // Appends the steps of following activation nodes (and, with `affine`, constant per-channel
+  // Add/Sub/Mul/Div) while they fuse; returns the ONNX name of the last fused output.
+  std::string fuse_activations(const std::string& from, std::vector<SdpStep>& steps, bool affine = false) {
     std::string cur = from;
     for (;;) {
       Node* c = sole_consumer(cur);
-      if (!c || c->inputs.empty() || c->inputs[0] != cur) return cur;
+      if (!c || c->inputs.empty()) return cur;
+      std::vector<float> vals;
+      if (affine && (c->op == "Add" || c->op == "Sub" || c->op == "Mul" || c->op == "Div") && affine_operand(*c, cur, vals)) {
+        SdpStep s;
+        s.kind = c->op == "Add" || c->op == "Sub" ? SdpKind::kBias : SdpKind::kScale;
+        for (float& v : vals) v = c->op == "Sub" ? -v : c->op == "Div" ? 1.f / v : v;
+        s.fvalues = vals;
+        steps.push_back(s);
+        consumed_[c] = true;
+        cur = c->outputs[0];
+        continue;
+      }
+      if (c->inputs[0] != cur) return cur;
       SdpStep s;
       if (c->op == "Relu") {
         s.kind = SdpKind::kRelu;
@@ -382,7 +418,7 @@ void Lowering::lower_eltwise(Node& n) {
       s.fvalues = vals;
       steps.push_back(s);
       inputs.push_back(tensor(n, data));
-      std::string cur = fuse_activations(n.outputs[0], steps);
+      std::string cur = fuse_activations(n.outputs[0], steps, true);
       SdpParams p;
       p.steps = steps;
       emit(n.name, inputs, new_tensor(cur, g_.value(cur).dims), p);
@@ -711,7 +747,7 @@ void Lowering::lower_node(Node& n) {
   } else {
     bad(n, "operator '" + op + "' does not run on the DLA (see dla-facts: supported layers)");
   }
-  if (op != "Sigmoid" && op != "Tanh") cur = fuse_activations(cur, steps);
+  if (op != "Sigmoid" && op != "Tanh") cur = fuse_activations(cur, steps, true);
   SdpParams p;
   p.steps = steps;
   emit(n.name, {in}, new_tensor(cur, g_.value(cur).dims), p);
