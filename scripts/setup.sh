@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake g++ make flatbuffers-compiler libflatbuffers-dev libcli11-dev libgtest-dev
-              libbenchmark-dev python3-venv)
+              libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -33,12 +33,7 @@ std::vector<uint8_t> to_tensor_dtype(const NpyArray& a, const Tensor& t) {
   if (n != count)
     fail("input '", t.name, "' needs ", count, " elements (", t.shape[0], "x", t.shape[1], "x", t.shape[2], "x",
          t.shape[3], "), the .npy holds ", n);
-  auto value = [&](uint64_t i) -> float {
-    if (a.dtype == "f4") { float v; std::memcpy(&v, &a.data[i * 4], 4); return v; }
-    if (a.dtype == "f2") { uint16_t h; std::memcpy(&h, &a.data[i * 2], 2); return num::half_to_float(h); }
-    if (a.dtype == "i1") return float(int8_t(a.data[i]));
-    return float(a.data[i]);
-  };
+  auto value = [&](uint64_t i) { return npy_value(a, i); };
   std::vector<uint8_t> out(count * element_size(t.dtype));
   if (t.dtype == DataType::kInt8 && a.dtype == "i1") return a.data;  // already quantized
   (void)elem_in;
@@ -63,52 +58,83 @@ std::vector<float> to_float(const std::vector<uint8_t>& raw, const Tensor& t) {
 }
 
 int run_command(const std::string& path, const std::map<std::string, std::string>& input_files,
-                const std::string& out_dir, int repeat) {
+                const std::string& out_dir, int repeat, const std::string& labels_path) {
   Engine engine(read_loadable_file(path));
   const Model& m = engine.model();
-  std::vector<std::vector<uint8_t>> in_bufs, out_bufs;
+  // Inputs: each .npy may hold several batches' worth of samples; they run one batch after another.
+  std::vector<NpyArray> arrays;
+  size_t batches = 1;
   std::mt19937 rng(0);
   for (const IoBinding& io : m.inputs) {
     const Tensor& t = m.tensors[io.tensor];
-    std::vector<uint8_t> linear;
+    NpyArray a;
     if (auto it = input_files.find(t.name); it != input_files.end()) {
-      linear = to_tensor_dtype(read_npy(it->second), t);
+      a = read_npy(it->second);
     } else {
       std::cerr << "input '" << t.name << "': no --input given, using uniform random values in [-1, 1) (seed 0)\n";
-      NpyArray a{"f4", {element_count(t.shape)}, {}};
-      a.data.resize(element_count(t.shape) * 4);
+      a = NpyArray{"f4", {element_count(t.shape)}, std::vector<uint8_t>(element_count(t.shape) * 4)};
       std::uniform_real_distribution<float> dist(-1.f, 1.f);
       for (uint64_t i = 0; i < element_count(t.shape); ++i) { const float v = dist(rng); std::memcpy(&a.data[i * 4], &v, 4); }
-      linear = to_tensor_dtype(a, t);
     }
-    std::vector<uint8_t> packed(io.desc.size);
-    pack_from_linear(linear.data(), t.shape, io_layout(t.shape, t.dtype, io.format, m.target), packed.data());
-    in_bufs.push_back(std::move(packed));
+    uint64_t n = 1;
+    for (uint64_t d : a.shape) n *= d;
+    const uint64_t per = element_count(t.shape);
+    if (n == 0 || n % per)
+      fail("input '", t.name, "' needs a multiple of ", per, " values (", t.shape[0], "x", t.shape[1], "x", t.shape[2], "x",
+           t.shape[3], " per batch); the .npy holds ", n);
+    batches = std::max<size_t>(batches, n / per);
+    arrays.push_back(std::move(a));
   }
-  for (const IoBinding& io : m.outputs) out_bufs.emplace_back(io.desc.size);
-  std::vector<const void*> ins;
-  std::vector<void*> outs;
-  for (auto& b : in_bufs) ins.push_back(b.data());
-  for (auto& b : out_bufs) outs.push_back(b.data());
+  std::vector<std::vector<float>> results(m.outputs.size());
   std::vector<double> times;
-  for (int r = 0; r < std::max(1, repeat); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    engine.run(ins, outs);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  for (size_t b = 0; b < batches; ++b) {
+    std::vector<std::vector<uint8_t>> in_bufs, out_bufs;
+    for (size_t i = 0; i < m.inputs.size(); ++i) {
+      const IoBinding& io = m.inputs[i];
+      const Tensor& t = m.tensors[io.tensor];
+      const uint64_t per = element_count(t.shape);
+      NpyArray slice{"f4", {per}, std::vector<uint8_t>(per * 4)};
+      uint64_t total = 1;
+      for (uint64_t d : arrays[i].shape) total *= d;
+      const uint64_t offset = (b * per) % total;  // inputs with one batch are reused for every batch
+      for (uint64_t k = 0; k < per; ++k) {
+        const float v = npy_value(arrays[i], offset + k);
+        std::memcpy(&slice.data[k * 4], &v, 4);
+      }
+      const std::vector<uint8_t> linear = to_tensor_dtype(slice, t);
+      std::vector<uint8_t> packed(io.desc.size);
+      pack_from_linear(linear.data(), t.shape, io_layout(t.shape, t.dtype, io.format, m.target), packed.data());
+      in_bufs.push_back(std::move(packed));
+    }
+    for (const IoBinding& io : m.outputs) out_bufs.emplace_back(io.desc.size);
+    std::vector<const void*> ins;
+    std::vector<void*> outs;
+    for (auto& buf : in_bufs) ins.push_back(buf.data());
+    for (auto& buf : out_bufs) outs.push_back(buf.data());
+    for (int r = 0; r < (b == 0 ? std::max(1, repeat) : 1); ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      engine.run(ins, outs);
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    for (size_t i = 0; i < m.outputs.size(); ++i) {
+      const IoBinding& io = m.outputs[i];
+      const Tensor& t = m.tensors[io.tensor];
+      std::vector<uint8_t> linear(element_count(t.shape) * element_size(t.dtype));
+      unpack_to_linear(out_bufs[i].data(), io_layout(t.shape, t.dtype, io.format, m.target), t.shape, linear.data());
+      const std::vector<float> v = to_float(linear, t);
+      results[i].insert(results[i].end(), v.begin(), v.end());
+    }
   }
   std::sort(times.begin(), times.end());
-  std::cout << "ran " << path << " (" << m.ops.size() << " ops, target " << to_string(m.target) << ") "
-            << times.size() << "x, median " << std::fixed << std::setprecision(3) << times[times.size() / 2] << " ms\n";
+  std::cout << "ran " << path << " (" << m.ops.size() << " ops, target " << to_string(m.target) << "): " << batches
+            << " batch(es), median " << std::fixed << std::setprecision(3) << times[times.size() / 2] << " ms per batch\n";
   for (size_t i = 0; i < m.outputs.size(); ++i) {
-    const IoBinding& io = m.outputs[i];
-    const Tensor& t = m.tensors[io.tensor];
-    std::vector<uint8_t> linear(element_count(t.shape) * element_size(t.dtype));
-    unpack_to_linear(out_bufs[i].data(), io_layout(t.shape, t.dtype, io.format, m.target), t.shape, linear.data());
-    const std::vector<float> v = to_float(linear, t);
+    const Tensor& t = m.tensors[m.outputs[i].tensor];
+    const std::vector<float>& v = results[i];
+    const size_t images = size_t(t.shape[0]) * batches, per_image = v.size() / images;
     std::cout << "output '" << t.name << "' " << t.shape[0] << "x" << t.shape[1] << "x" << t.shape[2] << "x" << t.shape[3]
-              << " " << to_string(t.dtype) << ":" << to_string(io.format) << "\n";
-    const size_t per_image = v.size() / t.shape[0];
-    for (uint32_t n = 0; n < t.shape[0]; ++n) {
+              << " " << to_string(t.dtype) << ":" << to_string(m.outputs[i].format) << "\n";
+    for (size_t n = 0; n < std::min<size_t>(images, 8); ++n) {
       const float* row = v.data() + n * per_image;
       const size_t best = size_t(std::max_element(row, row + per_image) - row);
       std::cout << "  [" << n << "] argmax " << best << "  values:";
@@ -116,10 +142,22 @@ int run_command(const std::string& path, const std::map<std::string, std::string
       if (per_image > 10) std::cout << " ...";
       std::cout << "\n";
     }
+    if (images > 8) std::cout << "  ... (" << images - 8 << " more)\n";
+    if (i == 0 && !labels_path.empty()) {
+      const NpyArray labels = read_npy(labels_path);
+      size_t correct = 0, count = 0;
+      uint64_t nl = 1;
+      for (uint64_t d : labels.shape) nl *= d;
+      for (size_t n = 0; n < images && n < nl; ++n, ++count) {
+        const float* row = v.data() + n * per_image;
+        correct += size_t(std::max_element(row, row + per_image) - row) == size_t(npy_value(labels, n));
+      }
+      std::cout << "top-1 accuracy: " << std::setprecision(2) << 100.0 * double(correct) / double(std::max<size_t>(count, 1))
+                << "% (" << correct << "/" << count << ")\n";
+    }
     if (!out_dir.empty()) {
       std::filesystem::create_directories(out_dir);
-      NpyArray a{"f4", {t.shape[0], t.shape[1], t.shape[2], t.shape[3]}, {}};
-      a.data.resize(v.size() * 4);
+      NpyArray a{"f4", {images, t.shape[1], t.shape[2], t.shape[3]}, std::vector<uint8_t>(v.size() * 4)};
       std::memcpy(a.data.data(), v.data(), a.data.size());
       std::string file = t.name;
       std::replace_if(file.begin(), file.end(), [](char c) { return !std::isalnum(uint8_t(c)) && c != '_' && c != '-'; }, '_');
@@ -220,9 +258,11 @@ int main(int argc, char** argv) {
   int repeat = 1;
   CLI::App* run = app.add_subcommand("run", "Run a loadable on the CPU engine and print its outputs");
   run->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
-  run->add_option("-i,--input", inputs, "NAME=FILE.npy (NCHW; float arrays are quantized for INT8 inputs)");
+  run->add_option("-i,--input", inputs, "NAME=FILE.npy (NCHW; several batches run in turn; values are quantized for INT8 inputs)");
   run->add_option("-o,--output-dir", out_dir, "write each output as float32 NAME.npy here");
-  run->add_option("-r,--repeat", repeat, "run this many times and report the median time")->check(CLI::PositiveNumber);
+  run->add_option("-r,--repeat", repeat, "run the first batch this many times and report the median time")->check(CLI::PositiveNumber);
+  std::string labels;
+  run->add_option("--labels", labels, "class labels (.npy): print the top-1 accuracy of output 0")->check(CLI::ExistingFile);
   CLI::App* inspect = app.add_subcommand("inspect", "Print a loadable's I/O descriptors, ops and build metadata");
   inspect->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
   // build: trtexec's DLA flags, so a trtexec command line works with the program name swapped.
@@ -321,7 +361,7 @@ int main(int argc, char** argv) {
       if (eq == std::string::npos) throw softdla::Error("--input takes NAME=FILE.npy, got '" + spec + "'");
       files[spec.substr(0, eq)] = spec.substr(eq + 1);
     }
-    return softdla::run_command(path, files, out_dir, repeat);
+    return softdla::run_command(path, files, out_dir, repeat, labels);
   } catch (const std::exception& e) {
     std::cerr << "softdla: error: " << e.what() << "\n";
     return 1;
