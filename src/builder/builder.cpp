@@ -31,11 +31,7 @@ std::string hex_sha256_stub(const std::vector<uint8_t>& bytes) {
 
 Graph prepare_graph(const std::vector<uint8_t>& onnx, const std::map<std::string, std::vector<int64_t>>& shapes,
                     std::vector<NodeIssue>* issues) {
-  Graph g = import_onnx(onnx);
-  for (const auto& [name, dims] : shapes) {
-    if (!std::count(g.inputs.begin(), g.inputs.end(), name)) fail("--shapes names '", name, "', which is not a model input");
-    g.value(name).dims = dims;
-  }
+  Graph g = import_onnx(onnx, shapes);
   infer_and_fold(g, issues);
   return g;
 }

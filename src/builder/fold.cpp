@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "error.h"
 #include "ir.h"
@@ -18,6 +19,19 @@ int64_t norm_axis(const Node& n, int64_t axis, size_t rank) {
   const int64_t r = int64_t(rank);
   if (axis < -r || axis >= r) bad(n, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
   return axis < 0 ? axis + r : axis;
+}
+
+// Kernel, stride and dilation of at least 1, padding of at least 0, all of sane size (a corrupt or
+// hostile model must not divide by zero or overflow).
+void check_geometry(const Node& n, const Dims& k, const Dims& s, const Dims& d, const Dims& p) {
+  for (int64_t v : k)
+    if (v < 1 || v > 4096) bad(n, "kernel size must be between 1 and 4096");
+  for (int64_t v : s)
+    if (v < 1 || v > 4096) bad(n, "strides must be between 1 and 4096");
+  for (int64_t v : d)
+    if (v < 1 || v > 4096) bad(n, "dilations must be between 1 and 4096");
+  for (int64_t v : p)
+    if (v < 0 || v > 4096) bad(n, "pads must be between 0 and 4096");
 }
 
 Dims broadcast(const Node& n, const Dims& a, const Dims& b) {
@@ -172,6 +186,11 @@ void Folder::infer_conv(Node& n, bool transpose) {
   Dims s = n.get_ints("strides", {1, 1}), d = n.get_ints("dilations", {1, 1});
   Dims p = n.get_ints("pads", {0, 0, 0, 0});
   if (k.size() != 2 || s.size() != 2 || d.size() != 2 || p.size() != 4) bad(n, "expects 2-D kernel, strides, dilations and 4 pads");
+  check_geometry(n, k, s, d, p);
+  if (groups < 1 || groups > 65536) bad(n, "group must be at least 1");
+  for (int64_t v : w)
+    if (v < 1) bad(n, "weights have an empty dimension");
+  if (!transpose && (k[0] != w[2] || k[1] != w[3])) bad(n, "kernel_shape differs from the weights");
   const std::string autopad = n.get_string("auto_pad", "NOTSET");
   Dims o(4);
   o[0] = x[0];
@@ -213,6 +232,7 @@ void Folder::infer_pool(Node& n) {
   Dims d = n.get_ints("dilations", {1, 1});
   if (k.size() != 2 || s.size() != 2 || p.size() != 4) bad(n, "expects a 2-D kernel, strides and 4 pads");
   if (d != Dims{1, 1}) bad(n, "dilated pooling is not supported on the DLA");
+  check_geometry(n, k, s, d, p);
   const bool ceil = n.get_int("ceil_mode", 0) != 0;
   const std::string autopad = n.get_string("auto_pad", "NOTSET");
   Dims o{x[0], x[1], 0, 0};
@@ -353,7 +373,10 @@ void Folder::infer_resize(Node& n) {
   } else if (has_in(n, scales_at) && in(n, scales_at).constant && in(n, scales_at).constant->size() > 0) {
     const ConstData& s = *in(n, scales_at).constant;
     if (s.size() != x.size()) bad(n, "scales must have one entry per dimension");
-    for (size_t k = 0; k < x.size(); ++k) o[k] = int64_t(std::floor(double(x[k]) * s.at(k)));
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (!(s.at(k) > 0 && s.at(k) <= 4096)) bad(n, "scales must be positive and finite");
+      o[k] = int64_t(std::floor(double(x[k]) * s.at(k)));
+    }
   } else {
     bad(n, "needs constant scales or sizes");
   }
@@ -480,7 +503,13 @@ void Folder::infer(Node& n) {
       for (int64_t k = int64_t(x.dims.size()) - 1; k >= 0; --k) perm.push_back(k);
     if (perm.size() != x.dims.size()) bad(n, "perm length differs from the rank");
     Dims d;
-    for (int64_t p : perm) d.push_back(x.dims[size_t(norm_axis(n, p, x.dims.size()))]);
+    for (int64_t& p : perm) {
+      p = norm_axis(n, p, x.dims.size());
+      d.push_back(x.dims[size_t(p)]);
+    }
+    if (std::set<int64_t>(perm.begin(), perm.end()).size() != perm.size()) bad(n, "perm repeats an axis");
+    n.attrs["perm"].kind = Attribute::kInts;
+    n.attrs["perm"].ints = perm;
     out(n).elem_type = x.elem_type;
     if (!x.constant) return set(n, d);
     const Dims is = strides_of(x.dims), os = strides_of(d);
@@ -499,6 +528,7 @@ void Folder::infer(Node& n) {
     if (dl == 0) bad(n, "delta 0");
     ConstData c;
     c.is_float = in(n, 0).constant->is_float;
+    if (!std::isfinite(s) || !std::isfinite(l) || std::fabs((l - s) / dl) > double(1 << 24)) bad(n, "range too large to fold");
     for (double v = s; dl > 0 ? v < l : v > l; v += dl) {
       if (c.is_float) c.f.push_back(v);
       else c.i.push_back(int64_t(v));
@@ -519,6 +549,8 @@ void Folder::infer(Node& n) {
     if (a.size() != 2 || b.size() != 2) bad(n, "Gemm needs 2-D inputs");
     const int64_t m = n.get_int("transA", 0) ? a[1] : a[0];
     const int64_t k = n.get_int("transB", 0) ? b[0] : b[1];
+    const int64_t inner_a = n.get_int("transA", 0) ? a[0] : a[1], inner_b = n.get_int("transB", 0) ? b[1] : b[0];
+    if (inner_a != inner_b) bad(n, "inner dimensions of A and B differ");
     return set(n, {m, k});
   }
   if (op == "MatMul") {
@@ -590,6 +622,12 @@ void Folder::infer(Node& n) {
       for (int64_t j = 0; j < k; ++j) parts.push_back(std::min(each, total - j * each));
     }
     if (parts.size() != n.outputs.size()) bad(n, "split sizes do not match the outputs");
+    int64_t sum = 0;
+    for (int64_t v : parts) {
+      if (v < 0) bad(n, "negative split size");
+      sum += v;
+    }
+    if (sum != x.dims[size_t(axis)]) bad(n, "split sizes do not add up to the dimension");
     for (size_t k = 0; k < parts.size(); ++k) {
       Dims d = x.dims;
       d[size_t(axis)] = parts[k];

@@ -77,7 +77,9 @@ struct Graph {
 
 // Parses and checks an ONNX model (protobuf bytes): opset 11-21, static shapes, acyclic graph. Throws
 // Error with a message naming the problem.
-Graph import_onnx(const std::vector<uint8_t>& bytes);
+// `shapes` fixes input shapes (trtexec's --shapes), for models exported with dynamic dimensions.
+Graph import_onnx(const std::vector<uint8_t>& bytes,
+                  const std::map<std::string, std::vector<int64_t>>& shapes = {});
 
 // A node the builder cannot handle, and why.
 struct NodeIssue {

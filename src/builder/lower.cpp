@@ -262,6 +262,7 @@ void Lowering::lower_conv(Node& n, bool transpose) {
   bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
   if (has_bias) {
     const ConstData& b = constant(n, 2, "the bias input");
+    if (b.size() != size_t(K)) bad(n, "bias has " + std::to_string(b.size()) + " values for " + std::to_string(K) + " output channels");
     for (size_t k = 0; k < size_t(K); ++k) bias[k] = float(b.at(k));
   }
   std::string cur = n.outputs[0];
@@ -270,6 +271,8 @@ void Lowering::lower_conv(Node& n, bool transpose) {
                                      std::all_of(bn->inputs.begin() + 1, bn->inputs.end(), [&](const std::string& s) { return g_.is_const(s); })) {
     const ConstData &gamma = *g_.value(bn->inputs[1]).constant, &beta = *g_.value(bn->inputs[2]).constant,
                     &mean = *g_.value(bn->inputs[3]).constant, &var = *g_.value(bn->inputs[4]).constant;
+    for (const ConstData* c : {&gamma, &beta, &mean, &var})
+      if (c->size() != size_t(K)) bad(*bn, "parameters must have one value per channel");
     const double eps = bn->get_float("epsilon", 1e-5);
     const size_t per_k = weights.size() / size_t(K);
     for (size_t k = 0; k < size_t(K); ++k) {
@@ -325,8 +328,10 @@ void Lowering::lower_gemm(Node& n) {
   if (!matmul && n.get_int("transA", 0)) bad(n, "transA = 1 is not supported (the DLA computes x * W)");
   const ConstData& b = constant(n, 1, "the weight matrix (B)");
   const std::vector<int64_t> bd = g_.value(n.inputs[1]).dims;
+  if (bd.size() != 2 || b.size() != size_t(bd[0] * bd[1])) bad(n, "B must be a 2-D constant matrix");
   const bool trans_b = !matmul && n.get_int("transB", 0);
   const int64_t K = a.dims[1], M = trans_b ? bd[0] : bd[1];
+  if ((trans_b ? bd[1] : bd[0]) != K) bad(n, "inner dimensions of A and B differ");
   const double alpha = matmul ? 1.0 : n.get_float("alpha", 1.0), beta = matmul ? 1.0 : n.get_float("beta", 1.0);
   std::vector<float> w(size_t(M * K));
   for (int64_t m = 0; m < M; ++m)
@@ -711,6 +716,9 @@ void Lowering::lower_node(Node& n) {
     for (size_t k = 1; k < 5; ++k) constant(n, k, "BatchNormalization parameters");
     const ConstData &gamma = *g_.value(n.inputs[1]).constant, &beta = *g_.value(n.inputs[2]).constant,
                     &mean = *g_.value(n.inputs[3]).constant, &var = *g_.value(n.inputs[4]).constant;
+    const size_t channels = dla_shape(g_.value(n.inputs[0]).dims)[1];
+    for (const ConstData* c : {&gamma, &beta, &mean, &var})
+      if (c->size() != channels) bad(n, "parameters must have one value per channel");
     const double eps = n.get_float("epsilon", 1e-5);
     SdpStep scale, bias;
     scale.kind = SdpKind::kScale, bias.kind = SdpKind::kBias;

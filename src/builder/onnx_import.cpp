@@ -157,7 +157,7 @@ Attribute read_attribute(const onnx::AttributeProto& a, const std::string& node)
 
 }  // namespace
 
-Graph import_onnx(const std::vector<uint8_t>& bytes) {
+Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string, std::vector<int64_t>>& shapes) {
   onnx::ModelProto model;
   if (bytes.empty() || bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())))
     fail("not a valid ONNX model (protobuf parsing failed: truncated or not an .onnx file)");
@@ -182,6 +182,17 @@ Graph import_onnx(const std::vector<uint8_t>& bytes) {
     if (!in.type().has_tensor_type()) fail("input '", in.name(), "' is not a tensor");
     const auto& tt = in.type().tensor_type();
     v.elem_type = tt.elem_type();
+    if (auto fixed = shapes.find(in.name()); fixed != shapes.end()) {
+      if (tt.has_shape() && tt.shape().dim_size() != int(fixed->second.size()))
+        fail("--shapes gives ", fixed->second.size(), " dims for input '", in.name(), "', which has ", tt.shape().dim_size());
+      for (int64_t d : fixed->second)
+        if (d <= 0) fail("--shapes: dimensions of '", in.name(), "' must be positive");
+      v.dims = fixed->second;
+      v.known_shape = true;
+      g.inputs.push_back(v.name);
+      g.values[v.name] = v;
+      continue;
+    }
     if (!tt.has_shape()) fail("input '", in.name(), "' has no shape; DLA loadables need static shapes");
     for (const auto& d : tt.shape().dim()) {
       if (!d.has_dim_value() || d.dim_value() <= 0)
@@ -196,6 +207,8 @@ Graph import_onnx(const std::vector<uint8_t>& bytes) {
     g.values[v.name] = v;
   }
   if (g.inputs.empty()) fail("the model has no (non-constant) inputs");
+  for (const auto& [name, dims] : shapes)
+    if (!std::count(g.inputs.begin(), g.inputs.end(), name)) fail("--shapes names '", name, "', which is not a model input");
   for (const auto& out : gp.output()) g.outputs.push_back(out.name());
   if (g.outputs.empty()) fail("the model has no outputs");
 
