@@ -72,4 +72,4 @@ def test_run_errors(args, message):
 def test_wrong_input_size(tmp_path):
     np.save(tmp_path / "small.npy", np.zeros((1, 1, 4, 4), np.float32))
     r = run("run", MODEL, "--input", f"images={tmp_path / 'small.npy'}", check=False)
-    assert r.returncode == 1 and "needs 1024 elements" in r.stderr
+    assert r.returncode == 1 and "needs a multiple of 1024 values" in r.stderr
