@@ -1,5 +1,6 @@
 // A small fixed pool for splitting one op over the CPU cores. parallel_for blocks until all chunks ran.
 #pragma once
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -22,6 +23,10 @@ class ThreadPool {
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_per_chunk = 1);
 
   static ThreadPool& shared();
+
+  // min_per_chunk for items that each cost `cost` element operations: small work stays on the calling
+  // thread, since waking the workers costs tens of microseconds.
+  static size_t min_items(size_t cost) { return std::max<size_t>(1, (size_t(1) << 15) / std::max<size_t>(cost, 1)); }
 
  private:
   void worker_loop(unsigned index);

@@ -16,6 +16,7 @@ namespace softdla::cpu {
 namespace {
 
 constexpr size_t kIm2colBudget = size_t(1) << 22;  // elements of packed im2col scratch per unit
+constexpr double kSerialMacs = 1 << 18;             // below this a convolution is not worth splitting
 
 struct ConvGeometry {
   uint32_t C, H, W, K, R, S, OH, OW, groups, Cg, Kg;
@@ -111,6 +112,12 @@ class ConvKernel final : public OpKernel {
     tile = std::min(tile, std::max<size_t>(kPanel, (ohw / want_tiles + kPanel - 1) / kPanel * kPanel));
     const size_t tiles = (ohw + tile - 1) / tile;
     const size_t units = per_image * tiles;
+    // Waking the workers costs tens of microseconds: tiny convolutions run on the calling thread.
+    const double macs = double(batch_) * double(g_.K) * double(ohw) * double(kdim);
+    if (macs < kSerialMacs) {
+      for (size_t u = 0; u < units; ++u) run_unit(io, u, tile, tiles, nullptr);
+      return;
+    }
     if (units >= pool.size() || g_.Kg < 8) {
       pool.parallel_for(units, [&](size_t b, size_t e) {
         for (size_t u = b; u < e; ++u) run_unit(io, u, tile, tiles, nullptr);

@@ -40,7 +40,7 @@ class LrnKernel final : public OpKernel {
             store(y, nc * hw + i, v / std::pow(p_.bias + p_.alpha / float(p_.size) * sq[i], p_.beta));
           }
         }
-      }, 4);
+      }, ThreadPool::min_items(hw * p_.size));
     });
   }
 

@@ -30,7 +30,7 @@ class PoolKernel final : public OpKernel {
             plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
           });
       }
-    }, 4);
+    }, ThreadPool::min_items(size_t(out_[2]) * out_[3] * p_.kernel_h * p_.kernel_w));
   }
 
  private:

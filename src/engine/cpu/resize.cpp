@@ -54,7 +54,7 @@ class ResizeKernel final : public OpKernel {
             plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
           });
       }
-    }, 4);
+    }, ThreadPool::min_items(size_t(out_[2]) * out_[3] * 4));
   }
 
  private:

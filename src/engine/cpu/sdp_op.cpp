@@ -37,7 +37,7 @@ class SdpKernel final : public OpKernel {
           });
         }
       }
-    }, 4);
+    }, ThreadPool::min_items(hw * (chain_.empty() ? 1 : 4)));
   }
 
  private:

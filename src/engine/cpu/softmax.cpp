@@ -37,7 +37,7 @@ class SoftmaxKernel final : public OpKernel {
           for (size_t i = 0; i < len; ++i) sum += (v[i] = std::exp(v[i] - mx));
           for (size_t i = 0; i < len; ++i) store(y, base + i * inner, v[i] / sum);
         }
-      }, 16);
+      }, ThreadPool::min_items(len * 3));
     });
   }
 
