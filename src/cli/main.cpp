@@ -35,7 +35,7 @@ std::vector<uint8_t> to_tensor_dtype(const NpyArray& a, const Tensor& t) {
          t.shape[3], "), the .npy holds ", n);
   auto value = [&](uint64_t i) { return npy_value(a, i); };
   std::vector<uint8_t> out(count * element_size(t.dtype));
-  if (t.dtype == DataType::kInt8 && a.dtype == "i1") return a.data;  // already quantized
+  if (t.dtype == DataType::kInt8 && a.dtype == "i1") return a.data;  // int8 arrays hold quantized codes
   (void)elem_in;
   for (uint64_t i = 0; i < count; ++i) {
     const float v = value(i);
@@ -93,14 +93,14 @@ int run_command(const std::string& path, const std::map<std::string, std::string
       const IoBinding& io = m.inputs[i];
       const Tensor& t = m.tensors[io.tensor];
       const uint64_t per = element_count(t.shape);
-      NpyArray slice{"f4", {per}, std::vector<uint8_t>(per * 4)};
       uint64_t total = 1;
       for (uint64_t d : arrays[i].shape) total *= d;
       const uint64_t offset = (b * per) % total;  // inputs with one batch are reused for every batch
-      for (uint64_t k = 0; k < per; ++k) {
-        const float v = npy_value(arrays[i], offset + k);
-        std::memcpy(&slice.data[k * 4], &v, 4);
-      }
+      // The batch's slice in the array's own type (an int8 array holds codes, not values).
+      const size_t elem = arrays[i].data.size() / total;
+      NpyArray slice{arrays[i].dtype, {per},
+                     std::vector<uint8_t>(arrays[i].data.begin() + long(offset * elem),
+                                          arrays[i].data.begin() + long((offset + per) * elem))};
       const std::vector<uint8_t> linear = to_tensor_dtype(slice, t);
       std::vector<uint8_t> packed(io.desc.size);
       pack_from_linear(linear.data(), t.shape, io_layout(t.shape, t.dtype, io.format, m.target), packed.data());

@@ -73,3 +73,24 @@ def test_wrong_input_size(tmp_path):
     np.save(tmp_path / "small.npy", np.zeros((1, 1, 4, 4), np.float32))
     r = run("run", MODEL, "--input", f"images={tmp_path / 'small.npy'}", check=False)
     assert r.returncode == 1 and "needs a multiple of 1024 values" in r.stderr
+
+
+def test_int8_codes_pass_through_unchanged(tmp_path):
+    """An int8 .npy holds quantized codes: they reach an int8 input as they are (the bars images
+    quantized at 1/127 classify as the float images do)."""
+    codes = np.round(np.load(IMAGES) * 127).astype(np.int8)
+    np.save(tmp_path / "codes.npy", codes)
+    r = run("run", MODEL, "--input", f"images={tmp_path / 'codes.npy'}", "--output-dir", str(tmp_path))
+    got = np.load(tmp_path / "probabilities.npy")
+    assert list(got.reshape(4, 4).argmax(1)) == [0, 1, 2, 3]
+    assert R.rel_l2(got, bars_reference(np.load(IMAGES))) < 1e-3
+
+
+def test_many_batches_and_accuracy(tmp_path):
+    images = np.load(IMAGES)
+    np.save(tmp_path / "x3.npy", np.concatenate([images] * 3))
+    np.save(tmp_path / "labels.npy", np.array([0, 1, 2, 3] * 3, np.uint8))
+    r = run("run", MODEL, "--input", f"images={tmp_path / 'x3.npy'}", "--labels", str(tmp_path / "labels.npy"),
+            "--output-dir", str(tmp_path))
+    assert "3 batch(es)" in r.stdout and "top-1 accuracy: 100.00% (12/12)" in r.stdout
+    assert np.load(tmp_path / "probabilities.npy").shape == (12, 4, 1, 1)
