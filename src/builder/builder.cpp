@@ -16,18 +16,10 @@
 #include "loadable.h"
 #include "lower.h"
 #include "precision.h"
+#include "sha256.h"
 
 namespace softdla::builder {
 namespace {
-
-std::string hex_sha256_stub(const std::vector<uint8_t>& bytes) {
-  // FNV-1a 64 of the model: identifies the source model without a crypto dependency.
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 Graph prepare_graph(const std::vector<uint8_t>& onnx, const std::map<std::string, std::vector<int64_t>>& shapes,
                     std::vector<NodeIssue>* issues) {
@@ -80,7 +72,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   Graph g = prepare_graph(onnx, o.shapes, nullptr);
   Lowered low = lower(g, o.target, nullptr);
   Model& fp32 = low.model;
-  fp32.build_info.source_model_sha256 = hex_sha256_stub(onnx);
+  fp32.build_info.source_model_sha256 = sha256_hex(onnx);
   if (o.progress) o.progress("import and lowering", 1, 1);
 
   // ---- ranges for INT8 ----
@@ -148,14 +140,14 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       return amax[op.outputs[0]] > 0;
     };
     DataType p = o.fp32_reference && !o.fp16 && !o.int8 ? DataType::kFloat32 : fallback;
-    const bool int8_ok = o.int8 && supports_int8(fp32, op) && has_scales();
+    const bool int8_ok = o.int8 && supports_int8(op) && has_scales();
     if (int8_ok) p = DataType::kInt8;
     if (auto it = o.layer_precisions.find(base); it != o.layer_precisions.end()) {
       unused_overrides.erase(base);
       const DataType want = it->second == "int8" ? DataType::kInt8 : it->second == "fp16" ? DataType::kFloat16 : DataType::kFloat32;
       if (it->second != "int8" && it->second != "fp16") fail("--layerPrecisions: '", it->second, "' for '", base, "' is not fp16 or int8");
       if (want == DataType::kInt8 && !int8_ok) {
-        const std::string why = !o.int8 ? "--int8 is not set" : !supports_int8(fp32, op) ? "the DLA runs this layer in FP16 only" : "no INT8 scale for its tensors";
+        const std::string why = !o.int8 ? "--int8 is not set" : !supports_int8(op) ? "the DLA runs this layer in FP16 only" : "no INT8 scale for its tensors";
         if (o.constraints == PrecisionConstraints::kObey) fail("layer '", base, "' is constrained to int8 but ", why);
         if (o.verbose) o.verbose("layer '" + base + "': int8 requested but " + why + "; using fp16");
       } else {
@@ -166,7 +158,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     }
     if (p == DataType::kFloat32 && !o.fp32_reference) {
       fail("layer '", base, "' (", op_kind_name(op.params), ") cannot run in INT8 (",
-           supports_int8(fp32, op) ? "no scale for its tensors: add it to the calibration data or cache"
+           supports_int8(op) ? "no scale for its tensors: add it to the calibration data or cache"
                                    : "the DLA runs it in FP16 only",
            "); add --fp16 to let it run in FP16");
     }

@@ -249,7 +249,6 @@ class Lowering {
 };
 
 void Lowering::lower_conv(Node& n, bool transpose) {
-  const Value& x = g_.value(n.inputs[0]);
   const ConstData& w = constant(n, 1, "the weight input");
   const std::vector<int64_t> wd = g_.value(n.inputs[1]).dims;
   const int64_t groups = n.get_int("group", 1);
@@ -318,7 +317,6 @@ void Lowering::lower_conv(Node& n, bool transpose) {
     p.post = post;
     emit(n.name, {in}, out, p);
   }
-  (void)x;
 }
 
 void Lowering::lower_gemm(Node& n) {
@@ -441,23 +439,19 @@ void Lowering::lower_eltwise(Node& n) {
     if (it == order.end()) bad(n, "no input has the output's shape (broadcasting both inputs is not a DLA form)");
     std::iter_swap(order.begin(), it);
   }
+  // a - b with only b full-size: compute b - a, then negate (the Scale(-1) step below).
   const bool swapped = order[0] != ins[0];
-  if (swapped && !commutative && order.size() == 2) {
-    // a - b with b the full tensor: compute b - a, then negate.
-  }
   inputs.push_back(tensor(n, order[0]));
   const SdpKind kind = op == "Add" || op == "Sum" ? SdpKind::kEltAdd : op == "Sub" ? SdpKind::kEltSub
                        : op == "Mul" ? SdpKind::kEltMul : op == "Max" ? SdpKind::kEltMax : SdpKind::kEltMin;
   for (size_t k = 1; k < order.size(); ++k) {
-    uint32_t t = tensor(n, order[k]);
-    Shape es = out_.model.tensors[t].shape;
-    if (g_.is_const(order[k])) {  // a constant operand: make it a full constant tensor of broadcastable shape
+    const uint32_t t = tensor(n, order[k]);
+    if (g_.is_const(order[k])) {  // a constant operand: its NCHW view aligned to the output's rank
       std::vector<int64_t> d = g_.value(order[k]).dims;
       std::vector<int64_t> padded(y.dims.size() - std::min(y.dims.size(), d.size()), 1);
       padded.insert(padded.end(), d.begin(), d.end());
-      out_.model.tensors[t].shape = es = dla_shape(padded);
+      out_.model.tensors[t].shape = dla_shape(padded);
     }
-    (void)es;
     if (std::find(inputs.begin() + 1, inputs.end(), t) == inputs.end()) inputs.push_back(t);
     SdpStep s;
     s.kind = kind;
@@ -493,10 +487,7 @@ void Lowering::lower_pool(Node& n) {
                        std::any_of(p.begin(), p.end(), [](int64_t v) { return v > 0; });
   if (pp.exclude_padding && out_.model.target == Target::kXavier)
     bad(n, "Xavier's DLA averages with padding included; set count_include_pad=1 or build for --target=orin");
-  std::vector<SdpStep> none;
-  const std::string cur = pp.kind == PoolKind::kMax ? n.outputs[0] : n.outputs[0];
-  emit(n.name, {in}, new_tensor(cur, g_.value(cur).dims), pp);
-  (void)none;
+  emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), pp);
 }
 
 // Average over H x W as a chain of pools whose windows are at most 8 (the DLA's limit): an average

@@ -21,7 +21,7 @@ std::pair<int32_t, uint8_t> quant_multiplier(double r) {
   return {int32_t(r < 0 ? -m : m), uint8_t(shift)};
 }
 
-bool supports_int8(const Model& m, const Op& op) {
+bool supports_int8(const Op& op) {
   if (std::holds_alternative<LrnParams>(op.params) || std::holds_alternative<SoftmaxParams>(op.params)) return false;
   auto chain_ok = [](const SdpParams& p, bool conv) {
     for (size_t i = 0; i < p.steps.size(); ++i) {
@@ -35,7 +35,6 @@ bool supports_int8(const Model& m, const Op& op) {
   if (const auto* c = std::get_if<ConvParams>(&op.params)) return chain_ok(c->post, true);
   if (const auto* d = std::get_if<DeconvParams>(&op.params)) return chain_ok(d->post, true);
   if (const auto* s = std::get_if<SdpParams>(&op.params)) return chain_ok(*s, false);
-  (void)m;
   return true;
 }
 
@@ -226,7 +225,6 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
     r.steps.push_back(up);
     domain = in_scale / 65536.0;
   }
-  const uint32_t C = src_.tensors[op.outputs[0]].shape[1];
   for (const SdpStep& s : p.steps) {
     SdpStep n;
     n.kind = s.kind;
@@ -269,7 +267,6 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
     }
     r.steps.push_back(n);
   }
-  (void)C;
   const auto [m, sh] = quant_multiplier(domain / out_scale);
   r.requant = {{m}, {sh}};
   return r;

@@ -15,7 +15,7 @@ struct PrecisionPlan {
 };
 
 // Whether the DLA can run this FP32-model op in INT8 (LRN and softmax run in FP16 only, ...).
-bool supports_int8(const Model& fp32, const Op& op);
+bool supports_int8(const Op& op);
 
 // Tensors that must share one INT8 scale (the DLA forces equal ranges): concat inputs and output,
 // pooling/resize/slice/shuffle in and out, the inputs of an element-wise op. Returns a group id per

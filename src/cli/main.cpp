@@ -172,6 +172,8 @@ int inspect_command(const std::string& path) {
   std::cout << "loadable " << path << "\n  format " << m.version.major << "." << m.version.minor << "." << m.version.patch
             << ", target " << to_string(m.target) << ", built by '" << m.build_info.builder << "'\n";
   if (!m.build_info.precisions.empty()) std::cout << "  precisions: " << m.build_info.precisions << "\n";
+  if (!m.build_info.source_model_sha256.empty())
+    std::cout << "  source model sha256: " << m.build_info.source_model_sha256 << "\n";
   if (!m.build_info.flags.empty()) std::cout << "  flags: " << m.build_info.flags << "\n";
   auto print_io = [&](const char* kind, const std::vector<IoBinding>& list) {
     for (const IoBinding& io : list) {

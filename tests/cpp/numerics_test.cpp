@@ -96,3 +96,18 @@ TEST(Numerics, HalfRoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(float_to_half(-0.f), 0x8000);
   EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::nanf("")))));
 }
+
+#include "sha256.h"
+
+TEST(Sha256, StandardVectors) {
+  const std::string abc = "abc";
+  EXPECT_EQ(softdla::sha256_hex(reinterpret_cast<const uint8_t*>(abc.data()), abc.size()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(softdla::sha256_hex(nullptr, 0), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  EXPECT_EQ(softdla::sha256_hex(reinterpret_cast<const uint8_t*>(two_blocks.data()), two_blocks.size()),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  const std::string million(1000000, 'a');
+  EXPECT_EQ(softdla::sha256_hex(reinterpret_cast<const uint8_t*>(million.data()), million.size()),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}

@@ -11,8 +11,7 @@ def case_conv_variants(g):
     x = g.input("x", [2, 6, 13, 11])
     a = g.conv(x, 6, 8, k=3, stride=2)
     b = g.conv(x, 6, 6, k=3, groups=6)                       # depthwise
-    c = g.conv(x, 6, 4, k=5, pad=2, dilations=[2, 2], bias=False) if False else g.node(
-        "Conv", [x, g.weight(4, 6, 3, 3)], kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2])
+    c = g.node("Conv", [x, g.weight(4, 6, 3, 3)], kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2])
     d = g.node("Conv", [x, g.weight(4, 3, 1, 1)], kernel_shape=[1, 1], group=2)
     e = g.node("Conv", [x, g.weight(5, 6, 3, 3), g.weight(5)], kernel_shape=[3, 3], auto_pad="SAME_UPPER", strides=[2, 2])
     return [a, b, c, d, e]
