@@ -1,0 +1,195 @@
+// softdla._cudla_ext: the C half of softdla.cudla. It loads a libcudla.so.1 (softdla's by default,
+// another one named by SOFTDLA_CUDLA_LIBRARY, e.g. NVIDIA's on a Jetson), calls its functions with
+// the GIL released, and provides StructBase: owned or borrowed struct memory with the buffer protocol,
+// which the Python classes of softdla.cudla build their fields on.
+#include <dlfcn.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cudla.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+// ---------------------------------------------------------------- the library
+struct Library {
+  void* handle = nullptr;
+  std::string path, error;
+};
+
+Library& library() {
+  static Library lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("SOFTDLA_CUDLA_LIBRARY");
+    std::string candidates[2];
+    if (env && *env) {
+      candidates[0] = env;
+    } else {
+      // Next to this extension (installed package), then the build tree it was built in.
+      Dl_info info{};
+      if (dladdr(reinterpret_cast<void*>(&library), &info) && info.dli_fname) {
+        std::string dir = info.dli_fname;
+        dir = dir.substr(0, dir.rfind('/') + 1);
+        candidates[0] = dir + "libcudla.so.1";
+      }
+      candidates[1] = SOFTDLA_BUILD_LIBCUDLA;
+    }
+    for (const std::string& c : candidates) {
+      if (c.empty()) continue;
+      if ((lib.handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL))) {
+        lib.path = c;
+        return;
+      }
+      lib.error += std::string(lib.error.empty() ? "" : "; ") + dlerror();
+    }
+  });
+  return lib;
+}
+
+template <class Fn>
+Fn symbol(const char* name) {
+  Library& lib = library();
+  if (!lib.handle) throw std::runtime_error("cannot load libcudla.so.1 (" + lib.error + "); set SOFTDLA_CUDLA_LIBRARY");
+  void* p = dlsym(lib.handle, name);
+  if (!p) {
+    // NVIDIA's bindings raise FunctionNotFoundError, a RuntimeError, at the first call.
+    throw std::runtime_error(std::string("function ") + name + " is not found");
+  }
+  return reinterpret_cast<Fn>(p);
+}
+
+#define CUDLA_CALL(name, ...)                                   \
+  [&] {                                                         \
+    static const auto fn = symbol<decltype(&::name)>(#name);    \
+    nb::gil_scoped_release release;                             \
+    return fn(__VA_ARGS__);                                     \
+  }()
+
+// ---------------------------------------------------------------- struct memory
+struct StructBase {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  std::unique_ptr<uint8_t[]> owned;
+  nb::object owner;  // keeps borrowed memory alive
+  bool readonly = false;
+};
+
+int struct_getbuffer(PyObject* self, Py_buffer* view, int flags) {
+  StructBase* s = nb::inst_ptr<StructBase>(nb::handle(self));
+  if ((flags & PyBUF_WRITABLE) && s->readonly) {
+    PyErr_SetString(PyExc_BufferError, "this instance is read-only");
+    return -1;
+  }
+  if (PyBuffer_FillInfo(view, self, s->data, Py_ssize_t(s->size), s->readonly ? 1 : 0, flags) < 0) return -1;
+  view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>("b") : nullptr;
+  return 0;
+}
+
+PyType_Slot struct_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(struct_getbuffer)}, {0, nullptr}};
+
+}  // namespace
+
+NB_MODULE(_cudla_ext, m) {
+  m.doc() = "C half of softdla.cudla (library loading, GIL-free calls, struct memory)";
+
+  nb::class_<StructBase>(m, "StructBase", nb::type_slots(struct_slots))
+      .def(nb::init<>())
+      .def("_allocate", [](StructBase& s, size_t n) {
+        s.owned.reset(new uint8_t[n]());
+        s.data = s.owned.get(), s.size = n, s.owner = nb::none(), s.readonly = false;
+      }, "Zero-filled memory owned by this object.")
+      .def("_borrow", [](StructBase& s, uintptr_t ptr, size_t n, nb::object owner, bool readonly) {
+        s.owned.reset();
+        s.data = reinterpret_cast<uint8_t*>(ptr), s.size = n, s.owner = owner, s.readonly = readonly;
+      }, "Wrap memory kept alive by `owner`.")
+      .def("_copy_from", [](StructBase& s, uintptr_t ptr, size_t n, bool readonly) {
+        s.owned.reset(new uint8_t[n]);
+        std::memcpy(s.owned.get(), reinterpret_cast<const void*>(ptr), n);
+        s.data = s.owned.get(), s.size = n, s.owner = nb::none(), s.readonly = readonly;
+      }, "Own a copy of `n` bytes at `ptr`.")
+      .def_prop_ro("ptr", [](const StructBase& s) { return reinterpret_cast<uintptr_t>(s.data); },
+                   "Address of the struct (int).")
+      .def_prop_ro("_readonly", [](const StructBase& s) { return s.readonly; })
+      .def_prop_ro("_size", [](const StructBase& s) { return s.size; });
+
+  m.def("library_path", [] {
+    Library& lib = library();
+    if (!lib.handle) throw std::runtime_error("cannot load libcudla.so.1 (" + lib.error + ")");
+    return lib.path;
+  }, "Path of the libcudla.so.1 in use.");
+
+  m.def("get_version", [] {
+    uint64_t v = 0;
+    const int s = CUDLA_CALL(cudlaGetVersion, &v);
+    return nb::make_tuple(s, v);
+  });
+  m.def("device_get_count", [] {
+    uint64_t v = 0;
+    const int s = CUDLA_CALL(cudlaDeviceGetCount, &v);
+    return nb::make_tuple(s, v);
+  });
+  m.def("create_device", [](uint64_t device, uint32_t flags) {
+    cudlaDevHandle h = nullptr;
+    const int s = CUDLA_CALL(cudlaCreateDevice, device, &h, flags);
+    return nb::make_tuple(s, reinterpret_cast<uintptr_t>(h));
+  });
+  m.def("destroy_device", [](uintptr_t h) { return int(CUDLA_CALL(cudlaDestroyDevice, reinterpret_cast<cudlaDevHandle>(h))); });
+  m.def("mem_register", [](uintptr_t h, uintptr_t ptr, size_t size, uint32_t flags) {
+    uint64_t* dev = nullptr;
+    const int s = CUDLA_CALL(cudlaMemRegister, reinterpret_cast<cudlaDevHandle>(h), reinterpret_cast<const uint64_t*>(ptr),
+                             size, &dev, flags);
+    return nb::make_tuple(s, reinterpret_cast<uintptr_t>(dev));
+  });
+  m.def("mem_unregister", [](uintptr_t h, uintptr_t dev_ptr) {
+    return int(CUDLA_CALL(cudlaMemUnregister, reinterpret_cast<cudlaDevHandle>(h), reinterpret_cast<const uint64_t*>(dev_ptr)));
+  });
+  m.def("module_load_from_memory", [](uintptr_t h, uintptr_t p_module, size_t size, uint32_t flags) {
+    cudlaModule mod = nullptr;
+    const int s = CUDLA_CALL(cudlaModuleLoadFromMemory, reinterpret_cast<cudlaDevHandle>(h),
+                             reinterpret_cast<const uint8_t*>(p_module), size, &mod, flags);
+    return nb::make_tuple(s, reinterpret_cast<uintptr_t>(mod));
+  });
+  m.def("module_get_attributes", [](uintptr_t mod, int attr, uintptr_t attribute) {
+    return int(CUDLA_CALL(cudlaModuleGetAttributes, reinterpret_cast<cudlaModule>(mod), cudlaModuleAttributeType(attr),
+                          reinterpret_cast<cudlaModuleAttribute*>(attribute)));
+  });
+  m.def("module_unload", [](uintptr_t mod, uint32_t flags) {
+    return int(CUDLA_CALL(cudlaModuleUnload, reinterpret_cast<cudlaModule>(mod), flags));
+  });
+  m.def("submit_task", [](uintptr_t h, uintptr_t tasks, uint32_t n, uintptr_t stream, uint32_t flags) {
+    return int(CUDLA_CALL(cudlaSubmitTask, reinterpret_cast<cudlaDevHandle>(h), reinterpret_cast<const cudlaTask*>(tasks),
+                          n, reinterpret_cast<void*>(stream), flags));
+  });
+  m.def("device_get_attribute", [](uintptr_t h, int attr, uintptr_t out) {
+    return int(CUDLA_CALL(cudlaDeviceGetAttribute, reinterpret_cast<cudlaDevHandle>(h), cudlaDevAttributeType(attr),
+                          reinterpret_cast<cudlaDevAttribute*>(out)));
+  });
+  m.def("get_last_error", [](uintptr_t h) { return int(CUDLA_CALL(cudlaGetLastError, reinterpret_cast<cudlaDevHandle>(h))); });
+  m.def("set_task_timeout_in_ms", [](uintptr_t h, uint32_t t) {
+    return int(CUDLA_CALL(cudlaSetTaskTimeoutInMs, reinterpret_cast<cudlaDevHandle>(h), t));
+  });
+  m.def("import_external_memory", [](uintptr_t h, uintptr_t desc, uint32_t flags) {
+    uint64_t* dev = nullptr;
+    const int s = CUDLA_CALL(cudlaImportExternalMemory, reinterpret_cast<cudlaDevHandle>(h),
+                             reinterpret_cast<const cudlaExternalMemoryHandleDesc*>(desc), &dev, flags);
+    return nb::make_tuple(s, reinterpret_cast<uintptr_t>(dev));
+  });
+  m.def("import_external_semaphore", [](uintptr_t h, uintptr_t desc, uint32_t flags) {
+    uint64_t* dev = nullptr;
+    const int s = CUDLA_CALL(cudlaImportExternalSemaphore, reinterpret_cast<cudlaDevHandle>(h),
+                             reinterpret_cast<const cudlaExternalSemaphoreHandleDesc*>(desc), &dev, flags);
+    return nb::make_tuple(s, reinterpret_cast<uintptr_t>(dev));
+  });
+  m.def("get_nv_sci_sync_attributes", [](uintptr_t attr_list, uint32_t flags) {
+    return int(CUDLA_CALL(cudlaGetNvSciSyncAttributes, reinterpret_cast<uint64_t*>(attr_list), flags));
+  });
+}
