@@ -31,6 +31,11 @@ typedef struct softdlaStatsRecord {
   double endMs;
 } softdlaStatsRecord;     /* 24 bytes */
 
+/* The INT8 scale of I/O tensor `index` (real = q * scale); 1.0 for FP16/FP32 tensors. cuDLA's descriptors
+ * carry no scales; softdla's loadables do. */
+cudlaStatus softdlaModuleGetTensorScale(cudlaModule const hModule, int const isOutput, uint32_t const index,
+                                        float* const scale);
+
 /* Writes "layer_name,start_ms,end_ms\n" plus one line per layer into csv (NUL-terminated). When csv is
  * NULL or *csvSize is too small, stores the size needed (with the NUL) in *csvSize and returns
  * cudlaErrorInvalidParam for a too-small buffer, cudlaSuccess for a NULL one. */

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cudla.h"
+#include "softdla/cudla_ext.h"
 
 namespace nb = nanobind;
 
@@ -188,6 +189,16 @@ NB_MODULE(_cudla_ext, m) {
     const int s = CUDLA_CALL(cudlaImportExternalSemaphore, reinterpret_cast<cudlaDevHandle>(h),
                              reinterpret_cast<const cudlaExternalSemaphoreHandleDesc*>(desc), &dev, flags);
     return nb::make_tuple(s, reinterpret_cast<uintptr_t>(dev));
+  });
+  m.def("tensor_scale", [](uintptr_t mod, int is_output, uint32_t index) {
+    // softdla's extension export; absent from other libraries (then the caller handles int8 itself).
+    Library& lib = library();
+    void* p = lib.handle ? dlsym(lib.handle, "softdlaModuleGetTensorScale") : nullptr;
+    if (!p) return nb::make_tuple(-1, 1.0f);
+    float scale = 1.f;
+    const int s = reinterpret_cast<decltype(&softdlaModuleGetTensorScale)>(p)(reinterpret_cast<cudlaModule>(mod), is_output,
+                                                                              index, &scale);
+    return nb::make_tuple(s, scale);
   });
   m.def("get_nv_sci_sync_attributes", [](uintptr_t attr_list, uint32_t flags) {
     return int(CUDLA_CALL(cudlaGetNvSciSyncAttributes, reinterpret_cast<uint64_t*>(attr_list), flags));

@@ -5,6 +5,7 @@
 #include "guard.h"
 #include "loadable.h"
 #include "runtime_state.h"
+#include "softdla/cudla_ext.h"
 
 using namespace softdla;
 using namespace softdla::rt;
@@ -120,6 +121,21 @@ extern "C" cudlaStatus cudlaModuleUnload(cudlaModule const hModule, uint32_t con
     dev->module.reset();
     std::lock_guard<std::mutex> reg(r.mutex);
     r.modules.erase(reinterpret_cast<uintptr_t>(hModule));
+    return cudlaSuccess;
+  });
+}
+
+extern "C" cudlaStatus softdlaModuleGetTensorScale(cudlaModule const hModule, int const isOutput, uint32_t const index,
+                                                   float* const scale) {
+  static const char* fn = "softdlaModuleGetTensorScale";
+  return guarded(fn, [&] {
+    if (!scale) return fail_status(cudlaErrorInvalidParam, fn, "scale is NULL");
+    const auto mod = find_module(hModule);
+    if (!mod) return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
+    const Model& m = mod->engine.model();
+    const auto& list = isOutput ? m.outputs : m.inputs;
+    if (index >= list.size()) return fail_status(cudlaErrorInvalidParam, fn, "tensor index ", index, " of ", list.size());
+    *scale = m.tensors[list[index].tensor].scale;
     return cudlaSuccess;
   });
 }

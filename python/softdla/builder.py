@@ -1,0 +1,60 @@
+"""softdla.build / check / inspect: the ONNX -> DLA loadable builder from Python (docs/BUILDER.md)."""
+import os
+import sys
+
+from ._builder_ext import BuildError
+from ._builder_ext import build as _build
+from ._builder_ext import check as _check
+from ._builder_ext import inspect as _inspect
+
+__all__ = ["BuildError", "build", "check", "inspect"]
+
+
+def _read(model):
+    if isinstance(model, (str, os.PathLike)):
+        with open(model, "rb") as f:
+            return f.read()
+    if hasattr(model, "SerializeToString"):  # an onnx.ModelProto
+        return model.SerializeToString()
+    return bytes(model)
+
+
+def _progress_bar(stage, done, total):
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\r{stage:<28} [{'#' * filled}{' ' * (width - filled)}] {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+
+
+def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=None, calib_cache=None,
+          write_calib_cache=None, calibrator="entropy", input_formats="", output_formats="", layer_precisions=None,
+          precision_constraints="none", target="orin", shapes=None, save=None, progress=True) -> bytes:
+    """Builds an ONNX model (path, bytes or onnx.ModelProto) into a DLA standalone loadable and returns
+    its bytes (also written to `save` if given). Arguments mirror `softdla build` / trtexec:
+    input_formats="int8:dla_hwc4", layer_precisions={"conv1": "fp16"}, shapes={"x": [1, 3, 224, 224]}.
+    Raises BuildError (a ValueError) naming the node and rule when the model cannot be built."""
+    opts = {"fp16": "1" if fp16 else "0", "int8": "1" if int8 else "0", "fp32_reference": "1" if fp32_reference else "0",
+            "target": target, "input_formats": input_formats, "output_formats": output_formats,
+            "calibrator": calibrator, "precision_constraints": precision_constraints}
+    for key, value in (("calib_data", calib_data), ("calib_cache", calib_cache), ("write_calib_cache", write_calib_cache)):
+        if value:
+            opts[key] = os.fspath(value)
+    loadable, _layers, _scales = _build(_read(model), opts, dict(layer_precisions or {}),
+                                        {k: list(v) for k, v in (shapes or {}).items()},
+                                        _progress_bar if progress is True else (progress or None))
+    if save:
+        with open(save, "wb") as f:
+            f.write(loadable)
+    return loadable
+
+
+def check(model, *, target="orin", shapes=None):
+    """Every node with whether it runs on the DLA: a list of dicts {node, op, supported, reason}."""
+    rows = _check(_read(model), target, {k: list(v) for k, v in (shapes or {}).items()})
+    return [dict(node=n, op=o, supported=s, reason=r) for n, o, s, r in rows]
+
+
+def inspect(loadable):
+    """A loadable's (path or bytes) build info, I/O tensors and layers, as a dict."""
+    return _inspect(_read(loadable))

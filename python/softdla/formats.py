@@ -1,0 +1,132 @@
+"""softdla.formats: NumPy pack/unpack between NCHW arrays and every DLA I/O format (docs/FORMATS.md),
+written independently of the C++ engine, which the tests check against it."""
+import numpy as np
+
+LINEAR, DLA_LINEAR, DLA_HWC4, CHW16, CHW32 = range(5)
+FORMAT_NAMES = {"linear": LINEAR, "dla_linear": DLA_LINEAR, "dla_hwc4": DLA_HWC4, "chw16": CHW16, "chw32": CHW32}
+ELEM = {np.dtype(np.float32): 4, np.dtype(np.float16): 2, np.dtype(np.int8): 1}
+CUDLA_TYPE = {np.dtype(np.float32): 1, np.dtype(np.float16): 2, np.dtype(np.int8): 4}
+
+
+def _round_up(x, m):
+    return -(-x // m) * m
+
+
+def layout(shape, dtype, fmt, target="orin"):
+    """(size, stride0, line, surface, batch, channels_per_group) in bytes."""
+    n, c, h, w = shape
+    e = ELEM[np.dtype(dtype)]
+    align = 32 if target == "xavier" else 64
+    if fmt == LINEAR:
+        cpg, s0, line = 1, e, w * e
+        surf = line * h
+        batch = surf * c
+    elif fmt == DLA_LINEAR:
+        cpg, s0, line = 1, e, _round_up(w * e, align)
+        surf = line * h
+        batch = surf * c
+    elif fmt == DLA_HWC4:
+        assert c in (1, 3, 4)
+        cpg = 1 if c == 1 else 4
+        s0 = cpg * e
+        line = _round_up(w * s0, align)
+        surf = line * h
+        batch = surf
+    else:
+        cpg = 16 if fmt == CHW16 else 32
+        s0, line = 32, w * 32
+        surf = line * h
+        batch = surf * (-(-c // cpg))
+    return batch * n, s0, line, surf, batch, cpg
+
+
+def pack(x, fmt, target="orin"):
+    """NCHW array -> bytes of the format (padding zero)."""
+    n, c, h, w = x.shape
+    size, s0, line, surf, batch, cpg = layout(x.shape, x.dtype, fmt, target)
+    e = x.dtype.itemsize
+    if fmt in (LINEAR, DLA_LINEAR):
+        buf = np.zeros((n, c, h, line // e), x.dtype)
+        buf[..., :w] = x
+    elif fmt == DLA_HWC4:
+        buf = np.zeros((n, h, line // e), x.dtype)
+        v = buf[:, :, : w * cpg].reshape(n, h, w, cpg)
+        v[..., :c] = x.transpose(0, 2, 3, 1)
+    else:
+        groups = -(-c // cpg)
+        padded = np.zeros((n, groups * cpg, h, w), x.dtype)
+        padded[:, :c] = x
+        buf = padded.reshape(n, groups, cpg, h, w).transpose(0, 1, 3, 4, 2)
+    out = np.ascontiguousarray(buf).tobytes()
+    assert len(out) == size, (len(out), size)
+    return out
+
+
+def unpack(data, shape, dtype, fmt, target="orin"):
+    n, c, h, w = shape
+    dtype = np.dtype(dtype)
+    size, s0, line, surf, batch, cpg = layout(shape, dtype, fmt, target)
+    e = dtype.itemsize
+    a = np.frombuffer(bytes(data[:size]), dtype)
+    if fmt in (LINEAR, DLA_LINEAR):
+        return a.reshape(n, c, h, line // e)[..., :w].copy()
+    if fmt == DLA_HWC4:
+        v = a.reshape(n, h, line // e)[:, :, : w * cpg].reshape(n, h, w, cpg)[..., :c]
+        return v.transpose(0, 3, 1, 2).copy()
+    groups = -(-c // cpg)
+    v = a.reshape(n, groups, h, w, cpg).transpose(0, 1, 4, 2, 3).reshape(n, groups * cpg, h, w)
+    return v[:, :c].copy()
+
+
+def descriptor(name, shape, dtype, fmt, target="orin"):
+    """The cudlaModuleTensorDescriptor fields softdla reports (docs/FORMATS.md)."""
+    size, s0, line, surf, batch, cpg = layout(shape, dtype, fmt, target)
+    dtype = np.dtype(dtype)
+    if fmt in (LINEAR, DLA_LINEAR):
+        data_format, category, pixel = 1, 2, 36
+    elif fmt == DLA_HWC4:
+        data_format, category = 2, 0
+        if dtype == np.int8:
+            pixel = 0 if shape[1] == 1 else 12
+        else:
+            pixel = 5 if shape[1] == 1 else 8
+    else:
+        data_format, category, pixel = 3, 2, 36
+    return dict(name=name[:80], size=size, n=shape[0], c=shape[1], h=shape[2], w=shape[3],
+                data_format=data_format, data_type=CUDLA_TYPE[dtype], data_category=category,
+                pixel_format=pixel, pixel_mapping=0, stride=[s0, line, surf, batch, 0, 0, 0, 0])
+
+
+def quantize(x, scale):
+    """float -> int8 codes: round half away from zero, saturate (docs/NUMERICS.md); NaN -> 0."""
+    q = np.asarray(x, np.float32) / np.float32(scale)
+    q = np.where(np.isnan(q), 0, q).astype(np.float64)
+    return np.clip(np.sign(q) * np.floor(np.abs(q) + 0.5), -128, 127).astype(np.int8)
+
+
+def dequantize(q, scale):
+    return np.asarray(q, np.int8).astype(np.float32) * np.float32(scale)
+
+
+_TYPES = {1: np.dtype(np.float32), 2: np.dtype(np.float16), 4: np.dtype(np.int8)}
+
+
+def from_descriptor(desc):
+    """(dtype, format, target) of a tensor from its cudlaModuleTensorDescriptor fields."""
+    dtype = _TYPES.get(int(desc.data_type))
+    if dtype is None:
+        raise ValueError(f"tensor '{desc.name}': data type {desc.data_type} is not fp32/fp16/int8")
+    shape = (int(desc.n), int(desc.c), int(desc.h), int(desc.w))
+    if desc.data_format == 2:
+        fmt = DLA_HWC4
+    elif desc.data_format == 3:
+        fmt = CHW16 if dtype == np.float16 else CHW32
+    else:
+        fmt = LINEAR if int(desc.stride[1]) == shape[3] * dtype.itemsize else DLA_LINEAR
+    for target in ("orin", "xavier"):
+        size, s0, line, surf, batch, _ = layout(shape, dtype, fmt, target)
+        if [s0, line, surf, batch] == [int(v) for v in desc.stride[:4]] and size == int(desc.size_):
+            return dtype, fmt, target
+    if fmt == DLA_LINEAR:  # W * elem already aligned: indistinguishable from linear
+        return dtype, LINEAR, "orin"
+    raise ValueError(f"tensor '{desc.name}': strides {list(desc.stride[:4])} match no known layout")
