@@ -14,6 +14,7 @@ namespace {
 struct Layer {
   const char* name;
   uint32_t c, k, hw, r, stride;
+  uint32_t groups = 1;
 };
 
 // Representative ResNet-50 layers (224x224 input, batch 1).
@@ -22,6 +23,9 @@ constexpr Layer kLayers[] = {
     {"res3_1x1_512to128", 512, 128, 28, 1, 1},
     {"res4_3x3_256", 256, 256, 14, 3, 1},
     {"res5_1x1_512to2048", 512, 2048, 7, 1, 1},
+    // MobileNetV2 depthwise layers (224x224 input).
+    {"mbv2_dw3x3_96_112", 96, 96, 112, 3, 2, 96},
+    {"mbv2_dw3x3_144_56", 144, 144, 56, 3, 1, 144},
 };
 
 Model conv_model(const Layer& l, DataType t) {
@@ -29,8 +33,8 @@ Model conv_model(const Layer& l, DataType t) {
   const uint32_t pad = l.r / 2, out = (l.hw + 2 * pad - l.r) / l.stride + 1;
   m.tensors.push_back({"x", {1, l.c, l.hw, l.hw}, t, 0.05f, -1});
   m.tensors.push_back({"y", {1, l.k, out, out}, t, 0.05f, -1});
-  const size_t n = size_t(l.k) * l.c * l.r * l.r;
-  Constant w{t, {l.k, l.c, l.r, l.r}, std::vector<uint8_t>(n * element_size(t))};
+  const size_t n = size_t(l.k) * (l.c / l.groups) * l.r * l.r;
+  Constant w{t, {l.k, l.c / l.groups, l.r, l.r}, std::vector<uint8_t>(n * element_size(t))};
   std::mt19937 rng(1);
   if (t == DataType::kInt8) {
     for (auto& b : w.data) b = uint8_t(rng());
@@ -45,6 +49,7 @@ Model conv_model(const Layer& l, DataType t) {
   p.weights = 0;
   p.stride_h = p.stride_w = l.stride;
   p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = pad;
+  p.groups = l.groups;
   SdpStep bias, relu;
   bias.kind = SdpKind::kBias;
   relu.kind = SdpKind::kRelu;
@@ -70,7 +75,7 @@ void BM_Conv(benchmark::State& state, Layer l, DataType t) {
   void* op[] = {out.data()};
   for (auto _ : state) e.run(ip, op);
   const Shape& y = e.model().tensors[1].shape;
-  const double macs = double(y[1]) * y[2] * y[3] * l.c * l.r * l.r;
+  const double macs = double(y[1]) * y[2] * y[3] * (l.c / l.groups) * l.r * l.r;
   state.counters["GOPS"] = benchmark::Counter(2 * macs * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 

@@ -1,22 +1,23 @@
 // The exact arithmetic primitives of docs/NUMERICS.md. Every backend must produce what these produce;
 // the CPU kernels call them directly and the CUDA kernels mirror them line for line.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 namespace softdla::num {
 
-inline int64_t sat32(int64_t v) {
-  return v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : v);
-}
-inline int8_t sat8(int64_t v) { return int8_t(v > 127 ? 127 : (v < -128 ? -128 : v)); }
+inline int64_t sat32(int64_t v) { return std::min<int64_t>(std::max<int64_t>(v, INT32_MIN), INT32_MAX); }
+inline int8_t sat8(int64_t v) { return int8_t(std::min<int64_t>(std::max<int64_t>(v, -128), 127)); }
 
 // Arithmetic right shift by s with round half away from zero. |v| < 2^62, 0 <= s <= 62.
+// Branch-free so loops over it vectorize: shift the magnitude with +half, then restore the sign.
 inline int64_t rshift_rhaz(int64_t v, unsigned s) {
-  if (s == 0) return v;
-  const int64_t half = int64_t(1) << (s - 1);
-  return v >= 0 ? (v + half) >> s : -((-v + half) >> s);
+  const int64_t sign = v >> 63;                 // 0 or -1
+  const int64_t mag = (v ^ sign) - sign;        // |v|
+  const int64_t half = (int64_t(1) << s) >> 1;  // 0 when s == 0
+  return (((mag + half) >> s) ^ sign) - sign;
 }
 
 // v * m >> s (round half away), saturated to int32: every integer rescale in the pipeline.

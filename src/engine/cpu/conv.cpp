@@ -7,6 +7,7 @@
 #include "element.h"
 #include "gemm.h"
 #include "half_convert.h"
+#include "multiversion.h"
 #include "kernels.h"
 #include "numerics.h"
 #include "sdp_chain.h"
@@ -75,6 +76,41 @@ void im2col_packed(const T* x, size_t row0, size_t rows, const ConvGeometry& g, 
       }
 }
 
+// One input channel per group (depthwise, or a channel multiplier): a direct sliding window over one
+// plane. INT8 sums are exact in int32 (at most 32 x 32 x 2^14 per output).
+template <class Acc, class In>
+__attribute__((always_inline)) inline void depthwise_accumulate(const ConvGeometry& g, const In* x, const Acc* w,
+                                                                Acc* acc) {
+  std::fill(acc, acc + size_t(g.OH) * g.OW, Acc(0));
+  for (uint32_t r = 0; r < g.R; ++r)
+    for (uint32_t s = 0; s < g.S; ++s) {
+      const Acc wv = w[r * g.S + s];
+      const int64_t shift = int64_t(s) * g.dw - g.pl;  // iw = ow * sw + shift
+      const int64_t ow_lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+      const int64_t last = int64_t(g.W) - 1 - shift;
+      const int64_t ow_hi = last < 0 ? 0 : std::min<int64_t>(last / g.sw + 1, g.OW);
+      for (uint32_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+        if (ih < 0 || ih >= g.H) continue;
+        const In* __restrict row = x + size_t(ih) * g.W + shift;
+        Acc* __restrict out = acc + size_t(oh) * g.OW;
+        if (g.sw == 1)
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) out[ow] += wv * Acc(row[ow]);
+        else
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) out[ow] += wv * Acc(row[ow * g.sw]);
+      }
+    }
+}
+
+SOFTDLA_MULTIVERSION
+void depthwise_s8(const ConvGeometry& g, const int8_t* x, const int32_t* w, int32_t* acc) {
+  depthwise_accumulate(g, x, w, acc);
+}
+SOFTDLA_MULTIVERSION
+void depthwise_f32(const ConvGeometry& g, const float* x, const float* w, float* acc) {
+  depthwise_accumulate(g, x, w, acc);
+}
+
 class ConvKernel final : public OpKernel {
  public:
   ConvKernel(const Model& m, const Op& op, const ConvParams& p)
@@ -86,8 +122,11 @@ class ConvKernel final : public OpKernel {
           y[1] / p.groups, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.pad_top, p.pad_left};
     batch_ = x[0];
     const size_t count = w.data.size() / element_size(w.dtype);
+    depthwise_ = g_.Cg == 1;
     if (dtype_ == DataType::kInt8) {
-      w8_ = pack_a_s8(reinterpret_cast<const int8_t*>(w.data.data()), g_.K, g_.kdim());
+      const auto* raw = reinterpret_cast<const int8_t*>(w.data.data());
+      if (depthwise_) w8_raw_.assign(raw, raw + count);
+      else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
     } else {
       wf_.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -104,6 +143,13 @@ class ConvKernel final : public OpKernel {
 
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t kdim = g_.kdim(), ohw = size_t(g_.OH) * g_.OW;
+    if (depthwise_) {
+      const size_t planes = size_t(batch_) * g_.K;
+      pool.parallel_for(planes, [&](size_t b, size_t e) {
+        for (size_t p = b; p < e; ++p) run_depthwise_plane(io, p);
+      }, ThreadPool::min_items(ohw * kdim));
+      return;
+    }
     // Column tiles: whole panels, small enough for the scratch budget, and enough of them to keep
     // every core busy.
     const size_t per_image = size_t(batch_) * g_.groups;
@@ -202,6 +248,39 @@ class ConvKernel final : public OpKernel {
     }
   }
 
+  void run_depthwise_plane(const OpIo& io, size_t plane) const {
+    const uint32_t n = uint32_t(plane / g_.K), k = uint32_t(plane % g_.K);
+    const uint32_t c = k / g_.Kg;  // the group's single input channel
+    const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW, taps = size_t(g_.R) * g_.S;
+    const size_t x_off = (size_t(n) * g_.C + c) * in_plane, y_off = (size_t(n) * g_.K + k) * ohw;
+    if (dtype_ == DataType::kInt8) {
+      thread_local std::vector<int32_t> acc, w;
+      thread_local std::vector<int64_t> wide;
+      acc.resize(ohw), wide.resize(ohw);
+      w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
+      depthwise_s8(g_, static_cast<const int8_t*>(io.inputs[0]) + x_off, w.data(), acc.data());
+      std::copy(acc.begin(), acc.end(), wide.begin());
+      chain_.run_int8(wide.data(), ohw, n, k, 0, io.inputs.data(), static_cast<int8_t*>(io.output) + y_off);
+      return;
+    }
+    thread_local std::vector<float> acc, xf;
+    acc.resize(ohw);
+    const float* x;
+    if (dtype_ == DataType::kFloat16) {
+      xf.resize(in_plane);
+      halves_to_floats(static_cast<const uint16_t*>(io.inputs[0]) + x_off, xf.data(), in_plane);
+      x = xf.data();
+    } else {
+      x = static_cast<const float*>(io.inputs[0]) + x_off;
+    }
+    depthwise_f32(g_, x, wf_.data() + k * taps, acc.data());
+    chain_.run_float(acc.data(), ohw, n, k, 0, io.inputs.data());
+    if (dtype_ == DataType::kFloat16)
+      floats_to_halves(acc.data(), static_cast<uint16_t*>(io.output) + y_off, ohw);
+    else
+      std::memcpy(static_cast<float*>(io.output) + y_off, acc.data(), ohw * sizeof(float));
+  }
+
   template <class Fn>
   static void split_rows(const Fn& fn, size_t rows, ThreadPool* pool) {
     if (!pool) return fn(0, rows);
@@ -214,7 +293,9 @@ class ConvKernel final : public OpKernel {
   DataType dtype_;
   ConvGeometry g_{};
   uint32_t batch_ = 1;
+  bool depthwise_ = false;
   std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
+  std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
   std::vector<float> wf_;
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "element.h"
+#include "multiversion.h"
 #include "numerics.h"
 
 namespace softdla::cpu {
@@ -52,6 +53,7 @@ const void* SdpChain::operand_row(const Step& st, Operands ops, uint32_t n, uint
   return static_cast<const uint8_t*>(ops[st.operand_slot]) + index * elem;
 }
 
+SOFTDLA_MULTIVERSION
 void SdpChain::run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops,
                         int8_t* out) const {
   for (const Step& st : steps_) {
@@ -59,7 +61,7 @@ void SdpChain::run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t
     const int64_t operand = s.ivalues.empty() ? 0 : s.ivalues[s.ivalues.size() == 1 ? 0 : c];
     switch (s.kind) {
       case SdpKind::kBias:
-        for (size_t i = 0; i < count; ++i) v[i] = sat32(v[i] + operand);
+        for (size_t i = 0; i < count; ++i) v[i] = std::clamp<int64_t>(v[i] + operand, INT32_MIN, INT32_MAX);
         break;
       case SdpKind::kScale:
         for (size_t i = 0; i < count; ++i) v[i] = rescale32(v[i], operand, s.shift);
@@ -93,12 +95,14 @@ void SdpChain::run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t
   const size_t rc = requant_.multiplier.size() == 1 ? 0 : c;
   const int64_t mult = requant_.multiplier[rc];
   const unsigned shift = requant_.shift[rc];
-  for (size_t i = 0; i < count; ++i) {
-    const int8_t q = num::sat8(num::rshift_rhaz(v[i] * mult, shift));
-    out[i] = has_lut_ ? lut_[size_t(q + 128)] : q;
-  }
+  const int64_t* __restrict src = v;
+  int8_t* __restrict dst = out;
+  for (size_t i = 0; i < count; ++i) dst[i] = num::sat8(num::rshift_rhaz(src[i] * mult, shift));
+  if (has_lut_)
+    for (size_t i = 0; i < count; ++i) out[i] = lut_[size_t(out[i] + 128)];
 }
 
+SOFTDLA_MULTIVERSION
 void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops) const {
   for (const Step& st : steps_) {
     const SdpStep& s = st.s;
