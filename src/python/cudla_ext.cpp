@@ -196,8 +196,12 @@ NB_MODULE(_cudla_ext, m) {
     void* p = lib.handle ? dlsym(lib.handle, "softdlaModuleGetTensorScale") : nullptr;
     if (!p) return nb::make_tuple(-1, 1.0f);
     float scale = 1.f;
-    const int s = reinterpret_cast<decltype(&softdlaModuleGetTensorScale)>(p)(reinterpret_cast<cudlaModule>(mod), is_output,
-                                                                              index, &scale);
+    int s;
+    {
+      nb::gil_scoped_release release;
+      s = reinterpret_cast<decltype(&softdlaModuleGetTensorScale)>(p)(reinterpret_cast<cudlaModule>(mod), is_output, index,
+                                                                     &scale);
+    }
     return nb::make_tuple(s, scale);
   });
   m.def("get_nv_sci_sync_attributes", [](uintptr_t attr_list, uint32_t flags) {
