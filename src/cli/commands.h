@@ -1,0 +1,21 @@
+// The softdla command's subcommands, one file each; main.cpp parses the command line.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace softdla::cli {
+
+// softdla run: executes a loadable on the CPU engine over .npy inputs (several batches in turn).
+int run_command(const std::string& path, const std::map<std::string, std::string>& input_files,
+                const std::string& out_dir, int repeat, const std::string& labels_path);
+// softdla inspect: I/O descriptors, layers with precision and fused steps, build metadata.
+int inspect_command(const std::string& path);
+
+// trtexec-style option values.
+std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& spec);         // name:1x3x224x224,...
+std::map<std::string, std::string> parse_layer_precisions(const std::string& spec);       // layer:fp16,...
+void progress_bar(const std::string& stage, size_t done, size_t total);
+
+}  // namespace softdla::cli
