@@ -2,7 +2,7 @@
 
 softdla INT8 vs ORT QLinearConv (uint8 activations, int8 per-channel weights) and softdla FP16 / FP32
 vs ORT FP32 Conv (ORT's CPU provider has no FP16 convolution), each with bias + ReLU. Both use all
-cores (ORT intra-op threads = os.cpu_count()). Prints median milliseconds over repeated runs after a
+cores (ORT intra-op threads = os.cpu_count(), worker spinning off so the two do not fight for cores). Prints median milliseconds over repeated runs after a
 warm-up, GOPS and the ratio ORT time / softdla time (> 1: softdla faster).
 
     .venv/bin/python bench/conv_vs_onnxruntime.py [--repeat 30]
@@ -60,6 +60,9 @@ def ort_session(model):
     so = ort.SessionOptions()
     so.intra_op_num_threads = os.cpu_count()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # ORT's workers otherwise spin after each run and take the cores from whatever runs next in this
+    # process (softdla's measurement); with 2 cores that halves softdla's speed.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
