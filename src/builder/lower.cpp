@@ -186,6 +186,15 @@ class Lowering {
     return true;
   }
 
+  // The bias or scale step of Add/Sub/Mul/Div by per-channel or scalar constant values.
+  static SdpStep affine_step(const std::string& op, std::vector<float> vals) {
+    SdpStep s;
+    s.kind = op == "Add" || op == "Sub" ? SdpKind::kBias : SdpKind::kScale;
+    for (float& v : vals) v = op == "Sub" ? -v : op == "Div" ? 1.f / v : v;
+    s.fvalues = std::move(vals);
+    return s;
+  }
+
   // Appends the steps of following activation nodes (and, with `affine`, constant per-channel
   // Add/Sub/Mul/Div) while they fuse; returns the ONNX name of the last fused output.
   std::string fuse_activations(const std::string& from, std::vector<SdpStep>& steps, bool affine = false) {
@@ -195,11 +204,7 @@ class Lowering {
       if (!c || c->inputs.empty()) return cur;
       std::vector<float> vals;
       if (affine && (c->op == "Add" || c->op == "Sub" || c->op == "Mul" || c->op == "Div") && affine_operand(*c, cur, vals)) {
-        SdpStep s;
-        s.kind = c->op == "Add" || c->op == "Sub" ? SdpKind::kBias : SdpKind::kScale;
-        for (float& v : vals) v = c->op == "Sub" ? -v : c->op == "Div" ? 1.f / v : v;
-        s.fvalues = vals;
-        steps.push_back(s);
+        steps.push_back(affine_step(c->op, std::move(vals)));
         consumed_[c] = true;
         cur = c->outputs[0];
         continue;
@@ -382,46 +387,18 @@ void Lowering::lower_eltwise(Node& n) {
     if (!s.empty()) ins.push_back(s);
   const Value& y = g_.value(n.outputs[0]);
   const Shape ys = dla_shape(y.dims);
-  // Per-channel or scalar constant operand: bias / scale steps (SDP X stage) instead of a tensor.
-  auto per_channel = [&](const std::string& v, std::vector<float>& vals) {
-    if (!g_.is_const(v)) return false;
-    const Value& c = g_.value(v);
-    const ConstData& d = *c.constant;
-    if (d.size() == 1) {
-      vals = {float(d.at(0))};
-      return true;
-    }
-    const Shape cs = c.dims.size() <= y.dims.size() ? dla_shape([&] {
-      std::vector<int64_t> full(y.dims.size() - c.dims.size(), 1);
-      full.insert(full.end(), c.dims.begin(), c.dims.end());
-      return full;
-    }()) : Shape{0, 0, 0, 0};
-    if (cs[0] == 1 && cs[1] == ys[1] && cs[2] == 1 && cs[3] == 1) {
-      for (size_t k = 0; k < d.size(); ++k) vals.push_back(float(d.at(k)));
-      return true;
-    }
-    return false;
-  };
   std::vector<SdpStep> steps;
   std::vector<uint32_t> inputs;
+  // Per-channel or scalar constant operand: bias / scale steps (SDP X stage) instead of a tensor.
   if (ins.size() == 2 && (op == "Add" || op == "Sub" || op == "Mul" || op == "Div")) {
     std::vector<float> vals;
-    const bool const_second = per_channel(ins[1], vals);
-    const bool const_first = !const_second && (op == "Add" || op == "Mul") && per_channel(ins[0], vals);
-    if (const_second || const_first) {
-      const std::string data = const_second ? ins[0] : ins[1];
-      SdpStep s;
-      if (op == "Add" || op == "Sub") {
-        s.kind = SdpKind::kBias;
-        if (op == "Sub") for (float& v : vals) v = -v;
-      } else {
-        s.kind = SdpKind::kScale;
-        if (op == "Div") for (float& v : vals) v = 1.f / v;
-      }
-      s.fvalues = vals;
-      steps.push_back(s);
+    std::string data;
+    if (affine_operand(n, ins[0], vals)) data = ins[0];
+    else if (affine_operand(n, ins[1], vals)) data = ins[1];  // constant first: Add/Mul only
+    if (!data.empty()) {
+      steps.push_back(affine_step(op, std::move(vals)));
       inputs.push_back(tensor(n, data));
-      std::string cur = fuse_activations(n.outputs[0], steps, true);
+      const std::string cur = fuse_activations(n.outputs[0], steps, true);
       SdpParams p;
       p.steps = steps;
       emit(n.name, inputs, new_tensor(cur, g_.value(cur).dims), p);

@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "ir.h"
+#include "numerics.h"
 #include "onnx/onnx_pb.h"
 
 namespace softdla::builder {
@@ -23,18 +24,13 @@ uint16_t load_u16(const std::string& raw, size_t k) {
   return v;
 }
 
+// fp16 through the engine's exact conversion; bf16 is the top half of an fp32.
 double half_bits_to_double(uint16_t h, bool bf16) {
-  if (bf16) {
-    uint32_t bits = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  const int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  const double sign = (h & 0x8000) ? -1.0 : 1.0;
-  if (exp == 0) return sign * std::ldexp(double(man), -24);
-  if (exp == 31) return man ? std::nan("") : sign * HUGE_VAL;
-  return sign * std::ldexp(double(man | 0x400), exp - 25);
+  if (!bf16) return num::half_to_float(h);
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // Converts a TensorProto into a constant Value (dims, type, values).
