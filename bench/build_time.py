@@ -19,9 +19,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pytho
 from sdla_testkit.onnx_models import SOFTDLA, G  # noqa: E402
 
 
-def resnet50():
+def resnet50(batch=1):
     g = G(seed=0)
-    x = g.input("images", [1, 3, 224, 224])
+    x = g.input("images", [batch, 3, 224, 224])
     y = g.node("Relu", [g.bn(g.conv(x, 3, 64, k=7, stride=2, pad=3, bias=False), 64)])
     y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     c = 64

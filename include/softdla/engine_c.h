@@ -31,6 +31,13 @@ typedef struct softdla_io_info {
 } softdla_io_info;
 int softdla_engine_io_info(const softdla_engine* engine, int is_output, uint32_t i, softdla_io_info* info);
 
+/* 1 when the CUDA backend (libsoftdla_cuda.so next to this library, a driver and a GPU) is usable;
+ * `why` receives the device description or the reason it is not. */
+int softdla_gpu_available(char* why, size_t len);
+/* Prepares the engine on the GPU; later softdla_engine_run calls copy the host buffers to the device,
+ * run the CUDA backend and copy the outputs back. */
+int softdla_engine_use_gpu(softdla_engine* engine, char* err, size_t errlen);
+
 /* Runs once. inputs/outputs hold one buffer per I/O tensor, each io_size bytes. */
 int softdla_engine_run(softdla_engine* engine, const void* const* inputs, void* const* outputs, char* err,
                        size_t errlen);

@@ -1,17 +1,25 @@
 #include "softdla/engine_c.h"
 
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine.h"
+#include "gpu_backend.h"
 #include "loadable.h"
 #include "log.h"
 
 struct softdla_engine {
   explicit softdla_engine(softdla::Model m) : engine(std::move(m)) {}
+  ~softdla_engine() {
+    for (void* p : device_buffers) softdla::gpu::platform()->free_device(p);
+  }
   softdla::Engine engine;
+  std::unique_ptr<softdla::gpu::Module> gpu;  // set by softdla_engine_use_gpu
+  std::vector<void*> device_buffers;          // inputs then outputs, on the GPU
 };
 
 namespace {
@@ -70,10 +78,53 @@ extern "C" int softdla_engine_io_info(const softdla_engine* e, int is_output, ui
   return 0;
 }
 
+extern "C" int softdla_gpu_available(char* why, size_t len) {
+  if (softdla::gpu::platform()) {
+    if (why && len) std::snprintf(why, len, "%s", softdla::gpu::platform()->describe().c_str());
+    return 1;
+  }
+  if (why && len) std::snprintf(why, len, "%s", softdla::gpu::unavailable_reason().c_str());
+  return 0;
+}
+
+extern "C" int softdla_engine_use_gpu(softdla_engine* e, char* err, size_t errlen) {
+  if (!e) return report("use_gpu", "null engine", err, errlen);
+  softdla::gpu::Platform* gpu = softdla::gpu::platform();
+  if (!gpu) return report("use_gpu", "no CUDA backend: " + softdla::gpu::unavailable_reason(), err, errlen);
+  try {
+    const auto& m = e->engine.model();
+    e->gpu = gpu->load(m);
+    for (const auto* list : {&m.inputs, &m.outputs})
+      for (const auto& io : *list) e->device_buffers.push_back(gpu->alloc_device(io.desc.size));
+    return 0;
+  } catch (const std::exception& ex) {
+    return report("use_gpu", ex.what(), err, errlen);
+  }
+}
+
+namespace {
+// Host buffers in, host buffers out, through the GPU module (synchronous; the legacy default stream).
+void run_on_gpu(softdla_engine& e, const void* const* inputs, void* const* outputs) {
+  softdla::gpu::Platform& gpu = *softdla::gpu::platform();
+  const auto& m = e.engine.model();
+  const size_t nin = m.inputs.size();
+  for (size_t i = 0; i < nin; ++i) gpu.copy_async(e.device_buffers[i], inputs[i], m.inputs[i].desc.size, nullptr);
+  e.gpu->enqueue(e.device_buffers.data(), e.device_buffers.data() + nin, nullptr, 0, nullptr);
+  for (size_t i = 0; i < m.outputs.size(); ++i)
+    gpu.copy_async(outputs[i], e.device_buffers[nin + i], m.outputs[i].desc.size, nullptr);
+  gpu.synchronize(nullptr);
+  if (const std::string failure = e.gpu->poll_error(); !failure.empty()) throw std::runtime_error(failure);
+}
+}  // namespace
+
 extern "C" int softdla_engine_run(softdla_engine* e, const void* const* inputs, void* const* outputs,
                                   char* err, size_t errlen) {
   if (!e || !inputs || !outputs) return report("run", "null engine or buffer list", err, errlen);
   try {
+    if (e->gpu) {
+      run_on_gpu(*e, inputs, outputs);
+      return 0;
+    }
     const auto& m = e->engine.model();
     e->engine.run(std::span<const void* const>(inputs, m.inputs.size()),
                   std::span<void* const>(outputs, m.outputs.size()));

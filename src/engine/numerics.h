@@ -6,14 +6,16 @@
 #include <cstdint>
 #include <cstring>
 
+#include "hd.h"
+
 namespace softdla::num {
 
-inline int64_t sat32(int64_t v) { return std::min<int64_t>(std::max<int64_t>(v, INT32_MIN), INT32_MAX); }
-inline int8_t sat8(int64_t v) { return int8_t(std::min<int64_t>(std::max<int64_t>(v, -128), 127)); }
+SOFTDLA_HD inline int64_t sat32(int64_t v) { return v < INT32_MIN ? INT32_MIN : (v > INT32_MAX ? INT32_MAX : v); }
+SOFTDLA_HD inline int8_t sat8(int64_t v) { return int8_t(v < -128 ? -128 : (v > 127 ? 127 : v)); }
 
 // Arithmetic right shift by s with round half away from zero. |v| < 2^62, 0 <= s <= 62.
 // Branch-free so loops over it vectorize: shift the magnitude with +half, then restore the sign.
-inline int64_t rshift_rhaz(int64_t v, unsigned s) {
+SOFTDLA_HD inline int64_t rshift_rhaz(int64_t v, unsigned s) {
   const int64_t sign = v >> 63;                 // 0 or -1
   const int64_t mag = (v ^ sign) - sign;        // |v|
   const int64_t half = (int64_t(1) << s) >> 1;  // 0 when s == 0
@@ -21,25 +23,44 @@ inline int64_t rshift_rhaz(int64_t v, unsigned s) {
 }
 
 // v * m >> s (round half away), saturated to int32: every integer rescale in the pipeline.
-inline int64_t rescale32(int64_t v, int64_t m, unsigned s) { return sat32(rshift_rhaz(v * m, s)); }
+SOFTDLA_HD inline int64_t rescale32(int64_t v, int64_t m, unsigned s) { return sat32(rshift_rhaz(v * m, s)); }
 
 // a / b rounded half away from zero, b > 0 (bilinear resize weights).
-inline int64_t div_rhaz(int64_t a, int64_t b) {
+SOFTDLA_HD inline int64_t div_rhaz(int64_t a, int64_t b) {
   return a >= 0 ? (2 * a + b) / (2 * b) : -((-2 * a + b) / (2 * b));
 }
 
 // Q16 reciprocal of a pooling window extent 1..8: round_half_away(65536 / k).
-inline int64_t q16_reciprocal(unsigned k) { return (2 * 65536 + k) / (2 * int64_t(k)); }
+SOFTDLA_HD inline int64_t q16_reciprocal(unsigned k) { return (2 * 65536 + k) / (2 * int64_t(k)); }
 
 // float -> int8: round half away from zero, saturate; NaN -> 0.
-inline int8_t quantize(float x) {
-  if (std::isnan(x)) return 0;
-  const float r = std::round(x);
+SOFTDLA_HD inline int8_t quantize(float x) {
+  if (x != x) return 0;  // NaN
+  const float r = roundf(x);
   return r >= 127.f ? int8_t(127) : (r <= -128.f ? int8_t(-128) : int8_t(r));
 }
 
 // ---- IEEE binary16 ----
-inline float half_to_float(uint16_t h) {
+SOFTDLA_HD inline float bits_to_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+SOFTDLA_HD inline uint32_t float_to_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+SOFTDLA_HD inline float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
   if (exp == 0x1f) {
@@ -53,15 +74,12 @@ inline float half_to_float(uint16_t h) {
     do { man <<= 1; ++e; } while (!(man & 0x400));
     bits = sign | (uint32_t(112 - e) << 23) | ((man & 0x3ff) << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return bits_to_float(bits);
 }
 
 // float -> binary16, round to nearest even, saturating to +-65504 (never infinity); NaN stays NaN.
-inline uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+SOFTDLA_HD inline uint16_t float_to_half(float f) {
+  const uint32_t x = float_to_bits(f);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000);
   const uint32_t ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return sign | 0x7e00;          // NaN
@@ -84,6 +102,6 @@ inline uint16_t float_to_half(float f) {
   return sign | uint16_t(h);
 }
 
-inline float round_to_half(float f) { return half_to_float(float_to_half(f)); }
+SOFTDLA_HD inline float round_to_half(float f) { return half_to_float(float_to_half(f)); }
 
 }  // namespace softdla::num

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "hd.h"
 #include "model.h"
 
 namespace softdla {
@@ -26,7 +27,7 @@ struct IoLayout {
   uint64_t surface_stride = 0;  // stride[2]: bytes from one channel group (or plane) to the next
   uint64_t batch_stride = 0;  // stride[3]: bytes from one image (N) to the next
   // Byte offset of element (n, c, h, w).
-  uint64_t offset(uint32_t n, uint32_t c, uint32_t h, uint32_t w) const {
+  SOFTDLA_HD uint64_t offset(uint32_t n, uint32_t c, uint32_t h, uint32_t w) const {
     return n * batch_stride + (c / channels_per_group) * surface_stride + h * line_stride +
            uint64_t(w) * group_bytes + uint64_t(c % channels_per_group) * elem;
   }

@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "hd.h"
+
 namespace softdla {
 
 enum class DataType : uint8_t { kFloat32 = 0, kFloat16 = 1, kInt8 = 2, kInt32 = 3 };
@@ -22,7 +24,7 @@ const char* to_string(TensorFormat f);
 const char* to_string(Target t);
 
 using Shape = std::array<uint32_t, 4>;  // N C H W
-inline uint64_t element_count(const Shape& s) {
+SOFTDLA_HD inline uint64_t element_count(const Shape& s) {
   return uint64_t(s[0]) * s[1] * s[2] * s[3];
 }
 

@@ -38,6 +38,11 @@ extern "C" cudlaStatus cudlaCreateDevice(uint64_t const device, cudlaDevHandle* 
     if (flags != CUDLA_CUDA_DLA && flags != CUDLA_STANDALONE)
       return fail_status(cudlaErrorInvalidParam, fn, "flags must be CUDLA_CUDA_DLA (0) or CUDLA_STANDALONE (1), got ",
                          flags);
+    std::string why;
+    const gpu::Choice backend = flags == CUDLA_CUDA_DLA ? gpu::choose_backend(&why) : gpu::Choice::kCpu;
+    if (backend == gpu::Choice::kCudaMissing)
+      return fail_status(cudlaErrorUnsupportedOperation, fn, "SOFTDLA_BACKEND=cuda but the CUDA backend is unavailable: ",
+                         why, " (unset SOFTDLA_BACKEND to fall back to the CPU)");
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     Core& core = r.cores[device];
@@ -47,6 +52,8 @@ extern "C" cudlaStatus cudlaCreateDevice(uint64_t const device, cudlaDevHandle* 
     auto state = std::make_shared<DeviceState>();
     state->core = device;
     state->mode = flags;
+    state->platform = gpu::platform();
+    state->gpu_compute = backend == gpu::Choice::kCuda;
     state->handle = new_device_handle(r);
     r.devices[reinterpret_cast<uintptr_t>(state->handle)] = state;
     ++core.open_handles;
@@ -70,7 +77,12 @@ extern "C" cudlaStatus cudlaDestroyDevice(cudlaDevHandle const devHandle) {
       r.devices.erase(it);
       --r.cores[dev->core].open_handles;
     }
-    // Wait for a task running on this core, then drop the module and the registrations.
+    // Wait for this handle's tasks in stream order (they take the core lock), then for a task running
+    // on this core; then drop the module and the registrations.
+    {
+      std::lock_guard<std::mutex> state(dev->state_mutex);
+      reap_staged(*dev, true);
+    }
     std::lock_guard<std::mutex> exec(r.cores[dev->core].exec_mutex);
     std::lock_guard<std::mutex> state(dev->state_mutex);
     dev->alive = false;
@@ -122,6 +134,17 @@ extern "C" cudlaStatus cudlaGetLastError(cudlaDevHandle const devHandle) {
   return guarded(fn, [&] {
     const auto dev = find_device(devHandle);
     if (!dev) return fail_status(cudlaErrorInvalidDevice, fn, "not a live device handle");
+    std::shared_ptr<ModuleState> mod;
+    {
+      std::lock_guard<std::mutex> lock(dev->state_mutex);
+      mod = dev->module;
+    }
+    if (mod && mod->gpu) {
+      // GPU tasks fail asynchronously: the CUDA error shows on the caller's stream and is kept here.
+      if (const std::string e = mod->gpu->poll_error(); !e.empty()) {
+        dev->last_error = fail_status(cudlaErrorUnknown, fn, "a task failed on the GPU: ", e);
+      }
+    }
     return cudlaStatus(dev->last_error.load());
   });
 }

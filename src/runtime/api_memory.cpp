@@ -1,4 +1,6 @@
-// Registered memory: host buffers mapped to distinct DLA addresses, per handle.
+// Registered memory: buffers mapped to distinct DLA addresses, per handle. With the CUDA backend the
+// buffers must be CUDA device memory (as on a Jetson); with the CPU backend on a machine with a GPU
+// either kind is taken (device memory is staged through pinned host memory in stream order).
 #include "cudla.h"
 #include "guard.h"
 #include "runtime_state.h"
@@ -22,14 +24,27 @@ extern "C" cudlaStatus cudlaMemRegister(cudlaDevHandle const devHandle, const ui
     if (reinterpret_cast<uintptr_t>(ptr) % 32)
       return fail_status(cudlaErrorInvalidAddress, fn, "pointer ", static_cast<const void*>(ptr),
                          " is not 32-byte aligned (the DLA requires it)");
+    bool device_memory = false;
+    if (dev->platform) {
+      try {
+        device_memory = dev->platform->memory_kind(ptr) == gpu::MemoryKind::kDevice;
+      } catch (const std::exception& e) {
+        return fail_status(cudlaErrorInvalidAddress, fn, "CUDA does not recognise ", static_cast<const void*>(ptr),
+                           ": ", e.what());
+      }
+      if (dev->gpu_compute && !device_memory)
+        return fail_status(cudlaErrorInvalidAddress, fn, "pointer ", static_cast<const void*>(ptr),
+                           " is host memory; in hybrid mode register CUDA device memory (cudaMalloc), as on a "
+                           "Jetson, or set SOFTDLA_BACKEND=cpu to run on host memory");
+    }
     std::lock_guard<std::mutex> lock(dev->state_mutex);
     if (!dev->alive) return fail_status(cudlaErrorInvalidDevice, fn, "device handle was destroyed");
     for (const auto& [addr, region] : dev->regions)
-      if (region.host == reinterpret_cast<const uint8_t*>(ptr))
+      if (region.base == reinterpret_cast<const uint8_t*>(ptr))
         return fail_status(cudlaErrorMemoryRegistered, fn, "pointer ", static_cast<const void*>(ptr),
                            " is already registered on this handle");
     const uint64_t addr = allocate_dla_range(size);
-    dev->regions[addr] = {reinterpret_cast<const uint8_t*>(ptr), size, flags};
+    dev->regions[addr] = {reinterpret_cast<const uint8_t*>(ptr), size, flags, device_memory};
     *devPtr = reinterpret_cast<uint64_t*>(addr);
     return cudlaSuccess;
   });

@@ -53,6 +53,15 @@ extern "C" cudlaStatus cudlaModuleLoadFromMemory(cudlaDevHandle const devHandle,
     } catch (const Error& e) {
       return fail_status(cudlaErrorInvalidModule, fn, "bad loadable: ", e.what());
     }
+    if (dev->gpu_compute) {
+      try {
+        mod->gpu = dev->platform->load(mod->engine.model());
+      } catch (const std::exception& e) {
+        // Still usable: the CPU backend runs it in stream order.
+        log(LogLevel::kWarn, fn, ": the CUDA backend could not prepare this loadable (", e.what(),
+            "); its tasks run on the CPU backend");
+      }
+    }
     mod->device = dev;
     mod->stats_descriptors = {statistics_descriptor(mod->engine.model())};
     std::lock_guard<std::mutex> lock(dev->state_mutex);

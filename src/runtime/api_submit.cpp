@@ -1,13 +1,19 @@
 // Task submission. Every task of a call is validated before any runs; then the tasks run in array
-// order on the handle's emulated DLA core. Errors raised while a task runs (timeout, engine faults)
-// are stored for cudlaGetLastError; the submit itself has already returned success by then on a
-// Jetson, and softdla keeps that contract (docs/RUNTIME.md).
+// order. Three ways to run (docs/RUNTIME.md):
+//  * GPU compute: each task is enqueued on the caller's CUDA stream; the call returns at once.
+//  * CPU compute in stream order (a GPU is present and a stream is given, or the buffers are device
+//    memory): device buffers are copied to pinned host memory, the CPU engine runs in a host function
+//    on the stream, and the outputs are copied back, all enqueued on the stream.
+//  * CPU compute, synchronous: no stream and host buffers; the call returns when the tasks are done.
+// Errors raised while a task runs (timeout, engine faults) are stored for cudlaGetLastError; the
+// submit itself has already returned success by then on a Jetson, and softdla keeps that contract.
 #include <chrono>
 #include <cstring>
 
 #include "cudla.h"
 #include "guard.h"
 #include "runtime_state.h"
+#include "task.h"
 #include "softdla/cudla_ext.h"
 
 using namespace softdla;
@@ -18,12 +24,6 @@ namespace {
 constexpr uint32_t kKnownFlags = CUDLA_SUBMIT_NOOP | CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE | CUDLA_SUBMIT_DIAGNOSTICS_TASK;
 const char* const kFn = "cudlaSubmitTask";
 
-struct ResolvedTask {
-  std::shared_ptr<ModuleState> module;
-  std::vector<const void*> inputs;
-  std::vector<void*> outputs;
-  uint8_t* statistics = nullptr;  // null: profiling off for this task
-};
 
 // Host bytes behind a DLA address registered on this handle, if at least `need` bytes are there.
 const Region* resolve(const DeviceState& dev, const void* dla, uint64_t need, uint64_t& offset) {
@@ -54,6 +54,7 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
     return fail_status(cudlaErrorInvalidParam, kFn, "task ", index, ": numOutputTensors is ", t.numOutputTensors,
                        ", the module has ", m.outputs.size(), " outputs (+", stats, " statistics buffer)");
   out.module = dev.module;
+  bool on_device = false;
   auto check = [&](const void* p, uint64_t need, const char* kind, size_t i, bool statistics) -> const uint8_t* {
     uint64_t offset = 0;
     const Region* r = p ? resolve(dev, p, need, offset) : nullptr;
@@ -68,20 +69,28 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
                   " must be registered with CUDLA_TASK_STATISTICS");
       return nullptr;
     }
-    return r->host + offset;
+    on_device = r->device;
+    out.any_device_memory |= r->device;
+    return r->base + offset;
   };
   for (size_t i = 0; i < m.inputs.size(); ++i) {
     const uint8_t* host = check(t.inputTensor[i], m.inputs[i].desc.size, "input", i, false);
     if (!host) return cudlaErrorInvalidAddress;
     out.inputs.push_back(host);
+    out.input_on_device.push_back(on_device);
   }
   for (size_t i = 0; i < t.numOutputTensors; ++i) {
     const bool is_stats = i >= m.outputs.size();
     const uint64_t need = is_stats ? dev.module->stats_descriptors[i - m.outputs.size()].size : m.outputs[i].desc.size;
     const uint8_t* host = check(t.outputTensor[i], need, is_stats ? "statistics output" : "output", i, is_stats);
     if (!host) return cudlaErrorInvalidAddress;
-    if (is_stats) out.statistics = const_cast<uint8_t*>(host);
-    else out.outputs.push_back(const_cast<uint8_t*>(host));
+    if (is_stats) {
+      out.statistics = const_cast<uint8_t*>(host);
+      out.statistics_on_device = on_device;
+    } else {
+      out.outputs.push_back(const_cast<uint8_t*>(host));
+      out.output_on_device.push_back(on_device);
+    }
   }
   return cudlaSuccess;
 }
@@ -100,7 +109,9 @@ void write_statistics(uint8_t* buffer, const std::vector<OpTiming>& timings, uin
   }
 }
 
-cudlaStatus run_task(DeviceState& dev, const ResolvedTask& t) {
+}  // namespace
+
+cudlaStatus softdla::rt::run_task(DeviceState& dev, const ResolvedTask& t) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(dev.timeout_ms.load());
@@ -122,7 +133,6 @@ cudlaStatus run_task(DeviceState& dev, const ResolvedTask& t) {
   return cudlaSuccess;
 }
 
-}  // namespace
 
 extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cudlaTask* const ptrToTasks,
                                        uint32_t const numTasks, void* const stream, uint32_t const flags) {
@@ -136,22 +146,61 @@ extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cud
                          "fault diagnostics tasks test DLA silicon; a software DLA has none (docs/RUNTIME.md)");
     if (dev->mode == CUDLA_STANDALONE && stream)
       return fail_status(cudlaErrorInvalidParam, kFn, "standalone handles take no stream; pass NULL");
-    if (dev->mode == CUDLA_CUDA_DLA && stream)
+    if (dev->mode == CUDLA_CUDA_DLA && stream && !dev->platform)
       return fail_status(cudlaErrorUnsupportedOperation, kFn,
-                         "this libcudla has no CUDA backend active, so it cannot order work on a CUDA stream; "
-                         "pass stream NULL to run synchronously (docs/RUNTIME.md)");
+                         "no CUDA GPU is available (", gpu::unavailable_reason(),
+                         "), so tasks cannot be ordered on a CUDA stream; pass stream NULL to run synchronously "
+                         "(docs/RUNTIME.md)");
+    // Stream-ordered work needs a stream that is not being captured (NVIDIA documents this).
+    const bool stream_ordered = dev->mode == CUDLA_CUDA_DLA && dev->platform && (stream || dev->gpu_compute);
+    if (stream_ordered) {
+      bool capturing = false;
+      try {
+        capturing = dev->platform->capturing(stream);
+      } catch (const std::exception& e) {
+        return fail_status(cudlaErrorInvalidParam, kFn, "stream ", stream, " is not a usable CUDA stream: ", e.what());
+      }
+      if (capturing)
+        return fail_status(cudlaErrorUnsupportedOperation, kFn,
+                           "the stream is being captured into a CUDA graph; cuDLA tasks cannot be captured "
+                           "(submit outside the capture)");
+    }
 
     std::vector<ResolvedTask> tasks(numTasks);
     {
       std::lock_guard<std::mutex> lock(dev->state_mutex);
       if (!dev->alive) return fail_status(cudlaErrorInvalidDevice, kFn, "device handle was destroyed");
+      reap_staged(*dev, false);
       for (uint32_t i = 0; i < numTasks; ++i)
         if (const cudlaStatus s = resolve_task(*dev, ptrToTasks[i], i, tasks[i]); s != cudlaSuccess) return s;
     }
     if (flags & CUDLA_SUBMIT_NOOP) return cudlaSuccess;  // validated; nothing runs
 
+    const bool take_lock = !(flags & CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE);
     std::unique_lock<std::mutex> exec(registry().cores[dev->core].exec_mutex, std::defer_lock);
-    if (!(flags & CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE)) exec.lock();
+    if (tasks[0].module->gpu) {
+      if (take_lock) exec.lock();
+      for (const ResolvedTask& t : tasks) {
+        try {
+          t.module->gpu->enqueue(t.inputs.data(), t.outputs.data(), t.statistics, dev->tasks_done++, stream);
+        } catch (const std::exception& e) {
+          return fail_status(cudlaErrorCuda, kFn, "could not enqueue the task on the GPU: ", e.what());
+        }
+      }
+      dev->last_error = cudlaSuccess;
+      return cudlaSuccess;
+    }
+    bool any_device_memory = false;
+    for (const ResolvedTask& t : tasks) any_device_memory |= t.any_device_memory;
+    if (stream || any_device_memory) {
+      try {
+        enqueue_cpu_tasks(*dev, std::move(tasks), stream, take_lock);
+      } catch (const std::exception& e) {
+        return fail_status(cudlaErrorCuda, kFn, "could not enqueue the task on the stream: ", e.what());
+      }
+      return cudlaSuccess;
+    }
+    if (take_lock) exec.lock();
     for (const ResolvedTask& t : tasks) {
       const cudlaStatus s = run_task(*dev, t);
       dev->last_error = s;

@@ -17,6 +17,7 @@
 
 #include "cudla.h"
 #include "engine.h"
+#include "gpu_backend.h"
 
 namespace softdla::rt {
 
@@ -29,16 +30,25 @@ struct Core {
 };
 
 struct Region {
-  const uint8_t* host = nullptr;
+  const uint8_t* base = nullptr;  // host memory, or CUDA device memory when `device` is set
   size_t size = 0;
   uint32_t flags = 0;  // cudlaAccessPermissionFlags used at registration
+  bool device = false;
 };
+
+struct StagedTask;  // a CPU-backend task running in CUDA stream order (api_submit.cpp)
 
 struct ModuleState;
 
 struct DeviceState {
+  DeviceState();  // both in stream_tasks.cpp, where StagedTask is complete
+  ~DeviceState();
   uint64_t core = 0;
   uint32_t mode = CUDLA_CUDA_DLA;
+  // The CUDA device when this process has one (CUDA streams and memory can then be used), and
+  // whether this handle computes on it (else on the CPU backend). Fixed at creation.
+  gpu::Platform* platform = nullptr;
+  bool gpu_compute = false;
   std::mutex state_mutex;
   bool alive = true;
   std::shared_ptr<ModuleState> module;            // at most one
@@ -47,11 +57,14 @@ struct DeviceState {
   std::atomic<uint32_t> timeout_ms{kDefaultTimeoutMs};
   std::atomic<int32_t> last_error{cudlaSuccess};  // status of the most recent task
   std::atomic<uint64_t> tasks_done{0};
+  std::vector<std::unique_ptr<StagedTask>> staged;  // guarded by state_mutex; reaped when done
 };
 
 struct ModuleState {
   explicit ModuleState(Model m) : engine(std::move(m)) {}
+  ~ModuleState();
   Engine engine;
+  std::unique_ptr<gpu::Module> gpu;  // set when the handle computes on the GPU
   std::weak_ptr<DeviceState> device;
   cudlaModule handle = nullptr;
   bool loaded = true;  // guarded by the device's state_mutex
@@ -81,5 +94,9 @@ uint64_t allocate_dla_range(size_t size);
 
 // The statistics buffer size and descriptor for a model (docs/RUNTIME.md).
 TensorDescriptor statistics_descriptor(const Model& m);
+
+// Waits for the handle's stream-ordered CPU tasks and frees the finished ones (all of them with
+// `wait_all`). Caller holds dev.state_mutex.
+void reap_staged(DeviceState& dev, bool wait_all);
 
 }  // namespace softdla::rt

@@ -39,16 +39,34 @@ def lib():
         _lib.softdla_engine_num_inputs.restype = ctypes.c_uint32
         _lib.softdla_engine_num_outputs.argtypes = [ctypes.c_void_p]
         _lib.softdla_engine_num_outputs.restype = ctypes.c_uint32
+        _lib.softdla_gpu_available.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _lib.softdla_engine_use_gpu.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         _lib.softdla_engine_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
     return _lib
 
 
+def gpu_available():
+    """(True, device description) when the CUDA backend can run, else (False, reason)."""
+    why = ctypes.create_string_buffer(512)
+    ok = lib().softdla_gpu_available(why, 512) == 1
+    return ok, why.value.decode()
+
+
+def default_backend():
+    """SOFTDLA_TEST_BACKEND=cuda runs every engine-level test on the CUDA backend."""
+    return os.environ.get("SOFTDLA_TEST_BACKEND", "cpu")
+
+
 class Engine:
-    def __init__(self, loadable: bytes):
+    def __init__(self, loadable: bytes, backend=None):
         self.h = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         if lib().softdla_engine_load(loadable, len(loadable), ctypes.byref(self.h), err, 1024) != 0:
+            raise EngineError(err.value.decode())
+        self.blob = bytes(loadable)
+        self.backend = backend or default_backend()
+        if self.backend == "cuda" and lib().softdla_engine_use_gpu(self.h, err, 1024) != 0:
             raise EngineError(err.value.decode())
 
     def __del__(self):
@@ -103,15 +121,38 @@ class Engine:
         return run, out_bufs
 
     def run_raw(self, inputs, n_outputs):
-        """inputs: list of bytes in the bound formats. Returns output byte buffers."""
+        """inputs: list of bytes in the bound formats. Returns output byte buffers. On the CUDA backend
+        the same inputs also run on the CPU backend and the two must agree (INT8 byte for byte)."""
         run, out_bufs = self.prepare(inputs, n_outputs)
         run()
-        return [b.raw for b in out_bufs]
+        out = [b.raw for b in out_bufs]
+        if self.backend == "cuda":
+            cpu = Engine(self.blob, backend="cpu").run_raw(inputs, n_outputs)
+            assert_backends_agree(cpu, out, [NP_TYPES[i.dtype] for i in self.io_info(True)[:n_outputs]])
+        return out
+
+
+def assert_backends_agree(cpu_out, gpu_out, dtypes):
+    """The CUDA backend's outputs against the CPU backend's: INT8 byte for byte, FP16 within the stated
+    tolerance (docs/NUMERICS.md), FP32 within float rounding."""
+    for c, g, dt in zip(cpu_out, gpu_out, dtypes):
+        if np.dtype(dt) == np.int8:
+            assert c == g, f"INT8 output differs between CPU and CUDA backends in {sum(a != b for a, b in zip(c, g))} bytes"
+        else:
+            a = np.frombuffer(c, dt).astype(np.float64)
+            b = np.frombuffer(g, dt).astype(np.float64)
+            assert np.array_equal(np.isnan(a), np.isnan(b)), "NaN positions differ between backends"
+            a, b = np.nan_to_num(a), np.nan_to_num(b)
+            tol = 2e-3 if np.dtype(dt) == np.float16 else 1e-5
+            assert np.linalg.norm(a - b) <= tol * max(np.linalg.norm(a), 1e-30) + 1e-6, "float outputs differ"
 
 
 def run_graph(g, *arrays):
-    """Serializes graph g, runs it with NCHW arrays (already in each input's dtype), returns NCHW outputs."""
-    eng = Engine(g.serialize())
+    """Serializes graph g, runs it with NCHW arrays (already in each input's dtype), returns NCHW outputs.
+    With SOFTDLA_TEST_BACKEND=cuda it runs on both backends (Engine.run_raw checks that they agree) and
+    returns the CUDA backend's outputs, which the caller then checks against its NumPy reference."""
+    blob = g.serialize()
+    eng = Engine(blob)
     raw_in = []
     for (t, fmt), a in zip(g.inputs, arrays):
         T = g.tensors[t]

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/PERFORMANCE.md and issue 6, on a machine with an NVIDIA GPU: the CUDA backend's
+# tests (whole networks and hybrid mode through NVIDIA's cuda.bindings), every op suite re-run on the
+# GPU with byte-for-byte INT8 comparison against the CPU backend, compute-sanitizer on a subset, and
+# the ResNet-50 benchmark against PyTorch. Logs go to $OUT (default /tmp/softdla-gpu).
+#   SOFTDLA_BUILD_DIR=build scripts/gpu_check.sh [tests|sanitize|bench]...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/softdla-gpu}
+mkdir -p "$OUT"
+export SOFTDLA_BUILD_DIR=${SOFTDLA_BUILD_DIR:-build}
+export LD_LIBRARY_PATH="$SOFTDLA_BUILD_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+steps=("$@")
+((${#steps[@]})) || steps=(tests sanitize bench)
+status=0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+for step in "${steps[@]}"; do
+  case $step in
+    tests)
+      echo "== CUDA backend tests"
+      $PY -m pytest -q -p no:cacheprovider tests/python/test_cuda_backend.py 2>&1 | tee "$OUT/test_cuda_backend.log" | tail -15
+      ((PIPESTATUS[0])) && status=1
+      echo "== op suites on the GPU (INT8 byte-identical to the CPU backend)"
+      SOFTDLA_TEST_BACKEND=cuda $PY -m pytest -q -p no:cacheprovider tests/python/test_conv.py \
+        tests/python/test_sdp_ops.py tests/python/test_other_ops.py tests/python/test_formats.py \
+        tests/python/test_builder_models.py tests/python/test_builder_ops.py 2>&1 | tee "$OUT/test_ops_gpu.log" | tail -15
+      ((PIPESTATUS[0])) && status=1
+      ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        echo "== compute-sanitizer --tool $tool (a network per precision)"
+        compute-sanitizer --tool $tool --error-exitcode 9 --target-processes all \
+          $PY -m pytest -q -p no:cacheprovider tests/python/test_cuda_backend.py -k "resnet_like" 2>&1 \
+          | tee "$OUT/sanitizer_$tool.log" | tail -6
+        ((PIPESTATUS[0])) && status=1
+      done
+      ;;
+    bench)
+      echo "== ResNet-50 vs PyTorch"
+      $PY bench/resnet50_gpu.py --build-dir "$SOFTDLA_BUILD_DIR" --json "$OUT/resnet50.json" 2>&1 | tee "$OUT/bench.log" | tail -12
+      ((PIPESTATUS[0])) && status=1
+      ;;
+  esac
+done
+exit $status

@@ -1,0 +1,315 @@
+// Convolution on the GPU. Dense and grouped convolutions are im2col + a cuBLASLt matrix product on the
+// tensor cores (INT8 x INT8 -> INT32, exact; FP16 x FP16 -> FP32), followed by one epilogue kernel
+// that runs the SDP chain and writes the output type. Depthwise convolutions (one input channel per
+// group) and deconvolutions are direct kernels with the SDP chain fused. INT8 sums are exact in int32:
+// a product is at most 2^14 in magnitude and the builder limits a reduction to fewer than 2^17 terms.
+#include <stdexcept>
+#include <string>
+
+#include "sdp_device.cuh"
+
+namespace softdla::gpu {
+namespace {
+
+constexpr uint32_t kKAlign = 16;  // reduction length padding: 16-byte rows for the tensor cores
+constexpr uint64_t kMaxExactTerms = uint64_t(1) << 17;
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+struct Geometry {
+  uint32_t N, C, H, W, K, R, S, OH, OW, groups, Cg, Kg;
+  uint32_t sh, sw, dh, dw, pt, pl;
+  uint32_t kdim() const { return Cg * R * S; }
+};
+
+// Element types: storage in memory, and the type the tensor cores read.
+template <class T> struct GemmType;
+template <> struct GemmType<int8_t> { using In = int8_t; using Acc = int32_t; };
+template <> struct GemmType<uint16_t> { using In = __half; using Acc = float; };
+template <> struct GemmType<float> { using In = float; using Acc = float; };
+
+// col[n][pixel][kk] = input sample of reduction index kk (c, r, s) for output pixel; zero padded.
+template <class T>
+__global__ void im2col_kernel(const T* __restrict x, T* __restrict col, Geometry g, uint32_t group, uint32_t kpad) {
+  const uint64_t ohw = uint64_t(g.OH) * g.OW, total = uint64_t(g.N) * ohw * kpad;
+  const uint32_t rs = g.R * g.S;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t kk = uint32_t(i % kpad);
+    const uint64_t np = i / kpad;
+    const uint32_t p = uint32_t(np % ohw), n = uint32_t(np / ohw);
+    T v = T(0);
+    if (kk < g.Cg * rs) {
+      const uint32_t c = kk / rs, r = (kk % rs) / g.S, s = kk % g.S;
+      const int64_t ih = int64_t(p / g.OW) * g.sh - g.pt + int64_t(r) * g.dh;
+      const int64_t iw = int64_t(p % g.OW) * g.sw - g.pl + int64_t(s) * g.dw;
+      if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+        v = x[((uint64_t(n) * g.C + uint64_t(group) * g.Cg + c) * g.H + uint64_t(ih)) * g.W + uint64_t(iw)];
+    }
+    col[i] = v;
+  }
+}
+
+// acc is [N][K][ldd] (pixels innermost); writes the NCHW output through the SDP chain.
+template <class T, class Acc>
+__global__ void epilogue_kernel(const Acc* __restrict acc, T* __restrict y, Geometry g, uint64_t ldd,
+                                const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+  const uint64_t ohw = uint64_t(g.OH) * g.OW, total = uint64_t(g.N) * g.K * ohw;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t p = uint32_t(i % ohw);
+    const uint64_t nk = i / ohw;
+    const uint32_t k = uint32_t(nk % g.K), n = uint32_t(nk / g.K);
+    const Acc a = acc[nk * ldd + p];
+    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, a, n, k, p, ops);
+    else store_f(y, i, chain_float(chain, a, n, k, p, ops));
+  }
+}
+
+// One input channel per group: a direct sliding window per output element.
+template <class T>
+__global__ void depthwise_kernel(const T* __restrict x, const T* __restrict w, T* __restrict y, Geometry g,
+                                 const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+  const uint64_t ohw = uint64_t(g.OH) * g.OW, total = uint64_t(g.N) * g.K * ohw;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t p = uint32_t(i % ohw), oh = p / g.OW, ow = p % g.OW;
+    const uint64_t nk = i / ohw;
+    const uint32_t k = uint32_t(nk % g.K), n = uint32_t(nk / g.K), c = k / g.Kg;
+    const T* plane = x + (uint64_t(n) * g.C + c) * g.H * g.W;
+    const T* wk = w + uint64_t(k) * g.R * g.S;
+    if constexpr (std::is_same_v<T, int8_t>) {
+      int32_t acc = 0;
+      for (uint32_t r = 0; r < g.R; ++r) {
+        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+        if (ih < 0 || ih >= g.H) continue;
+        for (uint32_t s = 0; s < g.S; ++s) {
+          const int64_t iw = int64_t(ow) * g.sw - g.pl + int64_t(s) * g.dw;
+          if (iw >= 0 && iw < g.W) acc += int32_t(wk[r * g.S + s]) * int32_t(plane[ih * g.W + iw]);
+        }
+      }
+      y[i] = chain_int8(chain, acc, n, k, p, ops);
+    } else {
+      float acc = 0.f;
+      for (uint32_t r = 0; r < g.R; ++r) {
+        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+        if (ih < 0 || ih >= g.H) continue;
+        for (uint32_t s = 0; s < g.S; ++s) {
+          const int64_t iw = int64_t(ow) * g.sw - g.pl + int64_t(s) * g.dw;
+          if (iw >= 0 && iw < g.W) acc += load_f(wk, r * g.S + s) * load_f(plane, uint64_t(ih * g.W + iw));
+        }
+      }
+      store_f(y, i, chain_float(chain, acc, n, k, p, ops));
+    }
+  }
+}
+
+cudaDataType_t lt_type(DataType t, bool accumulator) {
+  if (t == DataType::kInt8) return accumulator ? CUDA_R_32I : CUDA_R_8I;
+  if (t == DataType::kFloat16) return accumulator ? CUDA_R_32F : CUDA_R_16F;
+  return CUDA_R_32F;
+}
+
+class ConvOp final : public GpuOp {
+ public:
+  ConvOp(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx)
+      : chain_(m, op, p.post), dtype_(m.tensors[op.outputs[0]].dtype), name_(op.name) {
+    const Shape& x = m.tensors[op.inputs[0]].shape;
+    const Shape& y = m.tensors[op.outputs[0]].shape;
+    const Constant& w = m.constants[p.weights];
+    g_ = {x[0], x[1], x[2], x[3], y[1], w.dims[2], w.dims[3], y[2], y[3], p.groups, x[1] / p.groups,
+          y[1] / p.groups, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.pad_top, p.pad_left};
+    if (dtype_ == DataType::kInt8 && g_.kdim() >= kMaxExactTerms)
+      throw std::runtime_error("op '" + op.name + "': reduction of " + std::to_string(g_.kdim()) +
+                               " terms could overflow int32 on the GPU");
+    depthwise_ = g_.Cg == 1;
+    const size_t elem = element_size(dtype_);
+    if (depthwise_) {
+      weights_ = DeviceBuffer(w.data.data(), w.data.size());
+      return;
+    }
+    // Weights [K][kdim] -> [K][kpad], zero padded.
+    kpad_ = uint32_t(round_up(g_.kdim(), kKAlign));
+    std::vector<uint8_t> padded(size_t(g_.K) * kpad_ * elem, 0);
+    for (uint32_t k = 0; k < g_.K; ++k)
+      std::memcpy(padded.data() + size_t(k) * kpad_ * elem, w.data.data() + size_t(k) * g_.kdim() * elem,
+                  size_t(g_.kdim()) * elem);
+    weights_ = upload(padded);
+    ohw_ = uint64_t(g_.OH) * g_.OW;
+    ldd_ = round_up(ohw_, 4);
+    col_bytes_ = round_up(uint64_t(g_.N) * ohw_ * kpad_ * elem, 256);
+    acc_bytes_ = uint64_t(g_.N) * g_.K * ldd_ * 4;
+    plan_gemm(ctx);
+  }
+  ~ConvOp() override {
+    if (matmul_) cublasLtMatmulDescDestroy(matmul_);
+    for (auto* l : {a_, b_, d_})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+
+  size_t scratch_bytes() const override { return depthwise_ ? 0 : col_bytes_ + acc_bytes_; }
+
+  void enqueue(const GpuOpIo& io, const OpContext& ctx, cudaStream_t stream) const override {
+    const Operands ops = operands_of(io);
+    const uint64_t out_count = uint64_t(g_.N) * g_.K * g_.OH * g_.OW;
+    if (depthwise_) {
+      dispatch([&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        depthwise_kernel<T><<<blocks_for(out_count), kThreads, 0, stream>>>(
+            static_cast<const T*>(io.inputs[0]), weights_.as<T>(), static_cast<T*>(io.output), g_, chain_.chain(), ops);
+      });
+      return check_launch("depthwise_kernel");
+    }
+    uint8_t* col = static_cast<uint8_t*>(io.scratch);
+    void* acc = col + col_bytes_;
+    const size_t elem = element_size(dtype_);
+    for (uint32_t grp = 0; grp < g_.groups; ++grp) {
+      dispatch([&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        im2col_kernel<T><<<blocks_for(uint64_t(g_.N) * ohw_ * kpad_), kThreads, 0, stream>>>(
+            static_cast<const T*>(io.inputs[0]), reinterpret_cast<T*>(col), g_, grp, kpad_);
+      });
+      check_launch("im2col_kernel");
+      const int32_t one_i = 1, zero_i = 0;
+      const float one_f = 1.f, zero_f = 0.f;
+      const bool integer = dtype_ == DataType::kInt8;
+      const void* alpha = integer ? static_cast<const void*>(&one_i) : &one_f;
+      const void* beta = integer ? static_cast<const void*>(&zero_i) : &zero_f;
+      const uint8_t* w = weights_.as<uint8_t>() + size_t(grp) * g_.Kg * kpad_ * elem;
+      uint8_t* d = static_cast<uint8_t*>(acc) + size_t(grp) * g_.Kg * ldd_ * 4;
+      SOFTDLA_LT(cublasLtMatmul(ctx.lt, matmul_, alpha, col, a_, w, b_, beta, d, d_, d, d_, &algo_, ctx.workspace,
+                                ctx.workspace_bytes, stream));
+    }
+    dispatch([&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      using Acc = typename GemmType<T>::Acc;
+      epilogue_kernel<T, Acc><<<blocks_for(out_count), kThreads, 0, stream>>>(
+          static_cast<const Acc*>(acc), static_cast<T*>(io.output), g_, ldd_, chain_.chain(), ops);
+    });
+    check_launch("epilogue_kernel");
+  }
+
+ private:
+  template <class Fn>
+  void dispatch(Fn&& fn) const {
+    if (dtype_ == DataType::kInt8) fn(static_cast<int8_t*>(nullptr));
+    else with_float_type(dtype_, fn);
+  }
+
+  // D[ldd x Kg] (per image) = col^T[pixels x kpad] * W^T: both operands K-major ("TN"), which the INT8
+  // tensor-core kernels require; the result is already NCHW (pixels innermost).
+  void plan_gemm(const OpContext& ctx) {
+    const bool integer = dtype_ == DataType::kInt8;
+    const cublasComputeType_t compute = integer ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F;
+    SOFTDLA_LT(cublasLtMatmulDescCreate(&matmul_, compute, integer ? CUDA_R_32I : CUDA_R_32F));
+    const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+    SOFTDLA_LT(cublasLtMatmulDescSetAttribute(matmul_, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    SOFTDLA_LT(cublasLtMatmulDescSetAttribute(matmul_, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n));
+    const cudaDataType_t in = lt_type(dtype_, false), out = lt_type(dtype_, true);
+    SOFTDLA_LT(cublasLtMatrixLayoutCreate(&a_, in, kpad_, ohw_, kpad_));
+    SOFTDLA_LT(cublasLtMatrixLayoutCreate(&b_, in, kpad_, g_.Kg, kpad_));
+    SOFTDLA_LT(cublasLtMatrixLayoutCreate(&d_, out, ohw_, g_.Kg, ldd_));
+    const int32_t batch = int32_t(g_.N);
+    const int64_t stride_a = int64_t(ohw_) * kpad_, stride_b = 0, stride_d = int64_t(g_.K) * ldd_;
+    for (auto [layout, stride] : {std::pair{a_, stride_a}, {b_, stride_b}, {d_, stride_d}}) {
+      SOFTDLA_LT(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+      SOFTDLA_LT(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                  sizeof stride));
+    }
+    cublasLtMatmulPreference_t pref = nullptr;
+    SOFTDLA_LT(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = ctx.workspace_bytes;
+    SOFTDLA_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, matmul_, a_, b_, d_, d_, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+      throw std::runtime_error("op '" + name_ + "': cuBLASLt has no kernel for this convolution (" +
+                               std::to_string(ohw_) + " x " + std::to_string(g_.Kg) + " x " + std::to_string(kpad_) + ")");
+    algo_ = result.algo;
+  }
+
+  ChainHolder chain_;
+  DataType dtype_;
+  std::string name_;
+  Geometry g_{};
+  bool depthwise_ = false;
+  uint32_t kpad_ = 0;
+  uint64_t ohw_ = 0, ldd_ = 0, col_bytes_ = 0, acc_bytes_ = 0;
+  DeviceBuffer weights_;
+  cublasLtMatmulDesc_t matmul_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+// out(n,k,oh,ow) = sum over c and the taps (r,s) with oh = ih*sh + r, ow = iw*sw + s.
+template <class T>
+__global__ void deconv_kernel(const T* __restrict x, const T* __restrict w, T* __restrict y, Shape in, Shape out,
+                              uint32_t R, uint32_t S, uint32_t sh, uint32_t sw,
+                              const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+  const uint64_t total = element_count(out);
+  const uint64_t ihw = uint64_t(in[2]) * in[3];
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    const Nchw o = unflatten(i, out);
+    int64_t acc_i = 0;
+    float acc_f = 0.f;
+    for (uint32_t r = 0; r < R; ++r) {
+      if (o.h < r || (o.h - r) % sh) continue;
+      const uint32_t ih = (o.h - r) / sh;
+      if (ih >= in[2]) continue;
+      for (uint32_t s = 0; s < S; ++s) {
+        if (o.w < s || (o.w - s) % sw) continue;
+        const uint32_t iw = (o.w - s) / sw;
+        if (iw >= in[3]) continue;
+        for (uint32_t c = 0; c < in[1]; ++c) {
+          const uint64_t xi = (uint64_t(o.n) * in[1] + c) * ihw + uint64_t(ih) * in[3] + iw;
+          const uint64_t wi = ((uint64_t(c) * out[1] + o.c) * R + r) * S + s;
+          if constexpr (std::is_same_v<T, int8_t>) acc_i += int64_t(x[xi]) * int64_t(w[wi]);
+          else acc_f += load_f(x, xi) * load_f(w, wi);
+        }
+      }
+    }
+    const uint32_t hw = o.h * out[3] + o.w;
+    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, num::sat32(acc_i), o.n, o.c, hw, ops);
+    else store_f(y, i, chain_float(chain, acc_f, o.n, o.c, hw, ops));
+  }
+}
+
+class DeconvOp final : public GpuOp {
+ public:
+  DeconvOp(const Model& m, const Op& op, const DeconvParams& p)
+      : chain_(m, op, p.post), dtype_(m.tensors[op.outputs[0]].dtype), in_(m.tensors[op.inputs[0]].shape),
+        out_(m.tensors[op.outputs[0]].shape), sh_(p.stride_h), sw_(p.stride_w) {
+    const Constant& w = m.constants[p.weights];
+    R_ = w.dims[2], S_ = w.dims[3];
+    weights_ = DeviceBuffer(w.data.data(), w.data.size());
+  }
+  void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
+    const Operands ops = operands_of(io);
+    auto launch = [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      deconv_kernel<T><<<blocks_for(element_count(out_)), kThreads, 0, stream>>>(
+          static_cast<const T*>(io.inputs[0]), weights_.as<T>(), static_cast<T*>(io.output), in_, out_, R_, S_, sh_,
+          sw_, chain_.chain(), ops);
+    };
+    if (dtype_ == DataType::kInt8) launch(static_cast<int8_t*>(nullptr));
+    else with_float_type(dtype_, launch);
+    check_launch("deconv_kernel");
+  }
+
+ private:
+  ChainHolder chain_;
+  DataType dtype_;
+  Shape in_, out_;
+  uint32_t sh_, sw_, R_ = 1, S_ = 1;
+  DeviceBuffer weights_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOp> make_gpu_conv(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx) {
+  return std::make_unique<ConvOp>(m, op, p, ctx);
+}
+std::unique_ptr<GpuOp> make_gpu_deconv(const Model& m, const Op& op, const DeconvParams& p) {
+  return std::make_unique<DeconvOp>(m, op, p);
+}
+
+}  // namespace softdla::gpu

@@ -1,0 +1,38 @@
+// Loading and storing one element of a float tensor on the device, with the CPU backend's exact
+// conversions (fp16 saturates to +-65504 instead of overflowing to infinity; docs/NUMERICS.md).
+#pragma once
+#include <cstdint>
+
+#include "model.h"
+#include "numerics.h"
+
+namespace softdla::gpu {
+
+__device__ inline float load_f(const float* p, uint64_t i) { return p[i]; }
+__device__ inline float load_f(const uint16_t* p, uint64_t i) { return num::half_to_float(p[i]); }
+__device__ inline void store_f(float* p, uint64_t i, float v) { p[i] = v; }
+__device__ inline void store_f(uint16_t* p, uint64_t i, float v) { p[i] = num::float_to_half(v); }
+
+// Runs fn with a null pointer of the storage type of a float tensor (float, or uint16_t for fp16).
+template <class Fn>
+void with_float_type(DataType t, Fn&& fn) {
+  if (t == DataType::kFloat16) fn(static_cast<uint16_t*>(nullptr));
+  else fn(static_cast<float*>(nullptr));
+}
+
+// Unpacks a flat NCHW index.
+struct Nchw {
+  uint32_t n, c, h, w;
+};
+__host__ __device__ inline Nchw unflatten(uint64_t i, const Shape& s) {
+  Nchw r;
+  r.w = uint32_t(i % s[3]);
+  i /= s[3];
+  r.h = uint32_t(i % s[2]);
+  i /= s[2];
+  r.c = uint32_t(i % s[1]);
+  r.n = uint32_t(i / s[1]);
+  return r;
+}
+
+}  // namespace softdla::gpu

@@ -1,0 +1,207 @@
+// A loadable on the GPU: constants uploaded once, one GpuOp per op, the memory plan's arena and the ops'
+// scratch in device memory. A task is one launch sequence (unpack inputs, ops in order, pack outputs),
+// captured once per set of I/O addresses into a CUDA graph and replayed on the caller's stream.
+#include <list>
+#include <mutex>
+#include <stdexcept>
+
+#include "gpu_backend.h"
+#include "gpu_module.h"
+#include "io_device.cuh"
+#include "io_layout.h"
+#include "softdla/cudla_ext.h"
+
+namespace softdla::gpu {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // cuBLASLt workspace
+constexpr size_t kGraphCacheSize = 8;
+
+__device__ inline uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void stamp_kernel(uint64_t* slot) { *slot = global_ns(); }
+
+// stamps: task start, then (start, end) per op. Writes docs/RUNTIME.md's statistics record.
+__global__ void statistics_kernel(const uint64_t* stamps, uint32_t ops, uint64_t task_index, uint8_t* out) {
+  const uint64_t t0 = stamps[0];
+  const uint64_t t_end = global_ns();
+  softdlaStatsHeader h{};
+  const char magic[8] = {'S', 'D', 'L', 'A', 'S', 'T', 'A', 'T'};
+  for (int i = 0; i < 8; ++i) h.magic[i] = magic[i];
+  h.version = SOFTDLA_STATS_VERSION;
+  h.numLayers = ops;
+  h.taskIndex = task_index;
+  h.taskMs = double(t_end - t0) * 1e-6;
+  memcpy(out, &h, sizeof h);
+  for (uint32_t i = 0; i < ops; ++i) {
+    const softdlaStatsRecord r{i, 0, double(stamps[1 + 2 * i] - t0) * 1e-6, double(stamps[2 + 2 * i] - t0) * 1e-6};
+    memcpy(out + sizeof h + i * sizeof r, &r, sizeof r);
+  }
+}
+
+class GpuModule final : public Module {
+ public:
+  explicit GpuModule(const Model& m) : model_(m) {
+    SOFTDLA_LT(cublasLtCreate(&ctx_.lt));
+    workspace_ = DeviceBuffer(kWorkspaceBytes);
+    ctx_.workspace = workspace_.get(), ctx_.workspace_bytes = kWorkspaceBytes;
+    for (const Constant& c : model_.constants) constants_.emplace_back(c.data.data(), c.data.size());
+    size_t scratch = 0;
+    for (size_t i = 0; i < model_.ops.size(); ++i) {
+      ops_.push_back(make_gpu_op(model_, i, ctx_));
+      scratch = std::max(scratch, ops_.back()->scratch_bytes());
+    }
+    scratch_ = DeviceBuffer(scratch);
+    arena_ = DeviceBuffer(std::max<uint64_t>(model_.memory_plan.arena_size, 1));
+    // Linear copies of I/O tensors bound in other formats.
+    for (const auto* list : {&model_.inputs, &model_.outputs})
+      for (const IoBinding& io : *list) {
+        const Tensor& t = model_.tensors[io.tensor];
+        io_linear_.emplace_back(io.format == TensorFormat::kLinear ? 0 : element_count(t.shape) * element_size(t.dtype));
+      }
+    stamps_ = DeviceBuffer(sizeof(uint64_t) * (1 + 2 * model_.ops.size()));
+    SOFTDLA_CUDA(cudaStreamCreateWithFlags(&capture_stream_, cudaStreamNonBlocking));
+    SOFTDLA_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+
+  ~GpuModule() override {
+    cudaEventSynchronize(done_);  // tasks in flight still use the buffers
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    cudaEventDestroy(done_);
+    cudaStreamDestroy(capture_stream_);
+    ops_.clear();
+    cublasLtDestroy(ctx_.lt);
+  }
+
+  void enqueue(const void* const* inputs, void* const* outputs, void* statistics, uint64_t task_index,
+               void* stream_ptr) override {
+    const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Tasks of this module share the arena: each waits for the previous one, whatever its stream.
+    SOFTDLA_CUDA(cudaStreamWaitEvent(stream, done_, 0));
+    if (statistics) {
+      record(inputs, outputs, static_cast<uint8_t*>(statistics), task_index, stream);
+    } else {
+      SOFTDLA_CUDA(cudaGraphLaunch(graph_for(inputs, outputs), stream));
+    }
+    SOFTDLA_CUDA(cudaEventRecord(done_, stream));
+  }
+
+  std::string poll_error() override {
+    const cudaError_t e = cudaEventQuery(done_);
+    if (e == cudaSuccess || e == cudaErrorNotReady) return {};
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  }
+
+ private:
+  using Key = std::vector<const void*>;
+
+  cudaGraphExec_t graph_for(const void* const* inputs, void* const* outputs) {
+    Key key(inputs, inputs + model_.inputs.size());
+    key.insert(key.end(), outputs, outputs + model_.outputs.size());
+    for (auto it = graphs_.begin(); it != graphs_.end(); ++it)
+      if (it->first == key) {
+        graphs_.splice(graphs_.begin(), graphs_, it);  // most recently used first
+        return it->second;
+      }
+    SOFTDLA_CUDA(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      record(inputs, outputs, nullptr, 0, capture_stream_);
+    } catch (...) {
+      cudaStreamEndCapture(capture_stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    SOFTDLA_CUDA(cudaStreamEndCapture(capture_stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(st, "cudaGraphInstantiate");
+    if (graphs_.size() == kGraphCacheSize) {
+      // The evicted graph may still run on some stream: wait for this module's last task first.
+      SOFTDLA_CUDA(cudaEventSynchronize(done_));
+      cudaGraphExecDestroy(graphs_.back().second);
+      graphs_.pop_back();
+    }
+    graphs_.emplace_front(std::move(key), exec);
+    return exec;
+  }
+
+  // The task's launch sequence on `stream`. With `statistics`, each op is bracketed by time stamps
+  // and the record is written at the end.
+  void record(const void* const* inputs, void* const* outputs, uint8_t* statistics, uint64_t task_index,
+              cudaStream_t stream) const {
+    uint64_t* stamps = stamps_.as<uint64_t>();
+    if (statistics) stamp(stamps, stream);
+    std::vector<const void*> where(model_.tensors.size(), nullptr);
+    uint8_t* arena = arena_.as<uint8_t>();
+    for (size_t t = 0; t < model_.tensors.size(); ++t) {
+      const Tensor& tensor = model_.tensors[t];
+      if (tensor.constant >= 0) where[t] = constants_[size_t(tensor.constant)].get();
+      else if (model_.memory_plan.offsets[t] < arena_.bytes()) where[t] = arena + model_.memory_plan.offsets[t];
+    }
+    const size_t nin = model_.inputs.size();
+    for (size_t i = 0; i < nin; ++i) {
+      const IoBinding& io = model_.inputs[i];
+      const Tensor& t = model_.tensors[io.tensor];
+      if (io.format == TensorFormat::kLinear) {
+        where[io.tensor] = inputs[i];
+      } else {
+        where[io.tensor] = io_linear_[i].get();
+        enqueue_unpack(inputs[i], io_layout(t.shape, t.dtype, io.format, model_.target), t.shape, io_linear_[i].get(),
+                       stream);
+      }
+    }
+    for (size_t i = 0; i < model_.outputs.size(); ++i) {
+      const IoBinding& io = model_.outputs[i];
+      where[io.tensor] = io.format == TensorFormat::kLinear ? outputs[i] : io_linear_[nin + i].get();
+    }
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = model_.ops[i];
+      GpuOpIo io;
+      for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
+      io.output = const_cast<void*>(where[op.outputs[0]]);
+      io.scratch = scratch_.get();
+      if (statistics) stamp(stamps + 1 + 2 * i, stream);
+      ops_[i]->enqueue(io, ctx_, stream);
+      if (statistics) stamp(stamps + 2 + 2 * i, stream);
+    }
+    for (size_t i = 0; i < model_.outputs.size(); ++i) {
+      const IoBinding& io = model_.outputs[i];
+      const Tensor& t = model_.tensors[io.tensor];
+      if (io.format != TensorFormat::kLinear)
+        enqueue_pack(io_linear_[nin + i].get(), t.shape, io_layout(t.shape, t.dtype, io.format, model_.target),
+                     outputs[i], stream);
+    }
+    if (statistics) {
+      statistics_kernel<<<1, 1, 0, stream>>>(stamps, uint32_t(ops_.size()), task_index, statistics);
+      check_launch("statistics_kernel");
+    }
+  }
+
+  static void stamp(uint64_t* slot, cudaStream_t stream) {
+    stamp_kernel<<<1, 1, 0, stream>>>(slot);
+    check_launch("stamp_kernel");
+  }
+
+  Model model_;
+  OpContext ctx_;
+  DeviceBuffer workspace_, scratch_, arena_, stamps_;
+  std::vector<DeviceBuffer> constants_, io_linear_;
+  std::vector<std::unique_ptr<GpuOp>> ops_;
+  cudaStream_t capture_stream_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  std::mutex mutex_;
+  std::list<std::pair<Key, cudaGraphExec_t>> graphs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> load_module(const Model& m) { return std::make_unique<GpuModule>(m); }
+
+}  // namespace softdla::gpu

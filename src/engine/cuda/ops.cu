@@ -1,0 +1,415 @@
+// The non-convolution ops on the GPU, one thread per output element (or per softmax row). Each mirrors
+// its CPU kernel in src/engine/cpu/ operation for operation, so INT8 results are byte-identical and
+// float results differ only by the order of float sums and the device's exp/pow/tanh.
+#include <cfloat>
+#include <cmath>
+
+#include "sdp_device.cuh"
+
+namespace softdla::gpu {
+namespace {
+
+#define SOFTDLA_GRID_STRIDE(i, total) \
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < (total); i += uint64_t(gridDim.x) * blockDim.x)
+
+// Calls fn with a null pointer of the tensor's storage type (int8_t, uint16_t for fp16, float).
+template <class Fn>
+void dispatch(DataType t, Fn&& fn) {
+  if (t == DataType::kInt8) fn(static_cast<int8_t*>(nullptr));
+  else with_float_type(t, fn);
+}
+
+// ---- standalone SDP ----
+template <class T>
+__global__ void sdp_kernel(const T* __restrict x, T* __restrict y, Shape s, const __grid_constant__ DevChain chain,
+                           const __grid_constant__ Operands ops) {
+  const uint64_t hw = uint64_t(s[2]) * s[3];
+  SOFTDLA_GRID_STRIDE(i, element_count(s)) {
+    const uint64_t nc = i / hw;
+    const uint32_t c = uint32_t(nc % s[1]), n = uint32_t(nc / s[1]), p = uint32_t(i % hw);
+    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, x[i], n, c, p, ops);
+    else store_f(y, i, chain_float(chain, load_f(x, i), n, c, p, ops));
+  }
+}
+
+class SdpOp final : public GpuOp {
+ public:
+  SdpOp(const Model& m, const Op& op, const SdpParams& p)
+      : chain_(m, op, p), dtype_(m.tensors[op.outputs[0]].dtype), shape_(m.tensors[op.outputs[0]].shape) {}
+  void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
+    const Operands ops = operands_of(io);
+    dispatch(dtype_, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      sdp_kernel<T><<<blocks_for(element_count(shape_)), kThreads, 0, stream>>>(
+          static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), shape_, chain_.chain(), ops);
+    });
+    check_launch("sdp_kernel");
+  }
+
+ private:
+  ChainHolder chain_;
+  DataType dtype_;
+  Shape shape_;
+};
+
+// ---- pooling ----
+template <class T>
+__global__ void pool_kernel(const T* __restrict x, T* __restrict y, Shape in, Shape out, PoolParams p) {
+  SOFTDLA_GRID_STRIDE(i, element_count(out)) {
+    const Nchw o = unflatten(i, out);
+    const int64_t H = in[2], W = in[3];
+    const T* plane = x + (uint64_t(o.n) * in[1] + o.c) * uint64_t(H * W);
+    const int64_t h0 = int64_t(o.h) * p.stride_h - p.pad_top, w0 = int64_t(o.w) * p.stride_w - p.pad_left;
+    const int64_t hb = h0 > 0 ? h0 : 0, he = h0 + p.kernel_h < H ? h0 + p.kernel_h : H;
+    const int64_t wb = w0 > 0 ? w0 : 0, we = w0 + p.kernel_w < W ? w0 + p.kernel_w : W;
+    const unsigned kh = p.exclude_padding ? unsigned(he - hb) : p.kernel_h;
+    const unsigned kw = p.exclude_padding ? unsigned(we - wb) : p.kernel_w;
+    const bool is_max = p.kind == PoolKind::kMax;
+    if constexpr (std::is_same_v<T, int8_t>) {
+      int64_t acc = is_max ? -128 : 0;
+      for (int64_t h = hb; h < he; ++h)
+        for (int64_t w = wb; w < we; ++w) {
+          const int64_t v = plane[h * W + w];
+          acc = is_max ? (acc > v ? acc : v) : acc + v;
+        }
+      if (!is_max) {
+        acc = num::rshift_rhaz(acc * num::q16_reciprocal(kw), 16);
+        acc = num::rshift_rhaz(acc * num::q16_reciprocal(kh), 16);
+      }
+      y[i] = num::sat8(acc);
+    } else {
+      float acc = is_max ? -INFINITY : 0.f;
+      bool nan = false;
+      for (int64_t h = hb; h < he; ++h)
+        for (int64_t w = wb; w < we; ++w) {
+          const float v = load_f(plane, uint64_t(h * W + w));
+          nan |= isnan(v);
+          acc = is_max ? (acc < v ? v : acc) : acc + v;
+        }
+      if (!is_max) acc /= float(kh * kw);
+      store_f(y, i, nan ? NAN : acc);
+    }
+  }
+}
+
+// ---- LRN (float) ----
+template <class T>
+__global__ void lrn_kernel(const T* __restrict x, T* __restrict y, Shape s, LrnParams p) {
+  const uint64_t hw = uint64_t(s[2]) * s[3];
+  const int64_t before = (int64_t(p.size) - 1) / 2, after = int64_t(p.size) - 1 - before;
+  SOFTDLA_GRID_STRIDE(i, element_count(s)) {
+    const uint64_t q = i % hw, nc = i / hw;
+    const int64_t c = int64_t(nc % s[1]), n = int64_t(nc / s[1]), C = s[1];
+    float sq = 0.f;
+    const int64_t lo = c - before > 0 ? c - before : 0, hi = c + after < C - 1 ? c + after : C - 1;
+    for (int64_t j = lo; j <= hi; ++j) {
+      const float v = load_f(x, (uint64_t(n) * C + uint64_t(j)) * hw + q);
+      sq += v * v;
+    }
+    store_f(y, i, load_f(x, i) / powf(p.bias + p.alpha / float(p.size) * sq, p.beta));
+  }
+}
+
+// ---- resize ----
+__device__ int64_t nearest_source(int64_t i, int64_t s, int64_t n, NearestRounding rule) {
+  int64_t src;
+  if (rule == NearestRounding::kAsymmetricFloor) {
+    src = i / s;
+  } else if (rule == NearestRounding::kHalfPixelRoundDown) {
+    const int64_t num = 2 * i + 1 - 2 * s, den = 2 * s;
+    src = num >= 0 ? (num + den - 1) / den : -((-num) / den);
+  } else {
+    src = (2 * i + 1) / (2 * s);
+  }
+  return src < 0 ? 0 : (src > n - 1 ? n - 1 : src);
+}
+
+template <class T>
+__global__ void resize_kernel(const T* __restrict x, T* __restrict y, Shape in, Shape out, ResizeParams p) {
+  SOFTDLA_GRID_STRIDE(i, element_count(out)) {
+    const Nchw o = unflatten(i, out);
+    const int64_t H = in[2], W = in[3], sh = p.scale_h, sw = p.scale_w;
+    const T* plane = x + (uint64_t(o.n) * in[1] + o.c) * uint64_t(H * W);
+    if (p.mode == ResizeMode::kNearest) {
+      y[i] = plane[nearest_source(o.h, sh, H, p.nearest) * W + nearest_source(o.w, sw, W, p.nearest)];
+      continue;
+    }
+    int64_t ys[2], xs[2], wy[2], wx[2];
+    const int64_t axes_i[2] = {o.h, o.w}, axes_s[2] = {sh, sw}, axes_n[2] = {H, W};
+    int64_t* taps[2] = {ys, xs};
+    int64_t* weights[2] = {wy, wx};
+    for (int a = 0; a < 2; ++a) {  // bilinear taps: x = num / (2s), clamped at 0 and n - 1
+      const int64_t den = 2 * axes_s[a], n = axes_n[a];
+      int64_t num = 2 * axes_i[a] + 1 - axes_s[a];
+      num = num > 0 ? num : 0;
+      int64_t x0 = num / den, frac = num % den;
+      if (x0 >= n - 1) x0 = n - 1, frac = 0;
+      taps[a][0] = x0, taps[a][1] = x0 + 1 < n - 1 ? x0 + 1 : n - 1;
+      weights[a][0] = den - frac, weights[a][1] = frac;
+    }
+    const int64_t dh = 2 * sh, dw = 2 * sw;
+    if constexpr (std::is_same_v<T, int8_t>) {
+      int64_t acc = 0;
+      for (int a = 0; a < 2; ++a)
+        for (int c = 0; c < 2; ++c) acc += wy[a] * wx[c] * plane[ys[a] * W + xs[c]];
+      y[i] = num::sat8(num::div_rhaz(acc, dh * dw));
+    } else {
+      float acc = 0.f;
+      for (int a = 0; a < 2; ++a)
+        for (int c = 0; c < 2; ++c)
+          acc += float(wy[a] * wx[c]) / float(dh * dw) * load_f(plane, uint64_t(ys[a] * W + xs[c]));
+      store_f(y, i, acc);
+    }
+  }
+}
+
+// ---- softmax (float), one thread per row ----
+template <class T>
+__global__ void softmax_kernel(const T* __restrict x, T* __restrict y, uint64_t rows, uint64_t len, uint64_t inner) {
+  SOFTDLA_GRID_STRIDE(r, rows) {
+    const uint64_t base = (r / inner) * len * inner + r % inner;
+    float mx = -INFINITY;
+    for (uint64_t i = 0; i < len; ++i) {
+      const float v = load_f(x, base + i * inner);
+      mx = mx < v ? v : mx;  // std::max
+    }
+    float sum = 0.f;
+    for (uint64_t i = 0; i < len; ++i) sum += expf(load_f(x, base + i * inner) - mx);
+    for (uint64_t i = 0; i < len; ++i) store_f(y, base + i * inner, expf(load_f(x, base + i * inner) - mx) / sum);
+  }
+}
+
+// Ops whose kernel takes (input, output, shapes, params) and runs one thread per output element.
+template <class Params, int Kind>
+class ElementOp final : public GpuOp {
+ public:
+  ElementOp(const Model& m, const Op& op, const Params& p)
+      : p_(p), dtype_(m.tensors[op.outputs[0]].dtype), in_(m.tensors[op.inputs[0]].shape),
+        out_(m.tensors[op.outputs[0]].shape) {}
+  void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
+    dispatch(dtype_, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      const T* x = static_cast<const T*>(io.inputs[0]);
+      T* y = static_cast<T*>(io.output);
+      const unsigned blocks = blocks_for(element_count(out_));
+      if constexpr (Kind == 0) {
+        pool_kernel<T><<<blocks, kThreads, 0, stream>>>(x, y, in_, out_, p_);
+      } else if constexpr (Kind == 1) {
+        resize_kernel<T><<<blocks, kThreads, 0, stream>>>(x, y, in_, out_, p_);
+      } else if constexpr (Kind == 2) {
+        if constexpr (!std::is_same_v<T, int8_t>) lrn_kernel<T><<<blocks, kThreads, 0, stream>>>(x, y, out_, p_);
+      } else {
+        if constexpr (!std::is_same_v<T, int8_t>) {
+          uint64_t outer = 1, inner = 1;
+          for (uint32_t a = 0; a < p_.axis; ++a) outer *= out_[a];
+          for (uint32_t a = p_.axis + 1; a < 4; ++a) inner *= out_[a];
+          softmax_kernel<T><<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, outer * inner, out_[p_.axis], inner);
+        }
+      }
+    });
+    check_launch("element op kernel");
+  }
+
+ private:
+  Params p_;
+  DataType dtype_;
+  Shape in_, out_;
+};
+
+// ---- data movement: every output element copies one input element ----
+struct CopyMap {
+  // Output element i (as NCHW of `out`) reads input element sum(index[a] * stride[a]) with
+  // index = (perm-ordered) coordinates plus start offsets.
+  Shape out{};
+  uint64_t stride[4] = {};
+  uint64_t base = 0;
+};
+
+template <class E>
+__global__ void copy_kernel(const E* __restrict x, E* __restrict y, CopyMap map) {
+  SOFTDLA_GRID_STRIDE(i, element_count(map.out)) {
+    const Nchw o = unflatten(i, map.out);
+    y[i] = x[map.base + o.n * map.stride[0] + o.c * map.stride[1] + o.h * map.stride[2] + o.w * map.stride[3]];
+  }
+}
+
+template <class E>
+void launch_copy(const void* x, void* y, const CopyMap& map, cudaStream_t stream) {
+  copy_kernel<E><<<blocks_for(element_count(map.out)), kThreads, 0, stream>>>(static_cast<const E*>(x),
+                                                                                 static_cast<E*>(y), map);
+}
+
+class DataMovementOp final : public GpuOp {
+ public:
+  DataMovementOp(const Model& m, const Op& op) : elem_(element_size(m.tensors[op.outputs[0]].dtype)) {
+    const Shape out = m.tensors[op.outputs[0]].shape;
+    auto dense_strides = [](const Shape& s, uint64_t st[4]) {
+      st[3] = 1;
+      for (int a = 2; a >= 0; --a) st[a] = st[a + 1] * s[a + 1];
+    };
+    if (std::holds_alternative<ConcatParams>(op.params)) {
+      // One map per input: the input's own elements land in its channel range of the output.
+      uint64_t c0 = 0, ost[4];
+      dense_strides(out, ost);
+      for (uint32_t t : op.inputs) {
+        const Shape& s = m.tensors[t].shape;
+        CopyMap map;
+        map.out = s;
+        dense_strides(s, map.stride);
+        maps_.push_back(map);
+        out_offsets_.push_back(c0 * ost[1]);
+        out_strides_.push_back({ost[0], ost[1], ost[2], ost[3]});
+        c0 += s[1];
+      }
+      return;
+    }
+    const Shape in = m.tensors[op.inputs[0]].shape;
+    uint64_t ist[4];
+    dense_strides(in, ist);
+    CopyMap map;
+    if (const auto* slice = std::get_if<SliceParams>(&op.params)) {
+      map.out = out;
+      for (int a = 0; a < 4; ++a) map.stride[a] = ist[a], map.base += slice->start[a] * ist[a];
+    } else {
+      // Shuffle: the transposed tensor (dims in[perm[a]]) read in order is the reshaped output.
+      const auto& perm = std::get<ShuffleParams>(op.params).perm;
+      for (int a = 0; a < 4; ++a) map.out[a] = in[perm[a]], map.stride[a] = ist[perm[a]];
+    }
+    maps_.push_back(map);
+  }
+  void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
+    for (size_t k = 0; k < maps_.size(); ++k) {
+      if (out_offsets_.empty()) {
+        copy(io.inputs[0], io.output, maps_[k], stream);
+        continue;
+      }
+      // Concat: a 2-D copy per input (rows are images).
+      const Shape& s = maps_[k].out;
+      const size_t bytes = size_t(element_count(s) / s[0]) * elem_;
+      SOFTDLA_CUDA(cudaMemcpy2DAsync(static_cast<uint8_t*>(io.output) + out_offsets_[k] * elem_,
+                                     out_strides_[k][0] * elem_, io.inputs[k], bytes, bytes, s[0],
+                                     cudaMemcpyDeviceToDevice, stream));
+    }
+  }
+
+ private:
+  void copy(const void* x, void* y, const CopyMap& map, cudaStream_t stream) const {
+    if (elem_ == 1) launch_copy<uint8_t>(x, y, map, stream);
+    else if (elem_ == 2) launch_copy<uint16_t>(x, y, map, stream);
+    else launch_copy<uint32_t>(x, y, map, stream);
+    check_launch("copy_kernel");
+  }
+  size_t elem_;
+  std::vector<CopyMap> maps_;
+  std::vector<uint64_t> out_offsets_;
+  std::vector<std::array<uint64_t, 4>> out_strides_;
+};
+
+// ---- abs, reduce max, convert ----
+template <class T>
+__global__ void abs_kernel(const T* __restrict x, T* __restrict y, uint64_t count) {
+  SOFTDLA_GRID_STRIDE(i, count) {
+    if constexpr (std::is_same_v<T, int8_t>) y[i] = num::sat8(x[i] < 0 ? -int64_t(x[i]) : int64_t(x[i]));
+    else store_f(y, i, fabsf(load_f(x, i)));
+  }
+}
+
+template <class T>
+__global__ void reduce_max_kernel(const T* __restrict x, T* __restrict y, Shape in, Shape out) {
+  SOFTDLA_GRID_STRIDE(i, element_count(out)) {
+    const Nchw o = unflatten(i, out);
+    // Reduced axes have extent 1 in `out`: iterate them over the input's extent.
+    const uint32_t n1 = out[0] == in[0] ? 1 : in[0], c1 = out[1] == in[1] ? 1 : in[1];
+    const uint32_t h1 = out[2] == in[2] ? 1 : in[2], w1 = out[3] == in[3] ? 1 : in[3];
+    int best8 = -128;
+    float best = -INFINITY;
+    bool nan = false;
+    for (uint32_t a = 0; a < n1; ++a)
+      for (uint32_t b = 0; b < c1; ++b)
+        for (uint32_t c = 0; c < h1; ++c)
+          for (uint32_t d = 0; d < w1; ++d) {
+            const uint64_t n = n1 == 1 ? o.n : a, ch = c1 == 1 ? o.c : b, h = h1 == 1 ? o.h : c, w = w1 == 1 ? o.w : d;
+            const uint64_t j = ((n * in[1] + ch) * in[2] + h) * in[3] + w;
+            if constexpr (std::is_same_v<T, int8_t>) {
+              best8 = best8 > x[j] ? best8 : x[j];
+            } else {
+              const float v = load_f(x, j);
+              if (isnan(v)) nan = true;
+              else best = best < v ? v : best;
+            }
+          }
+    if constexpr (std::is_same_v<T, int8_t>) y[i] = int8_t(best8);
+    else store_f(y, i, nan ? NAN : best);
+  }
+}
+
+struct TypeScale {
+  DataType type;
+  float scale;
+};
+
+__global__ void convert_kernel(const void* __restrict x, void* __restrict y, uint64_t count, TypeScale from, TypeScale to) {
+  SOFTDLA_GRID_STRIDE(i, count) {
+    float v;
+    if (from.type == DataType::kInt8) v = float(static_cast<const int8_t*>(x)[i]) * from.scale;
+    else if (from.type == DataType::kFloat16) v = load_f(static_cast<const uint16_t*>(x), i);
+    else v = static_cast<const float*>(x)[i];
+    if (to.type == DataType::kInt8) static_cast<int8_t*>(y)[i] = num::quantize(v / to.scale);
+    else if (to.type == DataType::kFloat16) store_f(static_cast<uint16_t*>(y), i, v);
+    else static_cast<float*>(y)[i] = v;
+  }
+}
+
+class PointwiseOp final : public GpuOp {
+ public:
+  PointwiseOp(const Model& m, const Op& op)
+      : params_(op.params), from_(m.tensors[op.inputs[0]]), to_(m.tensors[op.outputs[0]]) {}
+  void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
+    const uint64_t count = element_count(to_.shape);
+    if (std::holds_alternative<ConvertParams>(params_)) {
+      convert_kernel<<<blocks_for(count), kThreads, 0, stream>>>(io.inputs[0], io.output, count,
+                                                                 {from_.dtype, from_.scale}, {to_.dtype, to_.scale});
+      return check_launch("convert_kernel");
+    }
+    dispatch(to_.dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      const T* x = static_cast<const T*>(io.inputs[0]);
+      T* y = static_cast<T*>(io.output);
+      if (std::holds_alternative<UnaryParams>(params_))
+        abs_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(x, y, count);
+      else
+        reduce_max_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(x, y, from_.shape, to_.shape);
+    });
+    check_launch("pointwise kernel");
+  }
+
+ private:
+  OpParams params_;
+  Tensor from_, to_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOp> make_gpu_sdp(const Model& m, const Op& op, const SdpParams& p) {
+  return std::make_unique<SdpOp>(m, op, p);
+}
+std::unique_ptr<GpuOp> make_gpu_pool(const Model& m, const Op& op, const PoolParams& p) {
+  return std::make_unique<ElementOp<PoolParams, 0>>(m, op, p);
+}
+std::unique_ptr<GpuOp> make_gpu_resize(const Model& m, const Op& op, const ResizeParams& p) {
+  return std::make_unique<ElementOp<ResizeParams, 1>>(m, op, p);
+}
+std::unique_ptr<GpuOp> make_gpu_lrn(const Model& m, const Op& op, const LrnParams& p) {
+  return std::make_unique<ElementOp<LrnParams, 2>>(m, op, p);
+}
+std::unique_ptr<GpuOp> make_gpu_softmax(const Model& m, const Op& op, const SoftmaxParams& p) {
+  return std::make_unique<ElementOp<SoftmaxParams, 3>>(m, op, p);
+}
+std::unique_ptr<GpuOp> make_gpu_data_movement(const Model& m, const Op& op) {
+  return std::make_unique<DataMovementOp>(m, op);
+}
+std::unique_ptr<GpuOp> make_gpu_pointwise(const Model& m, const Op& op) {
+  return std::make_unique<PointwiseOp>(m, op);
+}
+
+}  // namespace softdla::gpu

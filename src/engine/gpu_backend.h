@@ -1,0 +1,70 @@
+// The boundary between the engine's users (libcudla.so.1, the test entry points) and the CUDA backend,
+// which lives in its own shared object (libsoftdla_cuda.so) so that nothing here needs CUDA to load.
+// Both sides are built from one source tree by one compiler; kGpuAbi guards against mixing builds.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model.h"
+
+namespace softdla::gpu {
+
+inline constexpr int kGpuAbi = 3;
+
+enum class MemoryKind { kHost, kDevice };
+
+// One loadable prepared on the GPU: weights uploaded, kernels chosen, scratch allocated.
+class Module {
+ public:
+  virtual ~Module() = default;
+  // Enqueues one task on `stream` (a cudaStream_t; nullptr is the legacy default stream) and returns
+  // without waiting. inputs/outputs are device pointers in the bindings' formats. `statistics`, when
+  // not null, is device memory that receives the layer-wise statistics record (docs/RUNTIME.md).
+  // Tasks of one module run one after another whatever streams they are enqueued on.
+  // Throws std::runtime_error when the work cannot be enqueued.
+  virtual void enqueue(const void* const* inputs, void* const* outputs, void* statistics, uint64_t task_index,
+                       void* stream) = 0;
+  // The first asynchronous failure of an earlier task, if any (empty string: none seen).
+  virtual std::string poll_error() = 0;
+};
+
+// The CUDA device as the runtime sees it.
+class Platform {
+ public:
+  virtual ~Platform() = default;
+  virtual std::string describe() const = 0;
+  // Device memory (cudaMalloc, managed) or not. Throws on a pointer CUDA rejects.
+  virtual MemoryKind memory_kind(const void* p) = 0;
+  // Whether `stream` is being captured into a CUDA graph. Throws on an invalid stream.
+  virtual bool capturing(void* stream) = 0;
+  virtual std::unique_ptr<Module> load(const Model& model) = 0;
+
+  virtual void* alloc_device(size_t bytes) = 0;
+  virtual void free_device(void* p) = 0;
+
+  // Stream-ordered helpers for running the CPU backend in stream order.
+  virtual void* alloc_pinned(size_t bytes) = 0;
+  virtual void free_pinned(void* p) = 0;
+  virtual void copy_async(void* dst, const void* src, size_t bytes, void* stream) = 0;
+  // Calls fn(data) on a host thread once the stream's earlier work is done; later work waits for it.
+  // fn must not call CUDA.
+  virtual void host_call(void* stream, void (*fn)(void*), void* data) = 0;
+  virtual void synchronize(void* stream) = 0;
+};
+
+// The plugin's one exported symbol: nullptr (and a reason in `why`) when no usable GPU is present.
+using CreatePlatformFn = Platform* (*)(int abi, std::string* why);
+inline constexpr const char* kCreatePlatformSymbol = "softdla_gpu_create_platform";
+
+// The process-wide platform, or nullptr when the plugin or a GPU is missing (the reason is logged
+// once at info level and returned by unavailable_reason()). Thread-safe; loaded on first use.
+Platform* platform();
+const std::string& unavailable_reason();
+
+// Which backend new work should use, from SOFTDLA_BACKEND (auto | cpu | cuda; read at each call).
+enum class Choice { kCpu, kCuda, kCudaMissing };
+Choice choose_backend(std::string* why);
+
+}  // namespace softdla::gpu

@@ -1,0 +1,99 @@
+"""The CUDA backend (libsoftdla_cuda.so) on a machine with a GPU; skipped cleanly without one.
+
+The op-level suites run on the GPU with SOFTDLA_TEST_BACKEND=cuda (every graph then runs on both
+backends and INT8 outputs must match byte for byte; see sdla_testkit.engine). This file adds what
+those cannot: whole networks built from ONNX compared across backends, repeated runs (CUDA graph
+replay), and hybrid mode through NVIDIA's own cuda.bindings on a real CUDA stream."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sdla_testkit import formats as F
+from sdla_testkit.engine import NP_TYPES, ROOT, Engine, gpu_available
+from sdla_testkit.onnx_models import softdla_build
+
+import test_builder_models as nets
+
+GPU, WHY = gpu_available()
+pytestmark = pytest.mark.skipif(not GPU, reason=f"CUDA backend unavailable: {WHY}")
+BUILD = os.environ.get("SOFTDLA_BUILD_DIR", os.path.join(ROOT, "build"))
+HAVE_BINDINGS = importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.bindings") is not None
+
+
+def random_raw_inputs(eng, rng):
+    raw = []
+    for info in eng.io_info(False):
+        shape = (info.n, info.c, info.h, info.w)
+        if info.dtype == 2:
+            a = rng.integers(-128, 128, shape).astype(np.int8)
+        else:
+            a = rng.standard_normal(shape).astype(NP_TYPES[info.dtype])
+        raw.append(F.pack(a, info.format, "xavier" if info.target else "orin"))
+    return raw
+
+
+@pytest.mark.parametrize("net", nets.NETS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_network_same_on_both_backends(net, precision, tmp_path):
+    m, shape = nets.make(net)
+    rng = np.random.default_rng(7)
+    if precision == "int8":
+        calib = rng.standard_normal([16] + shape[1:]).astype(np.float32)
+        loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32",
+                                    "--outputIOFormats=int8:chw32", calib=calib)
+    else:
+        loadable, _ = softdla_build(m, tmp_path, "--fp16", "--inputIOFormats=fp16:chw16", "--outputIOFormats=fp16:chw16")
+    gpu = Engine(loadable, backend="cuda")
+    cpu = Engine(loadable, backend="cpu")
+    n_out = len(gpu.io_info(True))
+    for _ in range(3):  # fresh inputs each time; the second and third runs replay the CUDA graph
+        raw = random_raw_inputs(gpu, rng)
+        got = gpu.run_raw(raw, n_out)  # checks against the CPU backend itself
+        want = cpu.run_raw(raw, n_out)
+        if precision == "int8":
+            assert got == want
+
+
+def run_hybrid(loadable_path, packed, *extra, env=None):
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "nvidia_bindings_hybrid.py"),
+                        os.path.join(BUILD, "libcudla.so.1"), loadable_path, packed.hex(), *extra],
+                       capture_output=True, text=True, env={**os.environ, "SOFTDLA_LOG": "warn", **(env or {})})
+    assert r.returncode == 0, r.stderr + r.stdout
+    return bytes.fromhex(r.stdout.strip().splitlines()[-1]), r.stderr
+
+
+@pytest.mark.skipif(not HAVE_BINDINGS, reason="cuda-bindings not installed")
+@pytest.mark.parametrize("backend", ["auto", "cpu"])
+@pytest.mark.parametrize("statistics", [False, True])
+def test_nvidia_nine_steps_on_a_real_stream(backend, statistics):
+    """NVIDIA's cuda.bindings.cudla + cudart: cudaMalloc'd buffers, a non-blocking stream, the task
+    between the caller's own copies. `cpu` forces the CPU backend, which then runs in stream order
+    through pinned staging and a host function."""
+    loadable = os.path.join(ROOT, "examples", "models", "bars.loadable")
+    images = np.load(os.path.join(ROOT, "examples", "models", "bars_images.npy"))
+    packed = F.pack(np.round(images * 127).astype(np.int8), F.DLA_HWC4)
+    theirs, log = run_hybrid(loadable, packed, *(["--statistics"] if statistics else []),
+                             env={"SOFTDLA_BACKEND": backend})
+    ours = Engine(open(loadable, "rb").read(), backend="cpu").run_raw([packed], 1)[0]
+    assert theirs == ours
+    probs = F.unpack(theirs, (4, 4, 1, 1), np.float16, F.CHW16).reshape(4, 4)
+    assert list(probs.argmax(1)) == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(not HAVE_BINDINGS, reason="cuda-bindings not installed")
+def test_hybrid_int8_network_matches_cpu(tmp_path):
+    m, shape = nets.make(nets.resnet_like)
+    rng = np.random.default_rng(3)
+    loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32", "--outputIOFormats=int8:chw32",
+                                calib=rng.standard_normal([8] + shape[1:]).astype(np.float32))
+    path = os.path.join(tmp_path, "model.loadable")
+    eng = Engine(loadable, backend="cpu")
+    if len(eng.io_info(True)) != 1:
+        pytest.skip("the script drives single-output models")
+    raw = random_raw_inputs(eng, rng)[0]
+    theirs, _ = run_hybrid(path, raw)
+    assert theirs == eng.run_raw([raw], 1)[0]
