@@ -10,6 +10,8 @@ OUT=${OUT:-/tmp/softdla-gpu}
 mkdir -p "$OUT"
 export SOFTDLA_BUILD_DIR=${SOFTDLA_BUILD_DIR:-build}
 export LD_LIBRARY_PATH="$SOFTDLA_BUILD_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# A build carried from another machine may bring tools the GPU machine lacks (flatc for the tests).
+[[ -d $SOFTDLA_BUILD_DIR/bin ]] && export PATH="$SOFTDLA_BUILD_DIR/bin:$PATH"
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 steps=("$@")
@@ -31,7 +33,7 @@ for step in "${steps[@]}"; do
     sanitize)
       for tool in memcheck racecheck; do
         echo "== compute-sanitizer --tool $tool (a network per precision)"
-        compute-sanitizer --tool $tool --error-exitcode 9 --target-processes all \
+        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 --target-processes all \
           $PY -m pytest -q -p no:cacheprovider tests/python/test_cuda_backend.py -k "resnet_like" 2>&1 \
           | tee "$OUT/sanitizer_$tool.log" | tail -6
         ((PIPESTATUS[0])) && status=1

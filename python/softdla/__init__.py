@@ -4,9 +4,35 @@
 - softdla.Device / Module: run loadables on NumPy arrays
 - softdla.formats: pack/unpack helpers for every DLA I/O format
 - softdla.build / check / inspect: ONNX -> DLA loadable
+
+The parts backed by compiled extensions load on first use, so `softdla.formats` works even where
+the extensions were built for another Python (the error then names the missing extension).
 """
-from . import cudla, formats  # noqa: F401
-from .builder import BuildError, build, check, inspect  # noqa: F401
-from .runtime import Device, Module, TensorInfo, device_count  # noqa: F401
+import importlib
+
+from . import formats  # noqa: F401
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "cudla": ("cudla", None),
+    "BuildError": ("builder", "BuildError"), "build": ("builder", "build"), "check": ("builder", "check"),
+    "inspect": ("builder", "inspect"),
+    "Device": ("runtime", "Device"), "Module": ("runtime", "Module"), "TensorInfo": ("runtime", "TensorInfo"),
+    "device_count": ("runtime", "device_count"),
+}
+__all__ = ["formats", *_LAZY]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'softdla' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(f".{module_name}", __name__)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -2,7 +2,7 @@
 softdla's libcudla.so.1 (preloaded with RTLD_GLOBAL): NVIDIA's nine steps with cudaMalloc'd buffers,
 the task enqueued between the caller's own copies on one non-blocking stream, then the documented
 refusals (host memory, a capturing stream). Prints the output bytes as hex on the last line.
-Usage: python nvidia_bindings_hybrid.py LIBCUDLA LOADABLE INPUT_HEX [--statistics]"""
+Usage: python nvidia_bindings_hybrid.py LIBCUDLA LOADABLE INPUT_FILE [--statistics]"""
 import ctypes
 import os
 import sys
@@ -30,7 +30,7 @@ def expect_error(status, fn, *args):
 
 
 loadable = open(sys.argv[2], "rb").read()
-input_bytes = bytes.fromhex(sys.argv[3])
+input_bytes = open(sys.argv[3], "rb").read()
 statistics = "--statistics" in sys.argv
 
 # 1-2. device handle in hybrid mode, 3. module, 4. descriptors

@@ -58,9 +58,12 @@ def test_network_same_on_both_backends(net, precision, tmp_path):
             assert got == want
 
 
-def run_hybrid(loadable_path, packed, *extra, env=None):
+def run_hybrid(loadable_path, packed, tmp_path, *extra, env=None):
+    input_path = os.path.join(tmp_path, "input.bin")
+    with open(input_path, "wb") as f:
+        f.write(bytes(packed))
     r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "nvidia_bindings_hybrid.py"),
-                        os.path.join(BUILD, "libcudla.so.1"), loadable_path, packed.hex(), *extra],
+                        os.path.join(BUILD, "libcudla.so.1"), loadable_path, input_path, *extra],
                        capture_output=True, text=True, env={**os.environ, "SOFTDLA_LOG": "warn", **(env or {})})
     assert r.returncode == 0, r.stderr + r.stdout
     return bytes.fromhex(r.stdout.strip().splitlines()[-1]), r.stderr
@@ -69,14 +72,14 @@ def run_hybrid(loadable_path, packed, *extra, env=None):
 @pytest.mark.skipif(not HAVE_BINDINGS, reason="cuda-bindings not installed")
 @pytest.mark.parametrize("backend", ["auto", "cpu"])
 @pytest.mark.parametrize("statistics", [False, True])
-def test_nvidia_nine_steps_on_a_real_stream(backend, statistics):
+def test_nvidia_nine_steps_on_a_real_stream(backend, statistics, tmp_path):
     """NVIDIA's cuda.bindings.cudla + cudart: cudaMalloc'd buffers, a non-blocking stream, the task
     between the caller's own copies. `cpu` forces the CPU backend, which then runs in stream order
     through pinned staging and a host function."""
     loadable = os.path.join(ROOT, "examples", "models", "bars.loadable")
     images = np.load(os.path.join(ROOT, "examples", "models", "bars_images.npy"))
     packed = F.pack(np.round(images * 127).astype(np.int8), F.DLA_HWC4)
-    theirs, log = run_hybrid(loadable, packed, *(["--statistics"] if statistics else []),
+    theirs, log = run_hybrid(loadable, packed, tmp_path, *(["--statistics"] if statistics else []),
                              env={"SOFTDLA_BACKEND": backend})
     ours = Engine(open(loadable, "rb").read(), backend="cpu").run_raw([packed], 1)[0]
     assert theirs == ours
@@ -95,5 +98,5 @@ def test_hybrid_int8_network_matches_cpu(tmp_path):
     if len(eng.io_info(True)) != 1:
         pytest.skip("the script drives single-output models")
     raw = random_raw_inputs(eng, rng)[0]
-    theirs, _ = run_hybrid(path, raw)
+    theirs, _ = run_hybrid(path, raw, tmp_path)
     assert theirs == eng.run_raw([raw], 1)[0]
