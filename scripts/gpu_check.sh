@@ -15,7 +15,7 @@ export LD_LIBRARY_PATH="$SOFTDLA_BUILD_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRAR
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 steps=("$@")
-((${#steps[@]})) || steps=(tests sanitize bench)
+((${#steps[@]})) || steps=(tests example sanitize bench)
 status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 for step in "${steps[@]}"; do
@@ -38,6 +38,11 @@ for step in "${steps[@]}"; do
           | tee "$OUT/sanitizer_$tool.log" | tail -6
         ((PIPESTATUS[0])) && status=1
       done
+      ;;
+    example)
+      echo "== examples/python/hybrid_pipeline.py"
+      $PY examples/python/hybrid_pipeline.py --build-dir "$SOFTDLA_BUILD_DIR" 2>&1 | tee "$OUT/example.log" | tail -8
+      ((PIPESTATUS[0])) && status=1
       ;;
     bench)
       echo "== ResNet-50 vs PyTorch"

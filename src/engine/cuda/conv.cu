@@ -28,39 +28,83 @@ template <> struct GemmType<int8_t> { using In = int8_t; using Acc = int32_t; };
 template <> struct GemmType<uint16_t> { using In = __half; using Acc = float; };
 template <> struct GemmType<float> { using In = float; using Acc = float; };
 
-// col[n][pixel][kk] = input sample of reduction index kk (c, r, s) for output pixel; zero padded.
+// Where reduction index kk = (c, r, s) reads, relative to the receptive field's top-left input pixel:
+// the channel-plane offset and the tap's row/column displacement. Built once per convolution.
+struct Tap {
+  int32_t plane_offset;  // (group channel c) * H * W, or -1 for kk >= kdim (zero padding)
+  int16_t dy, dx;        // r * dilation_h, s * dilation_w
+};
+
+// col[n][pixel][kk] = input sample of reduction index kk for output pixel (zero outside the image and
+// for the padding kk >= kdim). Each thread writes 4 consecutive kk as one 32-bit word (int8) or two
+// (fp16); blockIdx.y is the image. Index arithmetic is 32-bit: one image's im2col is below 2^31 bytes.
 template <class T>
-__global__ void im2col_kernel(const T* __restrict x, T* __restrict col, Geometry g, uint32_t group, uint32_t kpad) {
-  const uint64_t ohw = uint64_t(g.OH) * g.OW, total = uint64_t(g.N) * ohw * kpad;
-  const uint32_t rs = g.R * g.S;
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t kk = uint32_t(i % kpad);
-    const uint64_t np = i / kpad;
-    const uint32_t p = uint32_t(np % ohw), n = uint32_t(np / ohw);
-    T v = T(0);
-    if (kk < g.Cg * rs) {
-      const uint32_t c = kk / rs, r = (kk % rs) / g.S, s = kk % g.S;
-      const int64_t ih = int64_t(p / g.OW) * g.sh - g.pt + int64_t(r) * g.dh;
-      const int64_t iw = int64_t(p % g.OW) * g.sw - g.pl + int64_t(s) * g.dw;
-      if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
-        v = x[((uint64_t(n) * g.C + uint64_t(group) * g.Cg + c) * g.H + uint64_t(ih)) * g.W + uint64_t(iw)];
+__global__ void im2col_kernel(const T* __restrict x, T* __restrict col, Geometry g, uint32_t group, uint32_t kpad,
+                              const Tap* __restrict taps) {
+  const uint32_t ohw = g.OH * g.OW, quads = kpad / 4, total = ohw * quads;
+  const uint32_t n = blockIdx.y;
+  const T* image = x + (uint64_t(n) * g.C + uint64_t(group) * g.Cg) * g.H * g.W;
+  T* out = col + uint64_t(n) * ohw * kpad;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t q = i % quads, p = i / quads;
+    const int32_t y0 = int32_t(p / g.OW) * int32_t(g.sh) - int32_t(g.pt);
+    const int32_t x0 = int32_t(p % g.OW) * int32_t(g.sw) - int32_t(g.pl);
+    T v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const Tap t = taps[q * 4 + j];
+      const int32_t iy = y0 + t.dy, ix = x0 + t.dx;
+      v[j] = (t.plane_offset >= 0 && iy >= 0 && iy < int32_t(g.H) && ix >= 0 && ix < int32_t(g.W))
+                 ? image[t.plane_offset + iy * int32_t(g.W) + ix] : T(0);
     }
-    col[i] = v;
+    T* dst = out + uint64_t(p) * kpad + q * 4;
+    if constexpr (sizeof(T) == 1) {
+      *reinterpret_cast<uint32_t*>(dst) = uint32_t(uint8_t(v[0])) | uint32_t(uint8_t(v[1])) << 8 |
+                                          uint32_t(uint8_t(v[2])) << 16 | uint32_t(uint8_t(v[3])) << 24;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) dst[j] = v[j];
+    }
   }
 }
 
-// acc is [N][K][ldd] (pixels innermost); writes the NCHW output through the SDP chain.
+// acc is [N][K][ldd] (pixels innermost); writes the NCHW output through the SDP chain. blockIdx.x is
+// the (image, channel) plane, so the per-channel parameters are uniform across a block.
 template <class T, class Acc>
 __global__ void epilogue_kernel(const Acc* __restrict acc, T* __restrict y, Geometry g, uint64_t ldd,
                                 const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+  const uint32_t ohw = g.OH * g.OW, nk = blockIdx.x, k = nk % g.K, n = nk / g.K;
+  const Acc* src = acc + uint64_t(nk) * ldd;
+  T* dst = y + uint64_t(nk) * ohw;
+  for (uint32_t p = blockIdx.y * blockDim.x + threadIdx.x; p < ohw; p += gridDim.y * blockDim.x) {
+    if constexpr (std::is_same_v<T, int8_t>) dst[p] = chain_int8(chain, src[p], n, k, p, ops);
+    else store_f(dst, p, chain_float(chain, src[p], n, k, p, ops));
+  }
+}
+
+// Exact INT8 convolution for reductions too long for int32 tensor-core sums: int64 per output, then
+// saturated to int32 as the CPU backend does (docs/NUMERICS.md §Convolution).
+__global__ void direct_int8_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y,
+                                   Geometry g, const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
   const uint64_t ohw = uint64_t(g.OH) * g.OW, total = uint64_t(g.N) * g.K * ohw;
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t p = uint32_t(i % ohw);
+    const uint32_t p = uint32_t(i % ohw), oh = p / g.OW, ow = p % g.OW;
     const uint64_t nk = i / ohw;
-    const uint32_t k = uint32_t(nk % g.K), n = uint32_t(nk / g.K);
-    const Acc a = acc[nk * ldd + p];
-    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, a, n, k, p, ops);
-    else store_f(y, i, chain_float(chain, a, n, k, p, ops));
+    const uint32_t k = uint32_t(nk % g.K), n = uint32_t(nk / g.K), grp = k / g.Kg;
+    int64_t acc = 0;
+    for (uint32_t c = 0; c < g.Cg; ++c) {
+      const int8_t* plane = x + (uint64_t(n) * g.C + uint64_t(grp) * g.Cg + c) * g.H * g.W;
+      const int8_t* wk = w + (uint64_t(k) * g.Cg + c) * g.R * g.S;
+      for (uint32_t r = 0; r < g.R; ++r) {
+        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+        if (ih < 0 || ih >= g.H) continue;
+        for (uint32_t s = 0; s < g.S; ++s) {
+          const int64_t iw = int64_t(ow) * g.sw - g.pl + int64_t(s) * g.dw;
+          if (iw >= 0 && iw < g.W) acc += int64_t(wk[r * g.S + s]) * plane[ih * g.W + iw];
+        }
+      }
+    }
+    y[i] = chain_int8(chain, num::sat32(acc), n, k, p, ops);
   }
 }
 
@@ -116,12 +160,11 @@ class ConvOp final : public GpuOp {
     const Constant& w = m.constants[p.weights];
     g_ = {x[0], x[1], x[2], x[3], y[1], w.dims[2], w.dims[3], y[2], y[3], p.groups, x[1] / p.groups,
           y[1] / p.groups, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.pad_top, p.pad_left};
-    if (dtype_ == DataType::kInt8 && g_.kdim() >= kMaxExactTerms)
-      throw std::runtime_error("op '" + op.name + "': reduction of " + std::to_string(g_.kdim()) +
-                               " terms could overflow int32 on the GPU");
+    // Sums of more than 2^17 int8 products can overflow int32: those take the exact int64 kernel.
+    direct_ = dtype_ == DataType::kInt8 && g_.kdim() >= kMaxExactTerms;
     depthwise_ = g_.Cg == 1;
     const size_t elem = element_size(dtype_);
-    if (depthwise_) {
+    if (depthwise_ || direct_) {
       weights_ = DeviceBuffer(w.data.data(), w.data.size());
       return;
     }
@@ -132,6 +175,12 @@ class ConvOp final : public GpuOp {
       std::memcpy(padded.data() + size_t(k) * kpad_ * elem, w.data.data() + size_t(k) * g_.kdim() * elem,
                   size_t(g_.kdim()) * elem);
     weights_ = upload(padded);
+    std::vector<Tap> taps(kpad_, Tap{-1, 0, 0});
+    for (uint32_t kk = 0; kk < g_.kdim(); ++kk) {
+      const uint32_t c = kk / (g_.R * g_.S), r = (kk / g_.S) % g_.R, s = kk % g_.S;
+      taps[kk] = {int32_t(c * g_.H * g_.W), int16_t(r * g_.dh), int16_t(s * g_.dw)};
+    }
+    taps_ = upload(taps);
     ohw_ = uint64_t(g_.OH) * g_.OW;
     ldd_ = round_up(ohw_, 4);
     col_bytes_ = round_up(uint64_t(g_.N) * ohw_ * kpad_ * elem, 256);
@@ -144,7 +193,7 @@ class ConvOp final : public GpuOp {
       if (l) cublasLtMatrixLayoutDestroy(l);
   }
 
-  size_t scratch_bytes() const override { return depthwise_ ? 0 : col_bytes_ + acc_bytes_; }
+  size_t scratch_bytes() const override { return depthwise_ || direct_ ? 0 : col_bytes_ + acc_bytes_; }
 
   void enqueue(const GpuOpIo& io, const OpContext& ctx, cudaStream_t stream) const override {
     const Operands ops = operands_of(io);
@@ -157,14 +206,21 @@ class ConvOp final : public GpuOp {
       });
       return check_launch("depthwise_kernel");
     }
+    if (direct_) {
+      direct_int8_kernel<<<blocks_for(out_count), kThreads, 0, stream>>>(
+          static_cast<const int8_t*>(io.inputs[0]), weights_.as<int8_t>(), static_cast<int8_t*>(io.output), g_,
+          chain_.chain(), ops);
+      return check_launch("direct_int8_kernel");
+    }
     uint8_t* col = static_cast<uint8_t*>(io.scratch);
     void* acc = col + col_bytes_;
     const size_t elem = element_size(dtype_);
     for (uint32_t grp = 0; grp < g_.groups; ++grp) {
       dispatch([&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
-        im2col_kernel<T><<<blocks_for(uint64_t(g_.N) * ohw_ * kpad_), kThreads, 0, stream>>>(
-            static_cast<const T*>(io.inputs[0]), reinterpret_cast<T*>(col), g_, grp, kpad_);
+        const dim3 grid(blocks_for(ohw_ * kpad_ / 4), g_.N);
+        im2col_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(io.inputs[0]), reinterpret_cast<T*>(col),
+                                                         g_, grp, kpad_, taps_.as<Tap>());
       });
       check_launch("im2col_kernel");
       const int32_t one_i = 1, zero_i = 0;
@@ -180,7 +236,8 @@ class ConvOp final : public GpuOp {
     dispatch([&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       using Acc = typename GemmType<T>::Acc;
-      epilogue_kernel<T, Acc><<<blocks_for(out_count), kThreads, 0, stream>>>(
+      const dim3 grid(g_.N * g_.K, std::min(blocks_for(ohw_), 65535u));
+      epilogue_kernel<T, Acc><<<grid, kThreads, 0, stream>>>(
           static_cast<const Acc*>(acc), static_cast<T*>(io.output), g_, ldd_, chain_.chain(), ops);
     });
     check_launch("epilogue_kernel");
@@ -231,10 +288,10 @@ class ConvOp final : public GpuOp {
   DataType dtype_;
   std::string name_;
   Geometry g_{};
-  bool depthwise_ = false;
+  bool depthwise_ = false, direct_ = false;
   uint32_t kpad_ = 0;
   uint64_t ohw_ = 0, ldd_ = 0, col_bytes_ = 0, acc_bytes_ = 0;
-  DeviceBuffer weights_;
+  DeviceBuffer weights_, taps_;
   cublasLtMatmulDesc_t matmul_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
