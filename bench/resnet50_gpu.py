@@ -76,6 +76,7 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", action="store_true", help="print the GPU kernels' time of softdla INT8 at batch 32")
     args = ap.parse_args()
     libcudla = os.path.join(args.build_dir, "libcudla.so.1")
     ctypes.CDLL(libcudla, mode=os.RTLD_GLOBAL)
@@ -125,6 +126,14 @@ def main():
             thr = time_it(torch, run, stream, max(5, args.reps // 3), 20)
             assert cudla.get_last_error(run.dev) == 0
             rows.append((f"softdla-{prec}", batch, lat, thr))
+            if args.profile and batch == 32:
+                from torch.profiler import ProfilerActivity, profile
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(5):
+                        run()
+                    torch.cuda.synchronize()
+                print(f"softdla-{prec} batch 32, 5 tasks:")
+                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=10, max_name_column_width=70))
     print(f"\n{'engine':14} {'batch':>5} {'latency ms':>11} {'img/s':>9} {'vs torch':>9} {'TOPS':>7}")
     base = {b: t for name, b, _, t in rows if name == "pytorch-fp16"}
     table = []

@@ -46,7 +46,7 @@ for step in "${steps[@]}"; do
       ;;
     bench)
       echo "== ResNet-50 vs PyTorch"
-      $PY bench/resnet50_gpu.py --build-dir "$SOFTDLA_BUILD_DIR" --json "$OUT/resnet50.json" 2>&1 | tee "$OUT/bench.log" | tail -12
+      $PY bench/resnet50_gpu.py --build-dir "$SOFTDLA_BUILD_DIR" --json "$OUT/resnet50.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -12
       ((PIPESTATUS[0])) && status=1
       ;;
   esac

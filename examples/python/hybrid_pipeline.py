@@ -21,9 +21,12 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from softdla import formats  # noqa: E402  (pure Python: the DLA layouts)
+
+
 def load_cudla(build_dir):
     try:
-        sys.path.insert(0, os.path.join(ROOT, "python"))
         from softdla import cudla
         return cudla
     except ImportError:
@@ -56,22 +59,22 @@ def main():
     task.input_tensor = [in_reg]
     task.output_tensor = [out_reg]
 
-    n, c, h, w = ind.n, ind.c, ind.h, ind.w
-    line, batch = ind.stride[1], ind.stride[3]
+    n, c, h, w = int(ind.n), int(ind.c), int(ind.h), int(ind.w)
+    size, s0, line, _, batch, cpg = formats.layout((n, c, h, w), np.int8, formats.DLA_HWC4)
+    assert size == ind.size_ and c <= cpg
     with torch.cuda.stream(stream):
-        # 1. preprocessing: [0, 1] floats -> int8 with the input scale (1/127), then DLA HWC4: each
-        #    pixel holds 4 channel bytes, rows are `line` bytes apart, images `batch` bytes apart.
+        # 1. preprocessing: [0, 1] floats -> int8 with the input scale (1/127), then DLA HWC4: pixels
+        #    s0 bytes apart (channels interleaved inside), rows `line` bytes, images `batch` bytes apart.
         x = images.to("cuda", non_blocking=True)
         q = torch.clamp(torch.round(x * 127.0), -128, 127).to(torch.int8)
-        hwc4 = torch.zeros(n, h, w, 4, dtype=torch.int8, device="cuda")
-        hwc4[..., :c] = q.permute(0, 2, 3, 1)
-        packed = dla_in.view(torch.int8).as_strided((n, h, w, 4), (batch, line, 4, 1))
-        packed.copy_(hwc4)
+        packed = dla_in.view(torch.int8).as_strided((n, h, w, c), (batch, line, s0, 1))
+        packed.copy_(q.permute(0, 2, 3, 1))
         # 2. the DLA task, ordered after the copy above on the same stream
         cudla.submit_task(dev, task.ptr, 1, stream.cuda_stream, 0)
         # 3. postprocessing: CHW16 fp16 (channel c at byte 2c of each 32-byte pixel) -> argmax
-        k = outd.c
-        probs = dla_out.view(torch.float16).as_strided((outd.n, k), (outd.stride[3] // 2, 1)).float()
+        k = int(outd.c)
+        out_batch = formats.layout((int(outd.n), k, 1, 1), np.float16, formats.CHW16)[4]
+        probs = dla_out.view(torch.float16).as_strided((int(outd.n), k), (out_batch // 2, 1)).float()
         classes = probs.argmax(dim=1)
     stream.synchronize()
     status = cudla.get_last_error(dev)

@@ -20,15 +20,15 @@ void dispatch(DataType t, Fn&& fn) {
 }
 
 // ---- standalone SDP ----
+// blockIdx.x is the (image, channel) plane: no per-element 64-bit division, uniform channel parameters.
 template <class T>
 __global__ void sdp_kernel(const T* __restrict x, T* __restrict y, Shape s, const __grid_constant__ DevChain chain,
                            const __grid_constant__ Operands ops) {
-  const uint64_t hw = uint64_t(s[2]) * s[3];
-  SOFTDLA_GRID_STRIDE(i, element_count(s)) {
-    const uint64_t nc = i / hw;
-    const uint32_t c = uint32_t(nc % s[1]), n = uint32_t(nc / s[1]), p = uint32_t(i % hw);
-    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, x[i], n, c, p, ops);
-    else store_f(y, i, chain_float(chain, load_f(x, i), n, c, p, ops));
+  const uint32_t hw = s[2] * s[3], nc = blockIdx.x, c = nc % s[1], n = nc / s[1];
+  const uint64_t base = uint64_t(nc) * hw;
+  for (uint32_t p = blockIdx.y * blockDim.x + threadIdx.x; p < hw; p += gridDim.y * blockDim.x) {
+    if constexpr (std::is_same_v<T, int8_t>) y[base + p] = chain_int8(chain, x[base + p], n, c, p, ops);
+    else store_f(y, base + p, chain_float(chain, load_f(x, base + p), n, c, p, ops));
   }
 }
 
@@ -40,7 +40,8 @@ class SdpOp final : public GpuOp {
     const Operands ops = operands_of(io);
     dispatch(dtype_, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      sdp_kernel<T><<<blocks_for(element_count(shape_)), kThreads, 0, stream>>>(
+      const dim3 grid(shape_[0] * shape_[1], std::min(blocks_for(uint64_t(shape_[2]) * shape_[3]), 65535u));
+      sdp_kernel<T><<<grid, kThreads, 0, stream>>>(
           static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), shape_, chain_.chain(), ops);
     });
     check_launch("sdp_kernel");
