@@ -5,6 +5,7 @@
 #include "error.h"
 #include "io_convert.h"
 #include "io_layout.h"
+#include "tensor_placement.h"
 #include "thread_pool.h"
 
 namespace softdla {
@@ -24,15 +25,9 @@ void Engine::run(std::span<const void* const> inputs, std::span<void* const> out
   std::lock_guard<std::mutex> lock(mutex_);
   if (arena_.size() < model_.memory_plan.arena_size) arena_.resize(model_.memory_plan.arena_size);
 
-  // Where each tensor lives during this run.
-  std::vector<void*> where(model_.tensors.size(), nullptr);
-  for (size_t t = 0; t < model_.tensors.size(); ++t) {
-    const Tensor& tensor = model_.tensors[t];
-    if (tensor.constant >= 0)
-      where[t] = const_cast<uint8_t*>(model_.constants[size_t(tensor.constant)].data.data());
-    else if (model_.memory_plan.offsets[t] <= arena_.size())  // I/O slots may hold any value; bound below
-      where[t] = arena_.data() + model_.memory_plan.offsets[t];
-  }
+  std::vector<void*> where = place_tensors(model_, arena_.data(), arena_.size(), [&](size_t c) {
+    return static_cast<const void*>(model_.constants[c].data.data());
+  });
   auto bind = [&](const IoBinding& io, size_t slot, const void* user) -> IoLayout {
     const Tensor& t = model_.tensors[io.tensor];
     const IoLayout layout = io_layout(t.shape, t.dtype, io.format, model_.target);

@@ -10,6 +10,26 @@ namespace softdla {
 
 class ThreadPool;
 
+// Calls fn with a null pointer of a tensor's storage type: float, or uint16_t (the bits) for fp16.
+template <class Fn>
+void with_float_storage(DataType t, Fn&& fn) {
+  if (t == DataType::kFloat16) fn(static_cast<uint16_t*>(nullptr));
+  else fn(static_cast<float*>(nullptr));
+}
+// The same, with int8_t for INT8 tensors.
+template <class Fn>
+void with_storage(DataType t, Fn&& fn) {
+  if (t == DataType::kInt8) fn(static_cast<int8_t*>(nullptr));
+  else with_float_storage(t, fn);
+}
+
+// Index into Op::inputs of the second operand of an element-wise SDP step.
+inline size_t eltwise_operand_slot(const Op& op, int32_t tensor) {
+  for (size_t i = 1; i < op.inputs.size(); ++i)
+    if (op.inputs[i] == uint32_t(tensor)) return i;
+  return op.inputs.size();  // not reached for a checked model
+}
+
 struct OpIo {
   std::vector<const void*> inputs;  // one per Op::inputs entry (constants point at their data)
   void* output = nullptr;

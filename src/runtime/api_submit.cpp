@@ -15,6 +15,7 @@
 #include "runtime_state.h"
 #include "task.h"
 #include "softdla/cudla_ext.h"
+#include "statistics_record.h"
 
 using namespace softdla;
 using namespace softdla::rt;
@@ -96,17 +97,9 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
 }
 
 void write_statistics(uint8_t* buffer, const std::vector<OpTiming>& timings, uint64_t task_index, double task_ms) {
-  softdlaStatsHeader h{};
-  std::memcpy(h.magic, SOFTDLA_STATS_MAGIC, 8);
-  h.version = SOFTDLA_STATS_VERSION;
-  h.numLayers = uint32_t(timings.size());
-  h.taskIndex = task_index;
-  h.taskMs = task_ms;
-  std::memcpy(buffer, &h, sizeof h);
-  for (size_t i = 0; i < timings.size(); ++i) {
-    const softdlaStatsRecord r{uint32_t(i), 0, timings[i].start_ms, timings[i].end_ms};
-    std::memcpy(buffer + sizeof h + i * sizeof r, &r, sizeof r);
-  }
+  write_statistics_header(buffer, uint32_t(timings.size()), task_index, task_ms);
+  for (size_t i = 0; i < timings.size(); ++i)
+    write_statistics_layer(buffer, uint32_t(i), timings[i].start_ms, timings[i].end_ms);
 }
 
 }  // namespace
@@ -133,6 +126,14 @@ cudlaStatus softdla::rt::run_task(DeviceState& dev, const ResolvedTask& t) {
   return cudlaSuccess;
 }
 
+
+void softdla::rt::run_tasks(DeviceState& dev, const std::vector<ResolvedTask>& tasks) {
+  for (const ResolvedTask& t : tasks) {
+    const cudlaStatus s = run_task(dev, t);
+    dev.last_error = s;
+    if (s != cudlaSuccess) break;
+  }
+}
 
 extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cudlaTask* const ptrToTasks,
                                        uint32_t const numTasks, void* const stream, uint32_t const flags) {
@@ -201,11 +202,7 @@ extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cud
       return cudlaSuccess;
     }
     if (take_lock) exec.lock();
-    for (const ResolvedTask& t : tasks) {
-      const cudlaStatus s = run_task(*dev, t);
-      dev->last_error = s;
-      if (s != cudlaSuccess) break;  // the rest of this submission does not run
-    }
+    run_tasks(*dev, tasks);
     return cudlaSuccess;
   });
 }

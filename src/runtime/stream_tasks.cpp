@@ -28,11 +28,7 @@ void run_staged(void* data) {
   DeviceState& dev = *st->dev;
   std::unique_lock<std::mutex> exec(registry().cores[dev.core].exec_mutex, std::defer_lock);
   if (st->take_lock) exec.lock();
-  for (const ResolvedTask& t : st->tasks) {
-    const cudlaStatus s = run_task(dev, t);
-    dev.last_error = s;
-    if (s != cudlaSuccess) break;  // the rest of this submission does not run
-  }
+  run_tasks(dev, st->tasks);
 }
 
 void mark_finished(void* data) { static_cast<StagedTask*>(data)->finished = true; }

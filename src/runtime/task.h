@@ -19,6 +19,9 @@ struct ResolvedTask {
 
 // Runs a task on the CPU engine now; returns its status (also for cudlaGetLastError).
 cudlaStatus run_task(DeviceState& dev, const ResolvedTask& t);
+// Runs a submission's tasks in order, recording each status for cudlaGetLastError; stops at the first
+// failing task (the rest of the submission does not run).
+void run_tasks(DeviceState& dev, const std::vector<ResolvedTask>& tasks);
 
 // Enqueues tasks on a CUDA stream for the CPU engine: device buffers are staged through pinned host
 // memory, the engine runs in a host function, outputs are copied back. Returns at once.

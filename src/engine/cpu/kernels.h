@@ -20,11 +20,4 @@ std::unique_ptr<OpKernel> make_unary(const Model& m, const Op& op, const UnaryPa
 std::unique_ptr<OpKernel> make_reduce_max(const Model& m, const Op& op, const ReduceMaxParams& p);
 std::unique_ptr<OpKernel> make_convert(const Model& m, const Op& op);
 
-// Calls fn with a null pointer of the storage type of a float tensor (float or uint16_t for fp16).
-template <class Fn>
-void with_float_storage(DataType t, Fn&& fn) {
-  if (t == DataType::kFloat16) fn(static_cast<uint16_t*>(nullptr));
-  else fn(static_cast<float*>(nullptr));
-}
-
 }  // namespace softdla::cpu

@@ -6,36 +6,11 @@
 #include "element.h"
 #include "kernels.h"
 #include "numerics.h"
+#include "resize_rules.h"
 #include "thread_pool.h"
 
 namespace softdla::cpu {
 namespace {
-
-// Source index of output index i for nearest resize by integer factor s, clamped to [0, n).
-int64_t nearest_source(int64_t i, int64_t s, int64_t n, NearestRounding rule) {
-  int64_t src;
-  switch (rule) {
-    case NearestRounding::kAsymmetricFloor: src = i / s; break;
-    // half-pixel x = (2i + 1 - s) / (2s); round half down = ceil(x - 1/2), half up = floor(x + 1/2)
-    case NearestRounding::kHalfPixelRoundDown: {
-      const int64_t num = 2 * i + 1 - 2 * s, den = 2 * s;
-      src = num >= 0 ? (num + den - 1) / den : -((-num) / den);
-      break;
-    }
-    default: src = (2 * i + 1) / (2 * s); break;
-  }
-  return std::clamp<int64_t>(src, 0, n - 1);
-}
-
-// Bilinear taps along one axis: source x0, x1 and weight of x1 as frac / den, den = 2s.
-struct Taps { int64_t x0, x1, frac; };
-Taps bilinear_taps(int64_t i, int64_t s, int64_t n) {
-  const int64_t den = 2 * s;
-  int64_t num = std::max<int64_t>(2 * i + 1 - s, 0);  // x = num / den, clamped at 0
-  int64_t x0 = num / den, frac = num % den;
-  if (x0 >= n - 1) x0 = n - 1, frac = 0;
-  return {x0, std::min(x0 + 1, n - 1), frac};
-}
 
 class ResizeKernel final : public OpKernel {
  public:

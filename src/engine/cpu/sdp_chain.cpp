@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "element.h"
+#include "kernel.h"
 #include "multiversion.h"
 #include "numerics.h"
 
@@ -30,8 +31,7 @@ SdpChain::SdpChain(const Model& m, const Op& op, const SdpParams& p)
   for (const SdpStep& s : p.steps) {
     Step st{s, 0, {}};
     if (is_eltwise(s.kind)) {
-      const auto it = std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor));
-      st.operand_slot = size_t(it - op.inputs.begin());
+      st.operand_slot = eltwise_operand_slot(op, s.tensor);
       st.operand_shape = m.tensors[uint32_t(s.tensor)].shape;
     }
     steps_.push_back(std::move(st));

@@ -1,8 +1,8 @@
 // Convolution on the GPU. Dense and grouped convolutions are im2col + a cuBLASLt matrix product on the
 // tensor cores (INT8 x INT8 -> INT32, exact; FP16 x FP16 -> FP32), followed by one epilogue kernel
 // that runs the SDP chain and writes the output type. Depthwise convolutions (one input channel per
-// group) and deconvolutions are direct kernels with the SDP chain fused. INT8 sums are exact in int32:
-// a product is at most 2^14 in magnitude and the builder limits a reduction to fewer than 2^17 terms.
+// group), INT8 reductions of 2^17 terms or more (int32 sums of products up to 2^14 could overflow) and
+// deconvolutions are direct kernels with the SDP chain fused.
 #include <stdexcept>
 #include <string>
 
@@ -82,66 +82,33 @@ __global__ void epilogue_kernel(const Acc* __restrict acc, T* __restrict y, Geom
   }
 }
 
-// Exact INT8 convolution for reductions too long for int32 tensor-core sums: int64 per output, then
-// saturated to int32 as the CPU backend does (docs/NUMERICS.md §Convolution).
-__global__ void direct_int8_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y,
-                                   Geometry g, const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+// Direct convolution, one output element per thread, the SDP chain fused: depthwise convolutions
+// (Acc = int32 for INT8: at most 32 x 32 taps) and INT8 reductions too long for the tensor cores'
+// int32 sums (Acc = int64, then saturated to int32 as the CPU backend does; docs/NUMERICS.md).
+template <class T, class Acc>
+__global__ void direct_conv_kernel(const T* __restrict x, const T* __restrict w, T* __restrict y, Geometry g,
+                                   const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
   const uint64_t ohw = uint64_t(g.OH) * g.OW, total = uint64_t(g.N) * g.K * ohw;
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t p = uint32_t(i % ohw), oh = p / g.OW, ow = p % g.OW;
     const uint64_t nk = i / ohw;
     const uint32_t k = uint32_t(nk % g.K), n = uint32_t(nk / g.K), grp = k / g.Kg;
-    int64_t acc = 0;
+    Acc acc = 0;
     for (uint32_t c = 0; c < g.Cg; ++c) {
-      const int8_t* plane = x + (uint64_t(n) * g.C + uint64_t(grp) * g.Cg + c) * g.H * g.W;
-      const int8_t* wk = w + (uint64_t(k) * g.Cg + c) * g.R * g.S;
+      const T* plane = x + (uint64_t(n) * g.C + uint64_t(grp) * g.Cg + c) * g.H * g.W;
+      const T* wk = w + (uint64_t(k) * g.Cg + c) * g.R * g.S;
       for (uint32_t r = 0; r < g.R; ++r) {
         const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
         if (ih < 0 || ih >= g.H) continue;
         for (uint32_t s = 0; s < g.S; ++s) {
           const int64_t iw = int64_t(ow) * g.sw - g.pl + int64_t(s) * g.dw;
-          if (iw >= 0 && iw < g.W) acc += int64_t(wk[r * g.S + s]) * plane[ih * g.W + iw];
+          if (iw >= 0 && iw < g.W)
+            acc += Acc(acc_operand(wk, r * g.S + s)) * Acc(acc_operand(plane, uint64_t(ih * g.W + iw)));
         }
       }
     }
-    y[i] = chain_int8(chain, num::sat32(acc), n, k, p, ops);
-  }
-}
-
-// One input channel per group: a direct sliding window per output element.
-template <class T>
-__global__ void depthwise_kernel(const T* __restrict x, const T* __restrict w, T* __restrict y, Geometry g,
-                                 const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
-  const uint64_t ohw = uint64_t(g.OH) * g.OW, total = uint64_t(g.N) * g.K * ohw;
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t p = uint32_t(i % ohw), oh = p / g.OW, ow = p % g.OW;
-    const uint64_t nk = i / ohw;
-    const uint32_t k = uint32_t(nk % g.K), n = uint32_t(nk / g.K), c = k / g.Kg;
-    const T* plane = x + (uint64_t(n) * g.C + c) * g.H * g.W;
-    const T* wk = w + uint64_t(k) * g.R * g.S;
-    if constexpr (std::is_same_v<T, int8_t>) {
-      int32_t acc = 0;
-      for (uint32_t r = 0; r < g.R; ++r) {
-        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
-        if (ih < 0 || ih >= g.H) continue;
-        for (uint32_t s = 0; s < g.S; ++s) {
-          const int64_t iw = int64_t(ow) * g.sw - g.pl + int64_t(s) * g.dw;
-          if (iw >= 0 && iw < g.W) acc += int32_t(wk[r * g.S + s]) * int32_t(plane[ih * g.W + iw]);
-        }
-      }
-      y[i] = chain_int8(chain, acc, n, k, p, ops);
-    } else {
-      float acc = 0.f;
-      for (uint32_t r = 0; r < g.R; ++r) {
-        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
-        if (ih < 0 || ih >= g.H) continue;
-        for (uint32_t s = 0; s < g.S; ++s) {
-          const int64_t iw = int64_t(ow) * g.sw - g.pl + int64_t(s) * g.dw;
-          if (iw >= 0 && iw < g.W) acc += load_f(wk, r * g.S + s) * load_f(plane, uint64_t(ih * g.W + iw));
-        }
-      }
-      store_f(y, i, chain_float(chain, acc, n, k, p, ops));
-    }
+    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, num::sat32(acc), n, k, p, ops);
+    else store_f(y, i, chain_float(chain, acc, n, k, p, ops));
   }
 }
 
@@ -160,11 +127,9 @@ class ConvOp final : public GpuOp {
     const Constant& w = m.constants[p.weights];
     g_ = {x[0], x[1], x[2], x[3], y[1], w.dims[2], w.dims[3], y[2], y[3], p.groups, x[1] / p.groups,
           y[1] / p.groups, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.pad_top, p.pad_left};
-    // Sums of more than 2^17 int8 products can overflow int32: those take the exact int64 kernel.
-    direct_ = dtype_ == DataType::kInt8 && g_.kdim() >= kMaxExactTerms;
-    depthwise_ = g_.Cg == 1;
+    direct_ = g_.Cg == 1 || (dtype_ == DataType::kInt8 && g_.kdim() >= kMaxExactTerms);
     const size_t elem = element_size(dtype_);
-    if (depthwise_ || direct_) {
+    if (direct_) {
       weights_ = DeviceBuffer(w.data.data(), w.data.size());
       return;
     }
@@ -193,30 +158,32 @@ class ConvOp final : public GpuOp {
       if (l) cublasLtMatrixLayoutDestroy(l);
   }
 
-  size_t scratch_bytes() const override { return depthwise_ || direct_ ? 0 : col_bytes_ + acc_bytes_; }
+  size_t scratch_bytes() const override { return direct_ ? 0 : col_bytes_ + acc_bytes_; }
 
   void enqueue(const GpuOpIo& io, const OpContext& ctx, cudaStream_t stream) const override {
     const Operands ops = operands_of(io);
     const uint64_t out_count = uint64_t(g_.N) * g_.K * g_.OH * g_.OW;
-    if (depthwise_) {
-      dispatch([&](auto* tag) {
-        using T = std::remove_pointer_t<decltype(tag)>;
-        depthwise_kernel<T><<<blocks_for(out_count), kThreads, 0, stream>>>(
-            static_cast<const T*>(io.inputs[0]), weights_.as<T>(), static_cast<T*>(io.output), g_, chain_.chain(), ops);
-      });
-      return check_launch("depthwise_kernel");
-    }
     if (direct_) {
-      direct_int8_kernel<<<blocks_for(out_count), kThreads, 0, stream>>>(
-          static_cast<const int8_t*>(io.inputs[0]), weights_.as<int8_t>(), static_cast<int8_t*>(io.output), g_,
-          chain_.chain(), ops);
-      return check_launch("direct_int8_kernel");
+      with_storage(dtype_, [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        const T* x = static_cast<const T*>(io.inputs[0]);
+        const T* w = weights_.as<T>();
+        T* y = static_cast<T*>(io.output);
+        const unsigned blocks = blocks_for(out_count);
+        if constexpr (!std::is_same_v<T, int8_t>)
+          direct_conv_kernel<T, float><<<blocks, kThreads, 0, stream>>>(x, w, y, g_, chain_.chain(), ops);
+        else if (g_.kdim() >= kMaxExactTerms)
+          direct_conv_kernel<T, int64_t><<<blocks, kThreads, 0, stream>>>(x, w, y, g_, chain_.chain(), ops);
+        else
+          direct_conv_kernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(x, w, y, g_, chain_.chain(), ops);
+      });
+      return check_launch("direct_conv_kernel");
     }
     uint8_t* col = static_cast<uint8_t*>(io.scratch);
     void* acc = col + col_bytes_;
     const size_t elem = element_size(dtype_);
     for (uint32_t grp = 0; grp < g_.groups; ++grp) {
-      dispatch([&](auto* tag) {
+      with_storage(dtype_, [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const dim3 grid(blocks_for(ohw_ * kpad_ / 4), g_.N);
         im2col_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(io.inputs[0]), reinterpret_cast<T*>(col),
@@ -233,7 +200,7 @@ class ConvOp final : public GpuOp {
       SOFTDLA_LT(cublasLtMatmul(ctx.lt, matmul_, alpha, col, a_, w, b_, beta, d, d_, d, d_, &algo_, ctx.workspace,
                                 ctx.workspace_bytes, stream));
     }
-    dispatch([&](auto* tag) {
+    with_storage(dtype_, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       using Acc = typename GemmType<T>::Acc;
       const dim3 grid(g_.N * g_.K, std::min(blocks_for(ohw_), 65535u));
@@ -244,12 +211,6 @@ class ConvOp final : public GpuOp {
   }
 
  private:
-  template <class Fn>
-  void dispatch(Fn&& fn) const {
-    if (dtype_ == DataType::kInt8) fn(static_cast<int8_t*>(nullptr));
-    else with_float_type(dtype_, fn);
-  }
-
   // D[ldd x Kg] (per image) = col^T[pixels x kpad] * W^T: both operands K-major ("TN"), which the INT8
   // tensor-core kernels require; the result is already NCHW (pixels innermost).
   void plan_gemm(const OpContext& ctx) {
@@ -288,7 +249,7 @@ class ConvOp final : public GpuOp {
   DataType dtype_;
   std::string name_;
   Geometry g_{};
-  bool depthwise_ = false, direct_ = false;
+  bool direct_ = false;  // depthwise, or an INT8 reduction too long for int32 sums
   uint32_t kpad_ = 0;
   uint64_t ohw_ = 0, ldd_ = 0, col_bytes_ = 0, acc_bytes_ = 0;
   DeviceBuffer weights_, taps_;
@@ -306,8 +267,8 @@ __global__ void deconv_kernel(const T* __restrict x, const T* __restrict w, T* _
   const uint64_t ihw = uint64_t(in[2]) * in[3];
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
     const Nchw o = unflatten(i, out);
-    int64_t acc_i = 0;
-    float acc_f = 0.f;
+    using Acc = std::conditional_t<std::is_same_v<T, int8_t>, int64_t, float>;
+    Acc acc = 0;
     for (uint32_t r = 0; r < R; ++r) {
       if (o.h < r || (o.h - r) % sh) continue;
       const uint32_t ih = (o.h - r) / sh;
@@ -319,14 +280,13 @@ __global__ void deconv_kernel(const T* __restrict x, const T* __restrict w, T* _
         for (uint32_t c = 0; c < in[1]; ++c) {
           const uint64_t xi = (uint64_t(o.n) * in[1] + c) * ihw + uint64_t(ih) * in[3] + iw;
           const uint64_t wi = ((uint64_t(c) * out[1] + o.c) * R + r) * S + s;
-          if constexpr (std::is_same_v<T, int8_t>) acc_i += int64_t(x[xi]) * int64_t(w[wi]);
-          else acc_f += load_f(x, xi) * load_f(w, wi);
+          acc += Acc(acc_operand(x, xi)) * Acc(acc_operand(w, wi));
         }
       }
     }
     const uint32_t hw = o.h * out[3] + o.w;
-    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, num::sat32(acc_i), o.n, o.c, hw, ops);
-    else store_f(y, i, chain_float(chain, acc_f, o.n, o.c, hw, ops));
+    if constexpr (std::is_same_v<T, int8_t>) y[i] = chain_int8(chain, num::sat32(acc), o.n, o.c, hw, ops);
+    else store_f(y, i, chain_float(chain, acc, o.n, o.c, hw, ops));
   }
 }
 
@@ -347,8 +307,7 @@ class DeconvOp final : public GpuOp {
           static_cast<const T*>(io.inputs[0]), weights_.as<T>(), static_cast<T*>(io.output), in_, out_, R_, S_, sh_,
           sw_, chain_.chain(), ops);
     };
-    if (dtype_ == DataType::kInt8) launch(static_cast<int8_t*>(nullptr));
-    else with_float_type(dtype_, launch);
+    with_storage(dtype_, launch);
     check_launch("deconv_kernel");
   }
 

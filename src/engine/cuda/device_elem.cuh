@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernel.h"  // with_storage, with_float_storage
 #include "model.h"
 #include "numerics.h"
 
@@ -13,11 +14,18 @@ __device__ inline float load_f(const uint16_t* p, uint64_t i) { return num::half
 __device__ inline void store_f(float* p, uint64_t i, float v) { p[i] = v; }
 __device__ inline void store_f(uint16_t* p, uint64_t i, float v) { p[i] = num::float_to_half(v); }
 
-// Runs fn with a null pointer of the storage type of a float tensor (float, or uint16_t for fp16).
+// A tensor element as a convolution operand: int8 stays an integer, fp16 widens to float.
+__device__ inline int32_t acc_operand(const int8_t* p, uint64_t i) { return p[i]; }
+__device__ inline float acc_operand(const uint16_t* p, uint64_t i) { return load_f(p, i); }
+__device__ inline float acc_operand(const float* p, uint64_t i) { return p[i]; }
+
+// Calls fn with a null pointer of an unsigned type of `elem` bytes (1, 2 or 4): for code that only
+// moves elements.
 template <class Fn>
-void with_float_type(DataType t, Fn&& fn) {
-  if (t == DataType::kFloat16) fn(static_cast<uint16_t*>(nullptr));
-  else fn(static_cast<float*>(nullptr));
+void by_element_size(size_t elem, Fn&& fn) {
+  if (elem == 1) fn(static_cast<uint8_t*>(nullptr));
+  else if (elem == 2) fn(static_cast<uint16_t*>(nullptr));
+  else fn(static_cast<uint32_t*>(nullptr));
 }
 
 // Unpacks a flat NCHW index.

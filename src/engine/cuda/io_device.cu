@@ -23,13 +23,6 @@ __global__ void pack_kernel(const E* __restrict src, uint8_t* __restrict dst, Io
   }
 }
 
-template <class Fn>
-void by_element_size(uint32_t elem, Fn&& fn) {
-  if (elem == 1) fn(static_cast<uint8_t*>(nullptr));
-  else if (elem == 2) fn(static_cast<uint16_t*>(nullptr));
-  else fn(static_cast<uint32_t*>(nullptr));
-}
-
 }  // namespace
 
 void enqueue_unpack(const void* src, const IoLayout& layout, const Shape& shape, void* dst, cudaStream_t stream) {

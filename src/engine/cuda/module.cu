@@ -9,7 +9,8 @@
 #include "gpu_module.h"
 #include "io_device.cuh"
 #include "io_layout.h"
-#include "softdla/cudla_ext.h"
+#include "statistics_record.h"
+#include "tensor_placement.h"
 
 namespace softdla::gpu {
 namespace {
@@ -29,18 +30,9 @@ __global__ void stamp_kernel(uint64_t* slot) { *slot = global_ns(); }
 __global__ void statistics_kernel(const uint64_t* stamps, uint32_t ops, uint64_t task_index, uint8_t* out) {
   const uint64_t t0 = stamps[0];
   const uint64_t t_end = global_ns();
-  softdlaStatsHeader h{};
-  const char magic[8] = {'S', 'D', 'L', 'A', 'S', 'T', 'A', 'T'};
-  for (int i = 0; i < 8; ++i) h.magic[i] = magic[i];
-  h.version = SOFTDLA_STATS_VERSION;
-  h.numLayers = ops;
-  h.taskIndex = task_index;
-  h.taskMs = double(t_end - t0) * 1e-6;
-  memcpy(out, &h, sizeof h);
-  for (uint32_t i = 0; i < ops; ++i) {
-    const softdlaStatsRecord r{i, 0, double(stamps[1 + 2 * i] - t0) * 1e-6, double(stamps[2 + 2 * i] - t0) * 1e-6};
-    memcpy(out + sizeof h + i * sizeof r, &r, sizeof r);
-  }
+  write_statistics_header(out, ops, task_index, double(t_end - t0) * 1e-6);
+  for (uint32_t i = 0; i < ops; ++i)
+    write_statistics_layer(out, i, double(stamps[1 + 2 * i] - t0) * 1e-6, double(stamps[2 + 2 * i] - t0) * 1e-6);
 }
 
 class GpuModule final : public Module {
@@ -138,19 +130,14 @@ class GpuModule final : public Module {
               cudaStream_t stream) const {
     uint64_t* stamps = stamps_.as<uint64_t>();
     if (statistics) stamp(stamps, stream);
-    std::vector<const void*> where(model_.tensors.size(), nullptr);
-    uint8_t* arena = arena_.as<uint8_t>();
-    for (size_t t = 0; t < model_.tensors.size(); ++t) {
-      const Tensor& tensor = model_.tensors[t];
-      if (tensor.constant >= 0) where[t] = constants_[size_t(tensor.constant)].get();
-      else if (model_.memory_plan.offsets[t] < arena_.bytes()) where[t] = arena + model_.memory_plan.offsets[t];
-    }
+    std::vector<void*> where = place_tensors(model_, arena_.as<uint8_t>(), arena_.bytes(),
+                                                   [&](size_t c) { return constants_[c].get(); });
     const size_t nin = model_.inputs.size();
     for (size_t i = 0; i < nin; ++i) {
       const IoBinding& io = model_.inputs[i];
       const Tensor& t = model_.tensors[io.tensor];
       if (io.format == TensorFormat::kLinear) {
-        where[io.tensor] = inputs[i];
+        where[io.tensor] = const_cast<void*>(inputs[i]);  // read only
       } else {
         where[io.tensor] = io_linear_[i].get();
         enqueue_unpack(inputs[i], io_layout(t.shape, t.dtype, io.format, model_.target), t.shape, io_linear_[i].get(),
@@ -165,7 +152,7 @@ class GpuModule final : public Module {
       const Op& op = model_.ops[i];
       GpuOpIo io;
       for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
-      io.output = const_cast<void*>(where[op.outputs[0]]);
+      io.output = where[op.outputs[0]];
       io.scratch = scratch_.get();
       if (statistics) stamp(stamps + 1 + 2 * i, stream);
       ops_[i]->enqueue(io, ctx_, stream);

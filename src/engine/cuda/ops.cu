@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "resize_rules.h"
 #include "sdp_device.cuh"
 
 namespace softdla::gpu {
@@ -11,13 +12,6 @@ namespace {
 
 #define SOFTDLA_GRID_STRIDE(i, total) \
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < (total); i += uint64_t(gridDim.x) * blockDim.x)
-
-// Calls fn with a null pointer of the tensor's storage type (int8_t, uint16_t for fp16, float).
-template <class Fn>
-void dispatch(DataType t, Fn&& fn) {
-  if (t == DataType::kInt8) fn(static_cast<int8_t*>(nullptr));
-  else with_float_type(t, fn);
-}
 
 // ---- standalone SDP ----
 // blockIdx.x is the (image, channel) plane: no per-element 64-bit division, uniform channel parameters.
@@ -38,7 +32,7 @@ class SdpOp final : public GpuOp {
       : chain_(m, op, p), dtype_(m.tensors[op.outputs[0]].dtype), shape_(m.tensors[op.outputs[0]].shape) {}
   void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
     const Operands ops = operands_of(io);
-    dispatch(dtype_, [&](auto* tag) {
+    with_storage(dtype_, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       const dim3 grid(shape_[0] * shape_[1], std::min(blocks_for(uint64_t(shape_[2]) * shape_[3]), 65535u));
       sdp_kernel<T><<<grid, kThreads, 0, stream>>>(
@@ -111,20 +105,7 @@ __global__ void lrn_kernel(const T* __restrict x, T* __restrict y, Shape s, LrnP
   }
 }
 
-// ---- resize ----
-__device__ int64_t nearest_source(int64_t i, int64_t s, int64_t n, NearestRounding rule) {
-  int64_t src;
-  if (rule == NearestRounding::kAsymmetricFloor) {
-    src = i / s;
-  } else if (rule == NearestRounding::kHalfPixelRoundDown) {
-    const int64_t num = 2 * i + 1 - 2 * s, den = 2 * s;
-    src = num >= 0 ? (num + den - 1) / den : -((-num) / den);
-  } else {
-    src = (2 * i + 1) / (2 * s);
-  }
-  return src < 0 ? 0 : (src > n - 1 ? n - 1 : src);
-}
-
+// ---- resize (coordinate rules: resize_rules.h) ----
 template <class T>
 __global__ void resize_kernel(const T* __restrict x, T* __restrict y, Shape in, Shape out, ResizeParams p) {
   SOFTDLA_GRID_STRIDE(i, element_count(out)) {
@@ -135,19 +116,9 @@ __global__ void resize_kernel(const T* __restrict x, T* __restrict y, Shape in, 
       y[i] = plane[nearest_source(o.h, sh, H, p.nearest) * W + nearest_source(o.w, sw, W, p.nearest)];
       continue;
     }
-    int64_t ys[2], xs[2], wy[2], wx[2];
-    const int64_t axes_i[2] = {o.h, o.w}, axes_s[2] = {sh, sw}, axes_n[2] = {H, W};
-    int64_t* taps[2] = {ys, xs};
-    int64_t* weights[2] = {wy, wx};
-    for (int a = 0; a < 2; ++a) {  // bilinear taps: x = num / (2s), clamped at 0 and n - 1
-      const int64_t den = 2 * axes_s[a], n = axes_n[a];
-      int64_t num = 2 * axes_i[a] + 1 - axes_s[a];
-      num = num > 0 ? num : 0;
-      int64_t x0 = num / den, frac = num % den;
-      if (x0 >= n - 1) x0 = n - 1, frac = 0;
-      taps[a][0] = x0, taps[a][1] = x0 + 1 < n - 1 ? x0 + 1 : n - 1;
-      weights[a][0] = den - frac, weights[a][1] = frac;
-    }
+    const Taps th = bilinear_taps(o.h, sh, H), tw = bilinear_taps(o.w, sw, W);
+    const int64_t ys[2] = {th.x0, th.x1}, xs[2] = {tw.x0, tw.x1};
+    const int64_t wy[2] = {2 * sh - th.frac, th.frac}, wx[2] = {2 * sw - tw.frac, tw.frac};
     const int64_t dh = 2 * sh, dw = 2 * sw;
     if constexpr (std::is_same_v<T, int8_t>) {
       int64_t acc = 0;
@@ -188,7 +159,7 @@ class ElementOp final : public GpuOp {
       : p_(p), dtype_(m.tensors[op.outputs[0]].dtype), in_(m.tensors[op.inputs[0]].shape),
         out_(m.tensors[op.outputs[0]].shape) {}
   void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
-    dispatch(dtype_, [&](auto* tag) {
+    with_storage(dtype_, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       const T* x = static_cast<const T*>(io.inputs[0]);
       T* y = static_cast<T*>(io.output);
@@ -234,12 +205,6 @@ __global__ void copy_kernel(const E* __restrict x, E* __restrict y, CopyMap map)
   }
 }
 
-template <class E>
-void launch_copy(const void* x, void* y, const CopyMap& map, cudaStream_t stream) {
-  copy_kernel<E><<<blocks_for(element_count(map.out)), kThreads, 0, stream>>>(static_cast<const E*>(x),
-                                                                                 static_cast<E*>(y), map);
-}
-
 class DataMovementOp final : public GpuOp {
  public:
   DataMovementOp(const Model& m, const Op& op) : elem_(element_size(m.tensors[op.outputs[0]].dtype)) {
@@ -249,19 +214,16 @@ class DataMovementOp final : public GpuOp {
       for (int a = 2; a >= 0; --a) st[a] = st[a + 1] * s[a + 1];
     };
     if (std::holds_alternative<ConcatParams>(op.params)) {
-      // One map per input: the input's own elements land in its channel range of the output.
-      uint64_t c0 = 0, ost[4];
-      dense_strides(out, ost);
+      // Each input is a block of rows (one per image) landing at its channel offset in the output.
+      const uint64_t plane = uint64_t(out[2]) * out[3];
+      out_image_bytes_ = out[1] * plane * elem_;
+      uint64_t c0 = 0;
       for (uint32_t t : op.inputs) {
         const Shape& s = m.tensors[t].shape;
-        CopyMap map;
-        map.out = s;
-        dense_strides(s, map.stride);
-        maps_.push_back(map);
-        out_offsets_.push_back(c0 * ost[1]);
-        out_strides_.push_back({ost[0], ost[1], ost[2], ost[3]});
+        concat_.push_back({c0 * plane * elem_, s[1] * plane * elem_});
         c0 += s[1];
       }
+      images_ = out[0];
       return;
     }
     const Shape in = m.tensors[op.inputs[0]].shape;
@@ -276,34 +238,33 @@ class DataMovementOp final : public GpuOp {
       const auto& perm = std::get<ShuffleParams>(op.params).perm;
       for (int a = 0; a < 4; ++a) map.out[a] = in[perm[a]], map.stride[a] = ist[perm[a]];
     }
-    maps_.push_back(map);
+    map_ = map;
   }
   void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
-    for (size_t k = 0; k < maps_.size(); ++k) {
-      if (out_offsets_.empty()) {
-        copy(io.inputs[0], io.output, maps_[k], stream);
-        continue;
-      }
-      // Concat: a 2-D copy per input (rows are images).
-      const Shape& s = maps_[k].out;
-      const size_t bytes = size_t(element_count(s) / s[0]) * elem_;
-      SOFTDLA_CUDA(cudaMemcpy2DAsync(static_cast<uint8_t*>(io.output) + out_offsets_[k] * elem_,
-                                     out_strides_[k][0] * elem_, io.inputs[k], bytes, bytes, s[0],
+    if (concat_.empty()) return copy(io.inputs[0], io.output, map_, stream);
+    for (size_t k = 0; k < concat_.size(); ++k)
+      SOFTDLA_CUDA(cudaMemcpy2DAsync(static_cast<uint8_t*>(io.output) + concat_[k].offset, out_image_bytes_,
+                                     io.inputs[k], concat_[k].bytes, concat_[k].bytes, images_,
                                      cudaMemcpyDeviceToDevice, stream));
-    }
   }
 
  private:
   void copy(const void* x, void* y, const CopyMap& map, cudaStream_t stream) const {
-    if (elem_ == 1) launch_copy<uint8_t>(x, y, map, stream);
-    else if (elem_ == 2) launch_copy<uint16_t>(x, y, map, stream);
-    else launch_copy<uint32_t>(x, y, map, stream);
+    by_element_size(elem_, [&](auto* tag) {
+      using E = std::remove_pointer_t<decltype(tag)>;
+      copy_kernel<E><<<blocks_for(element_count(map.out)), kThreads, 0, stream>>>(static_cast<const E*>(x),
+                                                                                   static_cast<E*>(y), map);
+    });
     check_launch("copy_kernel");
   }
+  struct ConcatPart {
+    uint64_t offset, bytes;  // in one output image
+  };
   size_t elem_;
-  std::vector<CopyMap> maps_;
-  std::vector<uint64_t> out_offsets_;
-  std::vector<std::array<uint64_t, 4>> out_strides_;
+  CopyMap map_;                    // slice, shuffle
+  std::vector<ConcatPart> concat_;  // concat, one per input
+  uint64_t out_image_bytes_ = 0;
+  uint32_t images_ = 0;
 };
 
 // ---- abs, reduce max, convert ----
@@ -372,7 +333,7 @@ class PointwiseOp final : public GpuOp {
                                                                  {from_.dtype, from_.scale}, {to_.dtype, to_.scale});
       return check_launch("convert_kernel");
     }
-    dispatch(to_.dtype, [&](auto* tag) {
+    with_storage(to_.dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       const T* x = static_cast<const T*>(io.inputs[0]);
       T* y = static_cast<T*>(io.output);

@@ -30,8 +30,7 @@ ChainHolder::ChainHolder(const Model& m, const Op& op, const SdpParams& p) {
       d.fvals = buffers_.back().as<float>();
     }
     if (is_eltwise(s.kind)) {
-      const auto it = std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor));
-      const size_t slot = size_t(it - op.inputs.begin());
+      const size_t slot = eltwise_operand_slot(op, s.tensor);
       if (slot >= size_t(kMaxOperands))
         throw std::runtime_error("op '" + op.name + "': too many element-wise operands for the CUDA backend");
       d.slot = uint8_t(slot);
