@@ -14,12 +14,13 @@ SOFTDLA_HD inline int64_t sat32(int64_t v) { return v < INT32_MIN ? INT32_MIN : 
 SOFTDLA_HD inline int8_t sat8(int64_t v) { return int8_t(v < -128 ? -128 : (v > 127 ? 127 : v)); }
 
 // Arithmetic right shift by s with round half away from zero. |v| < 2^62, 0 <= s <= 62.
-// Branch-free so loops over it vectorize: shift the magnitude with +half, then restore the sign.
+// Rounding the magnitude, sign(v) * floor((|v| + half) / 2^s), equals floor((v + half - 1) / 2^s) for
+// v < 0 and s > 0 (as 2^s - half = half), so one add and one arithmetic shift do it: branch-free, so
+// loops over it vectorize, and cheap in the GPU's emulated 64-bit arithmetic.
 SOFTDLA_HD inline int64_t rshift_rhaz(int64_t v, unsigned s) {
-  const int64_t sign = v >> 63;                 // 0 or -1
-  const int64_t mag = (v ^ sign) - sign;        // |v|
   const int64_t half = (int64_t(1) << s) >> 1;  // 0 when s == 0
-  return (((mag + half) >> s) ^ sign) - sign;
+  const int64_t below = (v < 0) & (s > 0);      // the -1 for negative values
+  return (v + half - below) >> s;
 }
 
 // v * m >> s (round half away), saturated to int32: every integer rescale in the pipeline.

@@ -24,6 +24,31 @@ TEST(Numerics, RightShiftRoundsHalfAwayFromZero) {
   EXPECT_EQ(rshift_rhaz(-(int64_t(1) << 62), 62), -1);
 }
 
+// The shift is one add and one arithmetic shift; it must equal rounding the magnitude, for every
+// shift and for values at the edges of the documented range as well as random ones.
+TEST(Numerics, RightShiftMatchesMagnitudeRounding) {
+  auto by_magnitude = [](int64_t v, unsigned s) {
+    const int64_t mag = v < 0 ? -v : v, half = (int64_t(1) << s) >> 1;
+    const int64_t r = (mag + half) >> s;
+    return v < 0 ? -r : r;
+  };
+  const int64_t limit = (int64_t(1) << 62) - 1;
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (unsigned s = 0; s <= 62; ++s) {
+    const int64_t unit = int64_t(1) << s;
+    for (int64_t v : {int64_t(0), int64_t(1), int64_t(-1), unit, -unit, unit / 2, -(unit / 2), unit / 2 + 1,
+                      -(unit / 2) - 1, unit + unit / 2, -(unit + unit / 2), limit, -limit})
+      if (v <= limit && v >= -limit) {
+        ASSERT_EQ(rshift_rhaz(v, s), by_magnitude(v, s)) << v << " >> " << s;
+      }
+    for (int i = 0; i < 2000; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const int64_t v = int64_t(state >> 1) % limit * ((state & 1) ? 1 : -1);
+      ASSERT_EQ(rshift_rhaz(v, s), by_magnitude(v, s)) << v << " >> " << s;
+    }
+  }
+}
+
 TEST(Numerics, Saturation) {
   EXPECT_EQ(sat8(128), 127);
   EXPECT_EQ(sat8(-129), -128);
