@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "conv_igemm.h"
 #include "sdp_device.cuh"
 
 namespace softdla::gpu {
@@ -121,7 +122,7 @@ cudaDataType_t lt_type(DataType t, bool accumulator) {
 class ConvOp final : public GpuOp {
  public:
   ConvOp(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx)
-      : chain_(m, op, p.post), dtype_(m.tensors[op.outputs[0]].dtype), name_(op.name) {
+      : chain_(m, op, p.post, &ctx.channels_last), dtype_(m.tensors[op.outputs[0]].dtype), name_(op.name) {
     const Shape& x = m.tensors[op.inputs[0]].shape;
     const Shape& y = m.tensors[op.outputs[0]].shape;
     const Constant& w = m.constants[p.weights];
@@ -292,8 +293,8 @@ __global__ void deconv_kernel(const T* __restrict x, const T* __restrict w, T* _
 
 class DeconvOp final : public GpuOp {
  public:
-  DeconvOp(const Model& m, const Op& op, const DeconvParams& p)
-      : chain_(m, op, p.post), dtype_(m.tensors[op.outputs[0]].dtype), in_(m.tensors[op.inputs[0]].shape),
+  DeconvOp(const Model& m, const Op& op, const DeconvParams& p, const OpContext& ctx)
+      : chain_(m, op, p.post, &ctx.channels_last), dtype_(m.tensors[op.outputs[0]].dtype), in_(m.tensors[op.inputs[0]].shape),
         out_(m.tensors[op.outputs[0]].shape), sh_(p.stride_h), sw_(p.stride_w) {
     const Constant& w = m.constants[p.weights];
     R_ = w.dims[2], S_ = w.dims[3];
@@ -322,10 +323,11 @@ class DeconvOp final : public GpuOp {
 }  // namespace
 
 std::unique_ptr<GpuOp> make_gpu_conv(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx) {
+  if (igemm_supports(m, op, p)) return std::make_unique<IgemmConv>(m, op, p, ctx);
   return std::make_unique<ConvOp>(m, op, p, ctx);
 }
-std::unique_ptr<GpuOp> make_gpu_deconv(const Model& m, const Op& op, const DeconvParams& p) {
-  return std::make_unique<DeconvOp>(m, op, p);
+std::unique_ptr<GpuOp> make_gpu_deconv(const Model& m, const Op& op, const DeconvParams& p, const OpContext& ctx) {
+  return std::make_unique<DeconvOp>(m, op, p, ctx);
 }
 
 }  // namespace softdla::gpu

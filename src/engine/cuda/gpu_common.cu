@@ -43,12 +43,12 @@ std::unique_ptr<GpuOp> make_gpu_op(const Model& m, size_t op_index, const OpCont
       [&](const auto& p) -> std::unique_ptr<GpuOp> {
         using P = std::decay_t<decltype(p)>;
         if constexpr (std::is_same_v<P, ConvParams>) return make_gpu_conv(m, op, p, ctx);
-        else if constexpr (std::is_same_v<P, DeconvParams>) return make_gpu_deconv(m, op, p);
-        else if constexpr (std::is_same_v<P, SdpParams>) return make_gpu_sdp(m, op, p);
-        else if constexpr (std::is_same_v<P, PoolParams>) return make_gpu_pool(m, op, p);
-        else if constexpr (std::is_same_v<P, LrnParams>) return make_gpu_lrn(m, op, p);
-        else if constexpr (std::is_same_v<P, ResizeParams>) return make_gpu_resize(m, op, p);
-        else if constexpr (std::is_same_v<P, SoftmaxParams>) return make_gpu_softmax(m, op, p);
+        else if constexpr (std::is_same_v<P, DeconvParams>) return make_gpu_deconv(m, op, p, ctx);
+        else if constexpr (std::is_same_v<P, SdpParams>) return make_gpu_sdp(m, op, p, ctx);
+        else if constexpr (std::is_same_v<P, PoolParams>) return make_gpu_pool(m, op, p, ctx);
+        else if constexpr (std::is_same_v<P, LrnParams>) return make_gpu_lrn(m, op, p, ctx);
+        else if constexpr (std::is_same_v<P, ResizeParams>) return make_gpu_resize(m, op, p, ctx);
+        else if constexpr (std::is_same_v<P, SoftmaxParams>) return make_gpu_softmax(m, op, p, ctx);
         else if constexpr (std::is_same_v<P, ConcatParams> || std::is_same_v<P, SliceParams> ||
                            std::is_same_v<P, ShuffleParams>)
           return make_gpu_data_movement(m, op);

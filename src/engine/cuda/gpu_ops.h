@@ -45,18 +45,23 @@ struct OpContext {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;  // cuBLASLt workspace
   size_t workspace_bytes = 0;
+  std::vector<uint8_t> channels_last;  // per tensor: 1 when stored NHWC (channels_last.h)
 };
 
 struct GpuOpIo {
   std::vector<const void*> inputs;  // one per Op::inputs entry (constants: device copies)
   void* output = nullptr;
   void* scratch = nullptr;          // scratch_bytes() of device memory, private to this launch sequence
+  std::vector<const void*> fused_inputs;  // the inputs of the next op, when fuse_next() took it
 };
 
 class GpuOp {
  public:
   virtual ~GpuOp() = default;
   virtual size_t scratch_bytes() const { return 0; }
+  // Takes over `next` (the following op, whose input 0 is this op's output and read by nothing else):
+  // this op's kernels then compute next's output, and next is not run. False when it cannot.
+  virtual bool fuse_next(const Model&, const Op& /*next*/, const OpContext&) { return false; }
   // Launches the op's kernels on `stream` (no synchronization, capturable into a CUDA graph).
   virtual void enqueue(const GpuOpIo& io, const OpContext& ctx, cudaStream_t stream) const = 0;
 };
@@ -65,12 +70,12 @@ class GpuOp {
 std::unique_ptr<GpuOp> make_gpu_op(const Model& m, size_t op_index, const OpContext& ctx);
 
 std::unique_ptr<GpuOp> make_gpu_conv(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx);
-std::unique_ptr<GpuOp> make_gpu_deconv(const Model& m, const Op& op, const DeconvParams& p);
-std::unique_ptr<GpuOp> make_gpu_sdp(const Model& m, const Op& op, const SdpParams& p);
-std::unique_ptr<GpuOp> make_gpu_pool(const Model& m, const Op& op, const PoolParams& p);
-std::unique_ptr<GpuOp> make_gpu_lrn(const Model& m, const Op& op, const LrnParams& p);
-std::unique_ptr<GpuOp> make_gpu_resize(const Model& m, const Op& op, const ResizeParams& p);
-std::unique_ptr<GpuOp> make_gpu_softmax(const Model& m, const Op& op, const SoftmaxParams& p);
+std::unique_ptr<GpuOp> make_gpu_deconv(const Model& m, const Op& op, const DeconvParams& p, const OpContext& ctx);
+std::unique_ptr<GpuOp> make_gpu_sdp(const Model& m, const Op& op, const SdpParams& p, const OpContext& ctx);
+std::unique_ptr<GpuOp> make_gpu_pool(const Model& m, const Op& op, const PoolParams& p, const OpContext& ctx);
+std::unique_ptr<GpuOp> make_gpu_lrn(const Model& m, const Op& op, const LrnParams& p, const OpContext& ctx);
+std::unique_ptr<GpuOp> make_gpu_resize(const Model& m, const Op& op, const ResizeParams& p, const OpContext& ctx);
+std::unique_ptr<GpuOp> make_gpu_softmax(const Model& m, const Op& op, const SoftmaxParams& p, const OpContext& ctx);
 std::unique_ptr<GpuOp> make_gpu_data_movement(const Model& m, const Op& op);  // concat, slice, shuffle
 std::unique_ptr<GpuOp> make_gpu_pointwise(const Model& m, const Op& op);      // abs, reduce max, convert
 

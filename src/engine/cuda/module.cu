@@ -5,6 +5,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "channels_last.h"
 #include "gpu_backend.h"
 #include "gpu_module.h"
 #include "io_device.cuh"
@@ -42,11 +43,13 @@ class GpuModule final : public Module {
     workspace_ = DeviceBuffer(kWorkspaceBytes);
     ctx_.workspace = workspace_.get(), ctx_.workspace_bytes = kWorkspaceBytes;
     for (const Constant& c : model_.constants) constants_.emplace_back(c.data.data(), c.data.size());
+    ctx_.channels_last = plan_channels_last(model_);
     size_t scratch = 0;
     for (size_t i = 0; i < model_.ops.size(); ++i) {
       ops_.push_back(make_gpu_op(model_, i, ctx_));
       scratch = std::max(scratch, ops_.back()->scratch_bytes());
     }
+    fuse_ops();
     scratch_ = DeviceBuffer(scratch);
     arena_ = DeviceBuffer(std::max<uint64_t>(model_.memory_plan.arena_size, 1));
     // Linear copies of I/O tensors bound in other formats.
@@ -91,6 +94,40 @@ class GpuModule final : public Module {
 
  private:
   using Key = std::vector<const void*>;
+
+  // Lets each op take over the next one where its kernels can compute both (a convolution and the
+  // residual-add SDP op after it). The intermediate between them is then never written.
+  void fuse_ops() {
+    absorbed_.assign(ops_.size(), 0);
+    std::vector<uint32_t> readers(model_.tensors.size(), 0);
+    for (const Op& op : model_.ops)
+      for (uint32_t t : op.inputs) ++readers[t];
+    for (const IoBinding& io : model_.outputs) ++readers[io.tensor];
+    for (size_t i = 0; i + 1 < ops_.size(); ++i) {
+      const Op &op = model_.ops[i], &next = model_.ops[i + 1];
+      if (absorbed_[i] || next.inputs.empty() || next.inputs[0] != op.outputs[0] || readers[op.outputs[0]] != 1)
+        continue;
+      // The fused kernel writes next's output while it reads op's inputs: their bytes must not meet
+      // (the memory plan may reuse op's inputs for next's output, as their lifetimes do not overlap).
+      bool disjoint = true;
+      for (uint32_t in : op.inputs) disjoint = disjoint && !arena_overlap(in, next.outputs[0]);
+      if (disjoint && ops_[i]->fuse_next(model_, next, ctx_)) absorbed_[i + 1] = 1;
+    }
+  }
+
+  bool arena_overlap(uint32_t a, uint32_t b) const {
+    auto in_arena = [&](uint32_t t) {
+      if (model_.tensors[t].constant >= 0) return false;
+      for (const auto* list : {&model_.inputs, &model_.outputs})
+        for (const IoBinding& io : *list)
+          if (io.tensor == t) return false;
+      return true;
+    };
+    if (!in_arena(a) || !in_arena(b)) return false;
+    auto bytes = [&](uint32_t t) { return element_count(model_.tensors[t].shape) * element_size(model_.tensors[t].dtype); };
+    const uint64_t a0 = model_.memory_plan.offsets[a], b0 = model_.memory_plan.offsets[b];
+    return a0 < b0 + bytes(b) && b0 < a0 + bytes(a);
+  }
 
   cudaGraphExec_t graph_for(const void* const* inputs, void* const* outputs) {
     Key key(inputs, inputs + model_.inputs.size());
@@ -149,13 +186,20 @@ class GpuModule final : public Module {
       where[io.tensor] = io.format == TensorFormat::kLinear ? outputs[i] : io_linear_[nin + i].get();
     }
     for (size_t i = 0; i < ops_.size(); ++i) {
-      const Op& op = model_.ops[i];
-      GpuOpIo io;
-      for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
-      io.output = where[op.outputs[0]];
-      io.scratch = scratch_.get();
       if (statistics) stamp(stamps + 1 + 2 * i, stream);
-      ops_[i]->enqueue(io, ctx_, stream);
+      if (!absorbed_[i]) {
+        const Op& op = model_.ops[i];
+        GpuOpIo io;
+        for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
+        io.output = where[op.outputs[0]];
+        io.scratch = scratch_.get();
+        if (i + 1 < ops_.size() && absorbed_[i + 1]) {  // this op's kernels also compute the next op
+          const Op& next = model_.ops[i + 1];
+          for (uint32_t t : next.inputs) io.fused_inputs.push_back(where[t]);
+          io.output = where[next.outputs[0]];
+        }
+        ops_[i]->enqueue(io, ctx_, stream);
+      }
       if (statistics) stamp(stamps + 2 + 2 * i, stream);
     }
     for (size_t i = 0; i < model_.outputs.size(); ++i) {
@@ -181,6 +225,7 @@ class GpuModule final : public Module {
   DeviceBuffer workspace_, scratch_, arena_, stamps_;
   std::vector<DeviceBuffer> constants_, io_linear_;
   std::vector<std::unique_ptr<GpuOp>> ops_;
+  std::vector<uint8_t> absorbed_;  // 1: computed by the previous op's kernels (fuse_ops)
   cudaStream_t capture_stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
   std::mutex mutex_;

@@ -26,12 +26,33 @@ __global__ void sdp_kernel(const T* __restrict x, T* __restrict y, Shape s, cons
   }
 }
 
+// INT8 channels-last (C % 16 == 0): one thread per 16 channels of one pixel, 16-byte loads and stores.
+__global__ void sdp_nhwc_kernel(const int8_t* __restrict x, int8_t* __restrict y, Shape s,
+                                const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+  // An intermediate (the arena is below 4 GiB): 32-bit indices.
+  const uint32_t hw_count = s[2] * s[3], runs_per_pixel = s[1] / 16, runs = uint32_t(element_count(s) / 16);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < runs; i += gridDim.x * blockDim.x) {
+    const uint32_t pixel = i / runs_per_pixel;
+    const uint32_t c0 = i % runs_per_pixel * 16, n = pixel / hw_count, hw = pixel % hw_count;
+    reinterpret_cast<uint4*>(y)[i] = chain_int8_run16(chain, reinterpret_cast<const uint4*>(x)[i], n, c0, hw,
+                                                      uint64_t(i) * 16, ops);
+  }
+}
+
 class SdpOp final : public GpuOp {
  public:
-  SdpOp(const Model& m, const Op& op, const SdpParams& p)
-      : chain_(m, op, p), dtype_(m.tensors[op.outputs[0]].dtype), shape_(m.tensors[op.outputs[0]].shape) {}
+  SdpOp(const Model& m, const Op& op, const SdpParams& p, const OpContext& ctx)
+      : chain_(m, op, p, &ctx.channels_last), dtype_(m.tensors[op.outputs[0]].dtype),
+        shape_(m.tensors[op.outputs[0]].shape),
+        nhwc_(dtype_ == DataType::kInt8 && m.tensors[op.inputs[0]].shape == shape_ &&
+              ctx.channels_last[op.inputs[0]] && ctx.channels_last[op.outputs[0]]) {}
   void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
     const Operands ops = operands_of(io);
+    if (nhwc_) {
+      sdp_nhwc_kernel<<<blocks_for(element_count(shape_) / 16), kThreads, 0, stream>>>(
+          static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), shape_, chain_.chain(), ops);
+      return check_launch("sdp_nhwc_kernel");
+    }
     with_storage(dtype_, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       const dim3 grid(shape_[0] * shape_[1], std::min(blocks_for(uint64_t(shape_[2]) * shape_[3]), 65535u));
@@ -45,45 +66,91 @@ class SdpOp final : public GpuOp {
   ChainHolder chain_;
   DataType dtype_;
   Shape shape_;
+  bool nhwc_;  // channels-last INT8 input and output
 };
 
 // ---- pooling ----
-template <class T>
+// The clipped window of output pixel (oh, ow) and the divisor extents of an average.
+struct PoolWindow {
+  int32_t hb, he, wb, we;
+  unsigned kh, kw;
+  __device__ PoolWindow(uint32_t oh, uint32_t ow, int32_t H, int32_t W, const PoolParams& p) {
+    const int32_t h0 = int32_t(oh) * int32_t(p.stride_h) - int32_t(p.pad_top);
+    const int32_t w0 = int32_t(ow) * int32_t(p.stride_w) - int32_t(p.pad_left);
+    hb = h0 > 0 ? h0 : 0, he = h0 + int32_t(p.kernel_h) < H ? h0 + int32_t(p.kernel_h) : H;
+    wb = w0 > 0 ? w0 : 0, we = w0 + int32_t(p.kernel_w) < W ? w0 + int32_t(p.kernel_w) : W;
+    kh = p.exclude_padding ? unsigned(he - hb) : p.kernel_h;
+    kw = p.exclude_padding ? unsigned(we - wb) : p.kernel_w;
+  }
+  // INT8 result of a max (acc) or of a sum (Q16 reciprocals, width first, each step rounded).
+  __device__ int8_t int8_result(int64_t acc, bool is_max) const {
+    if (!is_max) {
+      acc = num::rshift_rhaz(acc * num::q16_reciprocal(kw), 16);
+      acc = num::rshift_rhaz(acc * num::q16_reciprocal(kh), 16);
+    }
+    return num::sat8(acc);
+  }
+};
+
+// NCHW, one thread per output element. Index: uint32_t when both tensors have fewer than 2^32
+// elements (cheap division), else uint64_t.
+template <class T, class Index>
 __global__ void pool_kernel(const T* __restrict x, T* __restrict y, Shape in, Shape out, PoolParams p) {
-  SOFTDLA_GRID_STRIDE(i, element_count(out)) {
-    const Nchw o = unflatten(i, out);
-    const int64_t H = in[2], W = in[3];
-    const T* plane = x + (uint64_t(o.n) * in[1] + o.c) * uint64_t(H * W);
-    const int64_t h0 = int64_t(o.h) * p.stride_h - p.pad_top, w0 = int64_t(o.w) * p.stride_w - p.pad_left;
-    const int64_t hb = h0 > 0 ? h0 : 0, he = h0 + p.kernel_h < H ? h0 + p.kernel_h : H;
-    const int64_t wb = w0 > 0 ? w0 : 0, we = w0 + p.kernel_w < W ? w0 + p.kernel_w : W;
-    const unsigned kh = p.exclude_padding ? unsigned(he - hb) : p.kernel_h;
-    const unsigned kw = p.exclude_padding ? unsigned(we - wb) : p.kernel_w;
+  const Index total = Index(element_count(out)), OH = out[2], OW = out[3];
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total; i += Index(gridDim.x) * blockDim.x) {
+    const Index ow = i % OW, oh = i / OW % OH, nc = i / (OW * OH);
+    const int32_t H = int32_t(in[2]), W = int32_t(in[3]);
+    const T* plane = x + nc * Index(H) * Index(W);
+    const PoolWindow win(uint32_t(oh), uint32_t(ow), H, W, p);
     const bool is_max = p.kind == PoolKind::kMax;
     if constexpr (std::is_same_v<T, int8_t>) {
       int64_t acc = is_max ? -128 : 0;
-      for (int64_t h = hb; h < he; ++h)
-        for (int64_t w = wb; w < we; ++w) {
-          const int64_t v = plane[h * W + w];
+      for (int32_t h = win.hb; h < win.he; ++h)
+        for (int32_t w = win.wb; w < win.we; ++w) {
+          const int64_t v = plane[Index(h * W + w)];
           acc = is_max ? (acc > v ? acc : v) : acc + v;
         }
-      if (!is_max) {
-        acc = num::rshift_rhaz(acc * num::q16_reciprocal(kw), 16);
-        acc = num::rshift_rhaz(acc * num::q16_reciprocal(kh), 16);
-      }
-      y[i] = num::sat8(acc);
+      y[i] = win.int8_result(acc, is_max);
     } else {
       float acc = is_max ? -INFINITY : 0.f;
       bool nan = false;
-      for (int64_t h = hb; h < he; ++h)
-        for (int64_t w = wb; w < we; ++w) {
-          const float v = load_f(plane, uint64_t(h * W + w));
+      for (int32_t h = win.hb; h < win.he; ++h)
+        for (int32_t w = win.wb; w < win.we; ++w) {
+          const float v = load_f(plane, Index(h * W + w));
           nan |= isnan(v);
           acc = is_max ? (acc < v ? v : acc) : acc + v;
         }
-      if (!is_max) acc /= float(kh * kw);
+      if (!is_max) acc /= float(win.kh * win.kw);
       store_f(y, i, nan ? NAN : acc);
     }
+  }
+}
+
+// INT8 channels-last pooling (C % 16 == 0), one thread per 16 channels of one output pixel: the same
+// arithmetic as pool_kernel with 16-byte loads and stores. An intermediate: 32-bit indices.
+__global__ void pool_nhwc16_kernel(const int8_t* __restrict x, int8_t* __restrict y, Shape in, Shape out, PoolParams p) {
+  const uint32_t runs_per_pixel = out[1] / 16, OH = out[2], OW = out[3], total = uint32_t(element_count(out) / 16);
+  const int32_t H = int32_t(in[2]), W = int32_t(in[3]);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t run = i % runs_per_pixel, pixel = i / runs_per_pixel;
+    const PoolWindow win(pixel / OW % OH, pixel % OW, H, W, p);
+    const uint32_t n = pixel / (OW * OH);
+    const bool is_max = p.kind == PoolKind::kMax;
+    int32_t acc[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) acc[e] = is_max ? -128 : 0;
+    const int8_t* image = x + uint32_t(n) * uint32_t(H * W) * in[1] + run * 16;
+    for (int32_t h = win.hb; h < win.he; ++h)
+      for (int32_t w = win.wb; w < win.we; ++w) {
+        union { uint4 q; int8_t b[16]; } v;
+        v.q = *reinterpret_cast<const uint4*>(image + uint32_t(h * W + w) * in[1]);
+#pragma unroll
+        for (int e = 0; e < 16; ++e) acc[e] = is_max ? (acc[e] > v.b[e] ? acc[e] : v.b[e]) : acc[e] + v.b[e];
+      }
+    union { uint4 q; int8_t b[16]; } o;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) o.b[e] = win.int8_result(acc[e], is_max);
+    reinterpret_cast<uint4*>(y)[i] = o.q;
   }
 }
 
@@ -155,9 +222,9 @@ __global__ void softmax_kernel(const T* __restrict x, T* __restrict y, uint64_t 
 template <class Params, int Kind>
 class ElementOp final : public GpuOp {
  public:
-  ElementOp(const Model& m, const Op& op, const Params& p)
+  ElementOp(const Model& m, const Op& op, const Params& p, const OpContext& ctx)
       : p_(p), dtype_(m.tensors[op.outputs[0]].dtype), in_(m.tensors[op.inputs[0]].shape),
-        out_(m.tensors[op.outputs[0]].shape) {}
+        out_(m.tensors[op.outputs[0]].shape), nhwc_(ctx.channels_last[op.inputs[0]] != 0) {}
   void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
     with_storage(dtype_, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
@@ -165,7 +232,13 @@ class ElementOp final : public GpuOp {
       T* y = static_cast<T*>(io.output);
       const unsigned blocks = blocks_for(element_count(out_));
       if constexpr (Kind == 0) {
-        pool_kernel<T><<<blocks, kThreads, 0, stream>>>(x, y, in_, out_, p_);
+        if (nhwc_ && std::is_same_v<T, int8_t>)
+          pool_nhwc16_kernel<<<blocks_for(element_count(out_) / 16), kThreads, 0, stream>>>(
+              reinterpret_cast<const int8_t*>(x), reinterpret_cast<int8_t*>(y), in_, out_, p_);
+        else if (element_count(in_) < (uint64_t(1) << 32) && element_count(out_) < (uint64_t(1) << 32))
+          pool_kernel<T, uint32_t><<<blocks, kThreads, 0, stream>>>(x, y, in_, out_, p_);
+        else
+          pool_kernel<T, uint64_t><<<blocks, kThreads, 0, stream>>>(x, y, in_, out_, p_);
       } else if constexpr (Kind == 1) {
         resize_kernel<T><<<blocks, kThreads, 0, stream>>>(x, y, in_, out_, p_);
       } else if constexpr (Kind == 2) {
@@ -186,6 +259,7 @@ class ElementOp final : public GpuOp {
   Params p_;
   DataType dtype_;
   Shape in_, out_;
+  bool nhwc_;  // pooling: channels-last input and output (channels_last.h)
 };
 
 // ---- data movement: every output element copies one input element ----
@@ -352,20 +426,20 @@ class PointwiseOp final : public GpuOp {
 
 }  // namespace
 
-std::unique_ptr<GpuOp> make_gpu_sdp(const Model& m, const Op& op, const SdpParams& p) {
-  return std::make_unique<SdpOp>(m, op, p);
+std::unique_ptr<GpuOp> make_gpu_sdp(const Model& m, const Op& op, const SdpParams& p, const OpContext& ctx) {
+  return std::make_unique<SdpOp>(m, op, p, ctx);
 }
-std::unique_ptr<GpuOp> make_gpu_pool(const Model& m, const Op& op, const PoolParams& p) {
-  return std::make_unique<ElementOp<PoolParams, 0>>(m, op, p);
+std::unique_ptr<GpuOp> make_gpu_pool(const Model& m, const Op& op, const PoolParams& p, const OpContext& ctx) {
+  return std::make_unique<ElementOp<PoolParams, 0>>(m, op, p, ctx);
 }
-std::unique_ptr<GpuOp> make_gpu_resize(const Model& m, const Op& op, const ResizeParams& p) {
-  return std::make_unique<ElementOp<ResizeParams, 1>>(m, op, p);
+std::unique_ptr<GpuOp> make_gpu_resize(const Model& m, const Op& op, const ResizeParams& p, const OpContext& ctx) {
+  return std::make_unique<ElementOp<ResizeParams, 1>>(m, op, p, ctx);
 }
-std::unique_ptr<GpuOp> make_gpu_lrn(const Model& m, const Op& op, const LrnParams& p) {
-  return std::make_unique<ElementOp<LrnParams, 2>>(m, op, p);
+std::unique_ptr<GpuOp> make_gpu_lrn(const Model& m, const Op& op, const LrnParams& p, const OpContext& ctx) {
+  return std::make_unique<ElementOp<LrnParams, 2>>(m, op, p, ctx);
 }
-std::unique_ptr<GpuOp> make_gpu_softmax(const Model& m, const Op& op, const SoftmaxParams& p) {
-  return std::make_unique<ElementOp<SoftmaxParams, 3>>(m, op, p);
+std::unique_ptr<GpuOp> make_gpu_softmax(const Model& m, const Op& op, const SoftmaxParams& p, const OpContext& ctx) {
+  return std::make_unique<ElementOp<SoftmaxParams, 3>>(m, op, p, ctx);
 }
 std::unique_ptr<GpuOp> make_gpu_data_movement(const Model& m, const Op& op) {
   return std::make_unique<DataMovementOp>(m, op);
