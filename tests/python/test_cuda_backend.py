@@ -58,6 +58,34 @@ def test_network_same_on_both_backends(net, precision, tmp_path):
             assert got == want
 
 
+def residual_tail(g):
+    """Two images, a channels-last input conversion (16 channels), a residual add fused into the
+    convolution before it and written NCHW because it is the graph's output."""
+    x = g.input("features", [2, 16, 20, 20])
+    skip = g.bn(g.conv(x, 16, 32, k=1, pad=0, bias=False), 32)
+    h = g.node("Relu", [g.bn(g.conv(x, 16, 32, bias=False), 32)])
+    h = g.bn(g.conv(h, 32, 32, stride=1, bias=False), 32)
+    return g.node("Relu", [g.node("Add", [h, skip])])
+
+
+# The CUDA backend evaluates INT8 SDP chains on channels-last runs three ways (sdp_device.cuh): a
+# 256 x 256 table for two-input chains, the residual form, and the general step interpreter.
+@pytest.mark.parametrize("net", [nets.resnet_like, residual_tail], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("sdp_path", ["auto", "residual", "steps"])
+def test_int8_chain_paths_match_cpu(net, sdp_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTDLA_CUDA_SDP_PATH", sdp_path)
+    m, shape = nets.make(net)
+    rng = np.random.default_rng(11)
+    calib = rng.standard_normal([8] + shape[1:]).astype(np.float32)
+    loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32", "--outputIOFormats=int8:chw32",
+                                calib=calib)
+    gpu, cpu = Engine(loadable, backend="cuda"), Engine(loadable, backend="cpu")
+    n_out = len(gpu.io_info(True))
+    for _ in range(2):
+        raw = random_raw_inputs(gpu, rng)
+        assert gpu.run_raw(raw, n_out) == cpu.run_raw(raw, n_out)
+
+
 def run_hybrid(loadable_path, packed, tmp_path, *extra, env=None):
     input_path = os.path.join(tmp_path, "input.bin")
     with open(input_path, "wb") as f:
