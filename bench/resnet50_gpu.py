@@ -134,6 +134,12 @@ def main():
                     torch.cuda.synchronize()
                 print(f"softdla-{prec} batch 32, 5 tasks:")
                 print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=10, max_name_column_width=70))
+                kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+                kernels.sort(key=lambda e: e.time_range.start)
+                print(f"softdla-{prec} batch 32, the last task's kernels in launch order (us):")
+                for e in kernels[-(len(kernels) // 5):]:
+                    name = e.name.split("(")[0].replace("softdla::gpu::(anonymous namespace)::", "")
+                    print(f"  {e.time_range.elapsed_us():9.1f}  {name[:90]}")
     print(f"\n{'engine':14} {'batch':>5} {'latency ms':>11} {'img/s':>9} {'vs torch':>9} {'TOPS':>7}")
     base = {b: t for name, b, _, t in rows if name == "pytorch-fp16"}
     table = []
