@@ -9,15 +9,13 @@
 // chain on the int32 accumulators (exact: the same integer steps as the CPU backend), stages the int8
 // results in shared memory and writes whole 16-byte runs (NHWC, where a fused residual add is applied
 // to each run) or channel planes (NCHW).
-#include <stdexcept>
-#include <string>
 
 #include "channels_last.h"
 #include "conv_igemm.h"
 
 namespace softdla::gpu {
 
-struct IgemmConv::Shape2 {
+struct IgemmConv::Geometry {
   uint32_t N, H, W, Cp;  // input, channels-last, channels padded to Cp
   uint32_t K, OH, OW;    // output
   uint32_t R, S, sh, sw, dh, dw, pt, pl;
@@ -27,7 +25,7 @@ struct IgemmConv::Shape2 {
 
 namespace {
 
-using Geo = IgemmConv::Shape2;
+using Geo = IgemmConv::Geometry;
 constexpr uint64_t kMaxExactTerms = uint64_t(1) << 17;
 constexpr int kStages = 3;
 constexpr int kBlockThreads = 256;
@@ -375,13 +373,17 @@ std::vector<T> per_channel(const std::vector<T>& v, uint32_t K, T absent) {
 
 bool igemm_supports(const Model& m, const Op& op, const ConvParams& p) {
   const Shape& x = m.tensors[op.inputs[0]].shape;
+  const Shape& y = m.tensors[op.outputs[0]].shape;
   const Constant& w = m.constants[p.weights];
+  const uint64_t limit = uint64_t(1) << 31;  // the kernel's 32-bit pixel and in-image offsets
+  const uint64_t padded_input = uint64_t(x[0]) * x[2] * x[3] * ((x[1] + 15) / 16 * 16);
   return m.tensors[op.outputs[0]].dtype == DataType::kInt8 && p.groups == 1 &&
-         uint64_t(x[1]) * w.dims[2] * w.dims[3] < kMaxExactTerms;
+         uint64_t(x[1]) * w.dims[2] * w.dims[3] < kMaxExactTerms && uint64_t(y[0]) * y[2] * y[3] < limit &&
+         padded_input < limit;
 }
 
 IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx)
-    : g_(std::make_unique<Shape2>()), chain_(m, op, p.post, &ctx.channels_last) {
+    : g_(std::make_unique<Geometry>()), chain_(m, op, p.post, &ctx.channels_last) {
   const Shape& x = m.tensors[op.inputs[0]].shape;
   const Shape& yv = m.tensors[op.outputs[0]].shape;
   const Constant& w = m.constants[p.weights];
@@ -397,8 +399,6 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   input_nhwc_ = ctx.channels_last[op.inputs[0]] != 0;
   output_nhwc_ = ctx.channels_last[op.outputs[0]] != 0;
   if (!input_nhwc_) convert_bytes_ = (uint64_t(g_->N) * g_->H * g_->W * Cp + 255) / 256 * 256;
-  if (uint64_t(g_->N) * g_->OH * g_->OW >= (uint64_t(1) << 31) || uint64_t(g_->N) * g_->H * g_->W * Cp >= (uint64_t(1) << 31))
-    throw std::runtime_error("op '" + op.name + "': convolution too large for the CUDA backend's 32-bit pixel indices");
   // Weights [K][C][R][S] -> [K][(r, s, c) with c padded to Cp][.. kpad], zeros in the padding.
   const uint32_t K = g_->K;
   std::vector<int8_t> packed(size_t(K) * g_->kpad, 0);
