@@ -266,7 +266,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
     }
   }
   cp_async_wait<0>();
-  __syncthreads();  // the pipeline's memory becomes the epilogue's staging tile
+  __syncthreads();  // the pipeline's memory becomes the epilogue's parking space
 
   // ---- epilogue: the accumulators are parked in shared memory (the pipeline's, now free), then every
   // thread takes 16-channel runs of a row, so the SDP chain runs on contiguous channels and each store
