@@ -67,7 +67,7 @@ enum class SdpKind : uint8_t {
   kSigmoid = 10, kTanh = 11,
 };
 const char* to_string(SdpKind k);
-inline bool is_eltwise(SdpKind k) { return k >= SdpKind::kEltAdd && k <= SdpKind::kEltMin; }
+SOFTDLA_HD inline bool is_eltwise(SdpKind k) { return k >= SdpKind::kEltAdd && k <= SdpKind::kEltMin; }
 
 struct SdpStep {
   SdpKind kind = SdpKind::kRelu;

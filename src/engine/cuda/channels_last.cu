@@ -1,6 +1,7 @@
 #include "channels_last.h"
 
 #include "conv_igemm.h"
+#include "model_checks.h"
 
 namespace softdla::gpu {
 namespace {
@@ -36,15 +37,14 @@ bool single_pixel(const Tensor& t) { return t.shape[2] * t.shape[3] == 1; }
 }  // namespace
 
 std::vector<uint8_t> plan_channels_last(const Model& m) {
-  std::vector<uint8_t> nhwc(m.tensors.size(), 0);
+  // Intermediates only: users and the format packers see graph inputs and outputs as NCHW.
+  const std::vector<bool> intermediate = intermediate_mask(m);
+  std::vector<uint8_t> nhwc(m.tensors.size(), 0), free_layout(m.tensors.size(), 0);
   for (size_t t = 0; t < m.tensors.size(); ++t) {
     const Tensor& tensor = m.tensors[t];
-    nhwc[t] = tensor.constant < 0 && tensor.dtype == DataType::kInt8 && tensor.shape[1] % 16 == 0;
+    nhwc[t] = intermediate[t] && tensor.dtype == DataType::kInt8 && tensor.shape[1] % 16 == 0;
+    free_layout[t] = nhwc[t] && single_pixel(tensor);
   }
-  std::vector<uint8_t> free_layout(m.tensors.size(), 0);
-  for (size_t t = 0; t < m.tensors.size(); ++t) free_layout[t] = nhwc[t] && single_pixel(m.tensors[t]);
-  for (const auto* list : {&m.inputs, &m.outputs})
-    for (const IoBinding& io : *list) nhwc[io.tensor] = free_layout[io.tensor] = 0;  // users see NCHW
   for (const Op& op : m.ops) {
     for (size_t slot = 0; slot < op.inputs.size(); ++slot)
       if (!reads_nhwc(m, op, slot) && !free_layout[op.inputs[slot]]) nhwc[op.inputs[slot]] = 0;

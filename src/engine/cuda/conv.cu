@@ -13,7 +13,6 @@ namespace softdla::gpu {
 namespace {
 
 constexpr uint32_t kKAlign = 16;  // reduction length padding: 16-byte rows for the tensor cores
-constexpr uint64_t kMaxExactTerms = uint64_t(1) << 17;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 

@@ -26,7 +26,6 @@ struct IgemmConv::Geometry {
 namespace {
 
 using Geo = IgemmConv::Geometry;
-constexpr uint64_t kMaxExactTerms = uint64_t(1) << 17;
 constexpr int kStages = 3;
 constexpr int kBlockThreads = 256;
 

@@ -79,6 +79,9 @@ std::unique_ptr<GpuOp> make_gpu_softmax(const Model& m, const Op& op, const Soft
 std::unique_ptr<GpuOp> make_gpu_data_movement(const Model& m, const Op& op);  // concat, slice, shuffle
 std::unique_ptr<GpuOp> make_gpu_pointwise(const Model& m, const Op& op);      // abs, reduce max, convert
 
+// INT8 convolutions sum products of at most 2^14 in magnitude: int32 sums are exact below 2^17 terms.
+inline constexpr uint64_t kMaxExactTerms = uint64_t(1) << 17;
+
 // Grid for a grid-stride loop over `count` items.
 inline unsigned blocks_for(uint64_t count, unsigned threads = 256) {
   const uint64_t b = (count + threads - 1) / threads;

@@ -10,6 +10,7 @@
 #include "gpu_module.h"
 #include "io_device.cuh"
 #include "io_layout.h"
+#include "model_checks.h"
 #include "statistics_record.h"
 #include "tensor_placement.h"
 
@@ -103,6 +104,7 @@ class GpuModule final : public Module {
     for (const Op& op : model_.ops)
       for (uint32_t t : op.inputs) ++readers[t];
     for (const IoBinding& io : model_.outputs) ++readers[io.tensor];
+    const std::vector<bool> in_arena = intermediate_mask(model_);
     for (size_t i = 0; i + 1 < ops_.size(); ++i) {
       const Op &op = model_.ops[i], &next = model_.ops[i + 1];
       if (absorbed_[i] || next.inputs.empty() || next.inputs[0] != op.outputs[0] || readers[op.outputs[0]] != 1)
@@ -110,20 +112,13 @@ class GpuModule final : public Module {
       // The fused kernel writes next's output while it reads op's inputs: their bytes must not meet
       // (the memory plan may reuse op's inputs for next's output, as their lifetimes do not overlap).
       bool disjoint = true;
-      for (uint32_t in : op.inputs) disjoint = disjoint && !arena_overlap(in, next.outputs[0]);
+      for (uint32_t in : op.inputs) disjoint = disjoint && !arena_overlap(in, next.outputs[0], in_arena);
       if (disjoint && ops_[i]->fuse_next(model_, next, ctx_)) absorbed_[i + 1] = 1;
     }
   }
 
-  bool arena_overlap(uint32_t a, uint32_t b) const {
-    auto in_arena = [&](uint32_t t) {
-      if (model_.tensors[t].constant >= 0) return false;
-      for (const auto* list : {&model_.inputs, &model_.outputs})
-        for (const IoBinding& io : *list)
-          if (io.tensor == t) return false;
-      return true;
-    };
-    if (!in_arena(a) || !in_arena(b)) return false;
+  bool arena_overlap(uint32_t a, uint32_t b, const std::vector<bool>& in_arena) const {
+    if (!in_arena[a] || !in_arena[b]) return false;
     auto bytes = [&](uint32_t t) { return element_count(model_.tensors[t].shape) * element_size(model_.tensors[t].dtype); };
     const uint64_t a0 = model_.memory_plan.offsets[a], b0 = model_.memory_plan.offsets[b];
     return a0 < b0 + bytes(b) && b0 < a0 + bytes(a);

@@ -72,7 +72,7 @@ __global__ void pair_table_kernel(const __grid_constant__ DevChain ch, int8_t* t
   for (uint32_t k = 0; k < ch.nsteps; ++k) {
     const DevStep& s = ch.steps[k];
     const SdpKind kind = SdpKind(s.kind);
-    v = is_eltwise_kind(kind) ? eltwise_step(kind, s, v, e) : channel_step(kind, s, v, step_value(s, 0));
+    v = is_eltwise(kind) ? eltwise_step(kind, s, v, e) : channel_step(kind, s, v, step_value(s, 0));
   }
   table[i] = requant_and_lut(ch, v, 0);
 }

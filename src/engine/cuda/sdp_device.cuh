@@ -130,8 +130,6 @@ __device__ __forceinline__ int32_t eltwise_step(SdpKind kind, const DevStep& s, 
   }
 }
 
-__device__ __forceinline__ bool is_eltwise_kind(SdpKind k) { return k >= SdpKind::kEltAdd && k <= SdpKind::kEltMin; }
-
 __device__ __forceinline__ int32_t step_value(const DevStep& s, uint32_t c) {
   return s.nvals == 0 ? 0 : s.ivals[s.nvals == 1 ? 0 : c];
 }
@@ -149,7 +147,7 @@ __device__ inline int8_t chain_int8(const DevChain& ch, int64_t v64, uint32_t n,
   for (uint32_t i = 0; i < ch.nsteps; ++i) {
     const DevStep& s = ch.steps[i];
     const SdpKind kind = SdpKind(s.kind);
-    if (is_eltwise_kind(kind))
+    if (is_eltwise(kind))
       v = eltwise_step(kind, s, v, static_cast<const int8_t*>(ops.p[s.slot])[operand_index(s, n, c, hw)]);
     else
       v = channel_step(kind, s, v, step_value(s, c));
@@ -204,7 +202,7 @@ __device__ __noinline__ inline uint4 chain_int8_run16_steps(const DevChain& ch, 
   for (uint32_t i = 0; i < ch.nsteps; ++i) {
     const DevStep& s = ch.steps[i];
     const SdpKind kind = SdpKind(s.kind);
-    if (is_eltwise_kind(kind)) {
+    if (is_eltwise(kind)) {
       union { uint4 q; int8_t b[16]; } e8;
       const int8_t* src = static_cast<const int8_t*>(ops.p[s.slot]);
       if (s.full && s.nhwc) {
