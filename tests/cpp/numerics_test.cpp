@@ -3,8 +3,11 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "numerics.h"
+#include "requant_window.h"
 
 using namespace softdla::num;
 
@@ -135,4 +138,118 @@ TEST(Sha256, StandardVectors) {
   const std::string million(1000000, 'a');
   EXPECT_EQ(softdla::sha256_hex(reinterpret_cast<const uint8_t*>(million.data()), million.size()),
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+// The GPU epilogue's windowed requantization (requant_window.h) must give the direct form's bytes for
+// every accumulator: random channels (builder-like and arbitrary multipliers, every shift, with and
+// without bias, ReLU and Clip) at random accumulators, the int32 extremes, both ends of the window and
+// the points where acc + b changes sign.
+TEST(Numerics, RequantWindowEqualsDirectForm) {
+  uint64_t state = 0x243f6a8885a308d3ull;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(state >> 32);
+  };
+  int applied = 0, channels = 0, nonnegative_checks = 0;
+  for (int c = 0; c < 20000; ++c) {
+    const unsigned s = c % 4 ? 20 + next() % 26 : 1 + next() % 62;
+    int32_t m = c % 3 ? int32_t((1u << 30) + next() % (1u << 30)) : int32_t(next());
+    if (c % 7 == 0 && m != INT32_MIN) m = -m;
+    if (c % 97 == 0) m = 0;
+    const int32_t b = c % 5 == 0 ? 0 : (c % 5 == 1 ? int32_t(next()) : int32_t(next() % 200001) - 100000);
+    int32_t lo = INT32_MIN, hi = INT32_MAX;
+    if (c % 3 == 1) lo = 0;
+    if (c % 3 == 2) lo = int32_t(next() % 1000) - 500, hi = lo + int32_t(next() % 100000);
+    const auto w = make_requant_window(b, lo, hi, m, s);
+    ++channels;
+    if (!w) continue;
+    ++applied;
+    std::vector<int64_t> accs = {INT32_MIN, INT32_MAX, 0, -1, 1, w->lo, w->hi, int64_t(w->lo) - 1, int64_t(w->lo) + 1,
+                                 int64_t(w->hi) - 1, int64_t(w->hi) + 1, -int64_t(b), -int64_t(b) + 1, -int64_t(b) - 1};
+    for (int i = 0; i < 200; ++i) accs.push_back(i % 2 ? int32_t(next()) : int32_t(next() % 4096) - 2048);
+    for (int64_t a64 : accs) {
+      if (a64 < INT32_MIN || a64 > INT32_MAX) continue;
+      const int32_t acc = int32_t(a64);
+      const int8_t want = requant_direct(acc, b, lo, hi, m, s);
+      ASSERT_EQ(sat8(requant_window_value(acc, *w)), want)
+          << "acc " << acc << " b " << b << " lo " << lo << " hi " << hi << " m " << m << " s " << s;
+      if (w->shifts & RequantWindow::kNonNegative) {
+        ++nonnegative_checks;
+        ASSERT_EQ(sat8(requant_window_nonnegative(acc, *w)), want)
+            << "acc " << acc << " b " << b << " lo " << lo << " hi " << hi << " m " << m << " s " << s;
+      }
+    }
+  }
+  // Builder-like multipliers (|m| in [2^30, 2^31)) always take the fast form.
+  EXPECT_GT(applied, channels * 9 / 10) << applied << " of " << channels;
+  EXPECT_GT(nonnegative_checks, 100000);  // the ReLU channels take the short form
+}
+
+// Exact rounding ties (small shifts make them frequent): every accumulator in a range.
+TEST(Numerics, RequantWindowTiesEveryAccumulator) {
+  for (unsigned s : {1u, 2u, 3u, 5u, 8u, 31u, 32u, 33u, 40u})
+    for (int32_t m : {1, 3, -3, 5, 1 << 30, -(1 << 30), INT32_MAX, INT32_MIN + 1})
+      for (int32_t b : {0, 7, -7, INT32_MAX, INT32_MIN})
+        for (auto [lo, hi] : {std::pair{INT32_MIN, INT32_MAX}, std::pair{0, INT32_MAX}, std::pair{-40, 90}}) {
+          const auto w = make_requant_window(b, lo, hi, m, s);
+          if (!w) continue;
+          const bool nonnegative = w->shifts & RequantWindow::kNonNegative;
+          for (int64_t a = -5000; a <= 5000; ++a) {
+            const int8_t want = requant_direct(int32_t(a), b, lo, hi, m, s);
+            ASSERT_EQ(sat8(requant_window_value(int32_t(a), *w)), want) << "acc " << a << " b " << b << " m " << m << " s " << s;
+            if (nonnegative) {
+              ASSERT_EQ(sat8(requant_window_nonnegative(int32_t(a), *w)), want) << "acc " << a << " m " << m << " s " << s;
+            }
+          }
+          for (int64_t a : {int64_t(w->lo) - 3, int64_t(w->hi) + 3, -int64_t(b)})
+            for (int64_t d = -3000; d <= 3000; ++d) {
+              if (a + d < INT32_MIN || a + d > INT32_MAX) continue;
+              ASSERT_EQ(sat8(requant_window_value(int32_t(a + d), *w)),
+                        requant_direct(int32_t(a + d), b, lo, hi, m, s))
+                  << "acc " << a + d << " b " << b << " m " << m << " s " << s;
+            }
+        }
+}
+
+// The residual add's window form (requant_window.h) over every (x, e) pair of int8 values, for the
+// parameters the builder produces (Scale 2^16, no shift) and for random ones.
+TEST(Numerics, ResidualWindowEqualsDirectFormForEveryPair) {
+  uint64_t state = 0x13198a2e03707344ull;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(state >> 32);
+  };
+  int applied = 0, plain_checks = 0;
+  for (int c = 0; c < 60; ++c) {
+    const bool has_scale = c % 4 != 3;
+    const int32_t sm = c % 2 ? 65536 : int32_t((1u << 30) + next() % (1u << 30)) * (c % 5 == 0 ? -1 : 1);
+    const unsigned ss = c % 2 ? 0 : 12 + next() % 20;
+    const int32_t tm = int32_t((1u << 30) + next() % (1u << 30)) * (c % 7 == 0 ? -1 : 1);
+    const unsigned ts = 8 + next() % 30;
+    const int32_t lo = c % 3 == 0 ? INT32_MIN : (c % 3 == 1 ? 0 : -int32_t(next() % 100000));
+    const int32_t hi = c % 3 == 2 ? int32_t(next() % 3000000) : INT32_MAX;
+    const int32_t m = int32_t((1u << 30) + next() % (1u << 30));
+    const unsigned s = 20 + next() % 30;
+    const auto w = make_residual_window(has_scale, sm, ss, tm, ts, lo, hi, m, s);
+    if (!w) continue;
+    ++applied;
+    const bool nonnegative = w->out.shifts & RequantWindow::kNonNegative;
+    for (int x = -128; x < 128; ++x)
+      for (int e = -128; e < 128; ++e) {
+        const int8_t want = residual_direct(x, e, has_scale, sm, ss, tm, ts, lo, hi, m, s);
+        ASSERT_EQ(sat8(residual_window_value(x, e, *w)), want) << "x " << x << " e " << e << " case " << c;
+        if (nonnegative) {
+          ASSERT_EQ(sat8(residual_window_value<true>(x, e, *w)), want) << "x " << x << " e " << e;
+        }
+        if (w->x_product) {
+          ++plain_checks;
+          ASSERT_EQ(sat8(residual_window_value<false, true>(x, e, *w)), want) << "x " << x << " e " << e;
+          if (nonnegative) {
+            ASSERT_EQ(sat8(residual_window_value<true, true>(x, e, *w)), want) << "x " << x << " e " << e;
+          }
+        }
+      }
+  }
+  EXPECT_GT(applied, 40);
+  EXPECT_GT(plain_checks, 65536 * 20);  // Scale 2^16 without a shift, and no Scale step, take the product
 }
