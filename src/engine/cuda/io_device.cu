@@ -5,20 +5,45 @@
 namespace softdla::gpu {
 namespace {
 
-template <class E>
-__global__ void unpack_kernel(const uint8_t* __restrict src, E* __restrict dst, IoLayout layout, Shape shape) {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < element_count(shape);
-       i += uint64_t(gridDim.x) * blockDim.x) {
-    const Nchw e = unflatten(i, shape);
-    dst[i] = *reinterpret_cast<const E*>(src + layout.offset(e.n, e.c, e.h, e.w));
+// Element i of an NCHW shape; 32-bit division when the tensor has fewer than 2^32 elements (the 64-bit
+// one is emulated and dominates these copy kernels).
+template <class Index>
+__device__ __forceinline__ Nchw element_at(uint64_t i, const Shape& s) {
+  if constexpr (sizeof(Index) == 8) {
+    return unflatten(i, s);
+  } else {
+    Index j = Index(i);
+    Nchw r;
+    r.w = j % s[3], j /= s[3];
+    r.h = j % s[2], j /= s[2];
+    r.c = j % s[1], r.n = j / s[1];
+    return r;
   }
 }
 
-template <class E>
+// One thread per pixel and channel group: the group's channels are adjacent in the DLA format, so one
+// thread reads them from one sector (for an RGB image in chw32, 3 of its 32 bytes) and writes one
+// element of each channel plane; consecutive threads take consecutive pixels.
+template <class E, class Index>
+__global__ void unpack_kernel(const uint8_t* __restrict src, E* __restrict dst, IoLayout layout, Shape shape) {
+  const uint32_t C = shape[1], cpg = layout.channels_per_group, groups = (C + cpg - 1) / cpg;
+  const Shape pixels{shape[0], groups, shape[2], shape[3]};  // (n, group, h, w)
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < element_count(pixels);
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    const Nchw e = element_at<Index>(i, pixels);
+    const uint32_t c0 = e.c * cpg, count = min(cpg, C - c0);
+    const uint8_t* from = src + layout.offset(e.n, c0, e.h, e.w);
+    E* to = dst + ((uint64_t(e.n) * C + c0) * shape[2] + e.h) * shape[3] + e.w;
+    const uint64_t plane = uint64_t(shape[2]) * shape[3];
+    for (uint32_t k = 0; k < count; ++k) to[k * plane] = *reinterpret_cast<const E*>(from + k * layout.elem);
+  }
+}
+
+template <class E, class Index>
 __global__ void pack_kernel(const E* __restrict src, uint8_t* __restrict dst, IoLayout layout, Shape shape) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < element_count(shape);
        i += uint64_t(gridDim.x) * blockDim.x) {
-    const Nchw e = unflatten(i, shape);
+    const Nchw e = element_at<Index>(i, shape);
     *reinterpret_cast<E*>(dst + layout.offset(e.n, e.c, e.h, e.w)) = src[i];
   }
 }
@@ -26,20 +51,25 @@ __global__ void pack_kernel(const E* __restrict src, uint8_t* __restrict dst, Io
 }  // namespace
 
 void enqueue_unpack(const void* src, const IoLayout& layout, const Shape& shape, void* dst, cudaStream_t stream) {
+  const bool small = element_count(shape) < (uint64_t(1) << 32);
   by_element_size(layout.elem, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
-    unpack_kernel<E><<<blocks_for(element_count(shape)), kThreads, 0, stream>>>(static_cast<const uint8_t*>(src),
-                                                                                static_cast<E*>(dst), layout, shape);
+    auto* kernel = small ? unpack_kernel<E, uint32_t> : unpack_kernel<E, uint64_t>;
+    const uint64_t pixels = element_count(shape) / shape[1] * ((shape[1] + layout.channels_per_group - 1) / layout.channels_per_group);
+    kernel<<<blocks_for(pixels), kThreads, 0, stream>>>(static_cast<const uint8_t*>(src),
+                                                                      static_cast<E*>(dst), layout, shape);
   });
   check_launch("unpack_kernel");
 }
 
 void enqueue_pack(const void* src, const Shape& shape, const IoLayout& layout, void* dst, cudaStream_t stream) {
   SOFTDLA_CUDA(cudaMemsetAsync(dst, 0, layout.size, stream));
+  const bool small = element_count(shape) < (uint64_t(1) << 32);
   by_element_size(layout.elem, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
-    pack_kernel<E><<<blocks_for(element_count(shape)), kThreads, 0, stream>>>(static_cast<const E*>(src),
-                                                                              static_cast<uint8_t*>(dst), layout, shape);
+    auto* kernel = small ? pack_kernel<E, uint32_t> : pack_kernel<E, uint64_t>;
+    kernel<<<blocks_for(element_count(shape)), kThreads, 0, stream>>>(static_cast<const E*>(src),
+                                                                      static_cast<uint8_t*>(dst), layout, shape);
   });
   check_launch("pack_kernel");
 }
