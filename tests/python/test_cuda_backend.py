@@ -68,14 +68,44 @@ def residual_tail(g):
     return g.node("Relu", [g.node("Add", [h, skip])])
 
 
+def wide_block(g):
+    """Two images, more than 128 output channels (the 128 x 128 tile, a partial second column of
+    tiles), a residual add fused into the convolution that computes its second operand."""
+    x = g.input("features", [2, 32, 14, 14])
+    h = g.node("Relu", [g.bn(g.conv(x, 32, 160, k=1, pad=0, bias=False), 160)])
+    h = g.node("Relu", [g.bn(g.conv(h, 160, 128, bias=False), 128)])
+    h = g.bn(g.conv(h, 128, 256, k=1, pad=0, bias=False), 256)
+    skip = g.bn(g.conv(x, 32, 256, k=1, pad=0, bias=False), 256)
+    y = g.node("Relu", [g.node("Add", [h, skip])])
+    return g.node("Relu", [g.bn(g.conv(y, 256, 32, bias=False), 32)])
+
+
 # The CUDA backend evaluates INT8 SDP chains on channels-last runs three ways (sdp_device.cuh): a
 # 256 x 256 table for two-input chains, the residual form, and the general step interpreter.
-@pytest.mark.parametrize("net", [nets.resnet_like, residual_tail], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("net", [nets.resnet_like, residual_tail, wide_block], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("sdp_path", ["auto", "residual", "steps"])
 def test_int8_chain_paths_match_cpu(net, sdp_path, tmp_path, monkeypatch):
     monkeypatch.setenv("SOFTDLA_CUDA_SDP_PATH", sdp_path)
     m, shape = nets.make(net)
     rng = np.random.default_rng(11)
+    calib = rng.standard_normal([8] + shape[1:]).astype(np.float32)
+    loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32", "--outputIOFormats=int8:chw32",
+                                calib=calib)
+    gpu, cpu = Engine(loadable, backend="cuda"), Engine(loadable, backend="cpu")
+    n_out = len(gpu.io_info(True))
+    for _ in range(2):
+        raw = random_raw_inputs(gpu, rng)
+        assert gpu.run_raw(raw, n_out) == cpu.run_raw(raw, n_out)
+
+
+# Split-K (conv_igemm.cu): a cluster of blocks shares an output tile and sums its partial accumulators
+# through distributed shared memory; forced to every cluster size, the bytes must not change.
+@pytest.mark.parametrize("net", [nets.resnet_like, residual_tail, wide_block], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("splits", ["1", "2", "4", "8"])
+def test_int8_split_k_matches_cpu(net, splits, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTDLA_CUDA_SPLITK", splits)
+    m, shape = nets.make(net)
+    rng = np.random.default_rng(5)
     calib = rng.standard_normal([8] + shape[1:]).astype(np.float32)
     loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32", "--outputIOFormats=int8:chw32",
                                 calib=calib)

@@ -2,16 +2,34 @@
 // columns are output channels, the reduction runs over (tap r, tap s, input channel c) with the channels
 // padded to Cp, a multiple of 16, so every 16-byte run of the reduction is one pixel's channels at one
 // tap: a single cp.async, zero-filled where the tap falls into the padding. Inputs of up to 4 channels
-// (images) use Cp = 4 instead, four taps per 16-byte run.
+// (images) are converted space-to-depth when the stride is 2 (2 x 2 pixels become one of 16 channels)
+// and otherwise use Cp = 4, four taps per 16-byte run.
 //
-// A block computes BM pixels x BN channels with 8 warps of 64 x 32, three cp.async stages of 64
-// reduction bytes, XOR-swizzled shared memory for conflict-free ldmatrix. The epilogue evaluates the SDP
-// chain on the int32 accumulators (exact: the same integer steps as the CPU backend), stages the int8
-// results in shared memory and writes whole 16-byte runs (NHWC, where a fused residual add is applied
-// to each run) or channel planes (NCHW).
+// A block computes BM pixels x BN channels with 8 warps of 64 x 32, four cp.async stages of 64
+// reduction bytes, XOR-swizzled shared memory for conflict-free ldmatrix. The int32 accumulators are
+// parked in shared memory, then the SDP chain runs on them (exact: the same integer steps as the CPU
+// backend) in one of two epilogues:
+//  - windowed (the usual case: bias, ReLU/Clip, requantization, NHWC output): each thread keeps four
+//    channels' requant windows (requant_window.h) in registers and stores 4-byte groups; a fused
+//    residual add is evaluated in the same arithmetic form, its other input fetched into shared memory
+//    during the reduction;
+//  - general (any chain, NCHW output): 16-channel runs through the step interpreter of sdp_device.cuh.
+//
+// Launches are programmatic dependents of the previous kernel (griddepcontrol), so a block's set-up
+// overlaps the previous layer's last wave.
+//
+// Split-K: when the output tiles alone would leave most SMs idle (the small late layers), a cluster of
+// 2-8 blocks shares one tile, each block reducing a slice of the k-tiles; the partial accumulators are
+// summed through distributed shared memory and each block of the cluster runs the epilogue on its share
+// of the tile's rows.
+
+#include <cstdlib>
+#include <string>
 
 #include "channels_last.h"
 #include "conv_igemm.h"
+#include "kernel.h"  // eltwise_operand_slot
+#include "requant_window.h"
 
 namespace softdla::gpu {
 
@@ -21,13 +39,17 @@ struct IgemmConv::Geometry {
   uint32_t R, S, sh, sw, dh, dw, pt, pl;
   uint32_t M;            // N * OH * OW
   uint32_t kpad;         // weight row length: R * S * Cp rounded up to 64
+  uint32_t pointwise;    // 1 x 1, stride 1, no padding: output pixel m reads input row m of [M][Cp]
 };
 
 namespace {
 
 using Geo = IgemmConv::Geometry;
-constexpr int kStages = 3;
+constexpr int kStages = 4;
 constexpr int kBlockThreads = 256;
+// Flags of the windowed epilogue: every channel's window has kNonNegative; the fused residual add's
+// output window has it; the add's first input is rescaled by a plain product.
+constexpr int kConvNonNegative = 1, kAddNonNegative = 2, kAddPlainX = 4;
 
 struct FastChain {
   const int32_t* bias;   // per output channel (zeros without a bias step)
@@ -47,6 +69,11 @@ struct TileShape {
   static constexpr int kParkStride = BN + 8;
   static constexpr int kParkBytes = BM * kParkStride * 4;
   static constexpr int kSmemBytes = kPipelineBytes > kParkBytes ? kPipelineBytes : kParkBytes;
+  // The windowed epilogue's side region, after that: the tile's channel windows, then (fused) the
+  // other input's tile, both fetched with cp.async while the reduction runs.
+  static constexpr int kWindowBytes = BN * int(sizeof(num::RequantWindow));
+  static constexpr int kOperandBytes = BM * BN;
+  static constexpr int kWindowSmemBytes = kSmemBytes + kWindowBytes + kOperandBytes;
 };
 
 // Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a tile of 64-byte rows. Rows 2i and 2i+1
@@ -80,6 +107,39 @@ __device__ __forceinline__ void mma_s8(int32_t (&d)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Cluster barrier halves (split-K): arrive releases this block's shared-memory writes to the cluster,
+// wait acquires the others'.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+// The generic address of `p` (in this block's shared memory) in the shared memory of cluster block `rank`.
+__device__ __forceinline__ const int4* cluster_peer(const int32_t* p, uint32_t rank) {
+  uint64_t remote;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(remote) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
+  return reinterpret_cast<const int4*>(remote);
+}
+
+// Four int32 values saturated to int8 and packed, value 0 in the lowest byte.
+__device__ __forceinline__ uint32_t pack_sat4(int32_t v0, int32_t v1, int32_t v2, int32_t v3) {
+  uint32_t high, out;
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;\n" : "=r"(high) : "r"(v3), "r"(v2));
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;\n" : "=r"(out) : "r"(v1), "r"(v0), "r"(high));
+  return out;
+}
+
+// The residual add (requant_window.h) on four packed int8 values of this convolution and the four
+// same-position values of the other input; `swapped`: the convolution computes the add's second input.
+// kForm: kAddNonNegative | kAddPlainX, as residual_window_value's template flags.
+template <int kForm>
+__device__ __forceinline__ uint32_t residual4(const num::ResidualWindow& w, uint32_t mine, uint32_t other, bool swapped) {
+  const uint32_t xs = swapped ? other : mine, es = swapped ? mine : other;
+  int32_t v[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    v[k] = num::residual_window_value<(kForm & kAddNonNegative) != 0, (kForm & kAddPlainX) != 0>(
+        int32_t(int8_t(xs >> (8 * k))), int32_t(int8_t(es >> (8 * k))), w);
+  return pack_sat4(v[0], v[1], v[2], v[3]);
 }
 
 // Where one thread's next 16-byte reduction run starts: channel c of tap (r, s). Advanced by whole
@@ -155,12 +215,35 @@ __device__ __forceinline__ void store_run(const int32_t* parked, uint32_t m, uin
   }
 }
 
+// The windowed requantization of four output channels (requant_window.h), held in registers.
+struct Windows4 {
+  num::RequantWindow q[4];
+  __device__ void load(const num::RequantWindow* w) {  // shared memory
+#pragma unroll
+    for (int k = 0; k < 4; ++k) q[k] = w[k];
+  }
+  template <bool kNonNegative>  // every channel's window has kNonNegative
+  __device__ uint32_t apply(int4 acc) const {
+    auto value = [&](int32_t a, int k) {
+      return kNonNegative ? num::requant_window_nonnegative(a, q[k]) : num::requant_window_value(a, q[k]);
+    };
+    return pack_sat4(value(acc.x, 0), value(acc.y, 1), value(acc.z, 2), value(acc.w, 3));
+  }
+};
+
 // kTap: bytes of one tap's channels when below 16 (Cp == 4: each 16-byte run spans 4 taps), else 16.
-template <int BM, int BN, int kTap>
-__global__ void __launch_bounds__(kBlockThreads)
+// kEpi: kEpiGeneral (any chain, NHWC or NCHW output, any fused op) or kEpiWindow (the fast chain with
+// every channel's requantization window, NHWC output, a fused op only as a residual window): the latter
+// keeps four channels' parameters in registers and works on 4-byte groups. `fused` there: 0 none, 1 the
+// convolution computes the residual add's first input (x), 2 its second (e); the other is read.
+constexpr int kEpiGeneral = 0, kEpiWindow = 1;
+template <int BM, int BN, int kTap, int kEpi>
+__global__ void __launch_bounds__(kBlockThreads, 2)  // two blocks per SM: at most 128 registers
 igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g, int output_nhwc,
-             int fast_form, FastChain fast, const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops,
-             int fused, const __grid_constant__ DevChain next, const __grid_constant__ Operands next_ops) {
+             int fast_form, FastChain fast, const num::RequantWindow* __restrict windows, int flags,
+             num::ResidualWindow residual,
+             const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops, int fused,
+             const __grid_constant__ DevChain next, const __grid_constant__ Operands next_ops) {
   using Tile = TileShape<BM, BN>;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
@@ -168,6 +251,31 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
   const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const uint32_t ohw = g.OH * g.OW;
+  // The windowed epilogue's inputs, fetched first (their own cp.async group) so that the epilogue
+  // starts without a trip to memory.
+  if constexpr (kEpi == kEpiWindow) {
+    const uint32_t side = smem_base + Tile::kSmemBytes;
+    // windows is padded to whole 128-channel tiles: every tile's BN windows exist.
+    for (int i = tid; i < Tile::kWindowBytes / 16; i += kBlockThreads)
+      cp_async16(side + i * 16, reinterpret_cast<const uint8_t*>(windows + n0) + i * 16, true);
+  }
+  // Launched as a programmatic dependent of the previous kernel (launch()): this block may start while
+  // that kernel finishes; everything above reads only this op's constants, everything below may read
+  // what earlier kernels wrote, so wait here for them to complete (a no-op for a plain launch).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if constexpr (kEpi == kEpiWindow) {
+    const uint32_t side = smem_base + Tile::kSmemBytes;
+    if (fused) {
+      const int8_t* operand = static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]);
+      constexpr int kChunks = BN / 16;
+      for (int i = tid; i < BM * kChunks; i += kBlockThreads) {
+        const uint32_t row = i / kChunks, c = n0 + (i % kChunks) * 16, m = m0 + row;
+        const bool ok = m < g.M && c < g.K;
+        cp_async16(side + Tile::kWindowBytes + row * BN + (i % kChunks) * 16, ok ? operand + uint64_t(m) * g.K + c : operand, ok);
+      }
+    }
+    cp_async_commit();
+  }
 
   // ---- loaders: thread owns 16-byte chunk (tid % 4) of rows tid / 4 + 64 i ----
   constexpr int kARows = BM / 64, kBRows = BN / 64;
@@ -179,26 +287,43 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   for (int i = 0; i < kARows; ++i) {
     const uint32_t m = m0 + row0 + 64 * i;
     a_ok[i] = m < g.M;
-    const uint32_t mm = a_ok[i] ? m : 0, n = mm / ohw, p = mm % ohw;
-    a_image[i] = x + uint64_t(n) * g.H * g.W * g.Cp;
-    a_ih0[i] = int32_t(p / g.OW) * int32_t(g.sh) - int32_t(g.pt);
-    a_iw0[i] = int32_t(p % g.OW) * int32_t(g.sw) - int32_t(g.pl);
+    const uint32_t mm = a_ok[i] ? m : 0;
+    if (g.pointwise) {  // the row itself (no division, no bounds per tap)
+      a_image[i] = x + uint64_t(mm) * g.Cp, a_ih0[i] = a_iw0[i] = 0;
+    } else {
+      const uint32_t n = mm / ohw, p = mm % ohw;
+      a_image[i] = x + uint64_t(n) * g.H * g.W * g.Cp;
+      a_ih0[i] = int32_t(p / g.OW) * int32_t(g.sh) - int32_t(g.pt);
+      a_iw0[i] = int32_t(p % g.OW) * int32_t(g.sw) - int32_t(g.pl);
+    }
   }
+  // Split-K: block z of the cluster reduces k-tiles [kt_begin, kt_end).
+  const int ktiles_all = int(g.kpad / 64), splits = int(gridDim.z), rank = int(blockIdx.z);
+  const int kt_begin = ktiles_all * rank / splits, kt_end = ktiles_all * (rank + 1) / splits;
+  const int ktiles = kt_end - kt_begin;
   TapCursor cur{0, 0, 0};
-  cur.advance(chunk * 16, g);
-  const int ktiles = int(g.kpad / 64);
+  if (!g.pointwise) cur.advance(uint32_t(kt_begin) * 64 + chunk * 16, g);
 
   auto load_stage = [&](int slot, int kt) {
     const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_smem = a_smem + BM * 64;
     if constexpr (kTap == 16) {
-      const bool in_k = cur.r < g.R;
-      const int32_t dy = int32_t(cur.r * g.dh), dx = int32_t(cur.s * g.dw);
+      if (g.pointwise) {
+        const uint32_t c = uint32_t(kt) * 64 + chunk * 16;  // the reduction is the row's channels
 #pragma unroll
-      for (int i = 0; i < kARows; ++i) {
-        const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
-        const bool ok = a_ok[i] && in_k && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
-        const int8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * g.Cp + cur.c : x;
-        cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), src, ok);
+        for (int i = 0; i < kARows; ++i) {
+          const bool ok = a_ok[i] && c < g.Cp;
+          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), ok ? a_image[i] + c : x, ok);
+        }
+      } else {
+        const bool in_k = cur.r < g.R;
+        const int32_t dy = int32_t(cur.r * g.dh), dx = int32_t(cur.s * g.dw);
+#pragma unroll
+        for (int i = 0; i < kARows; ++i) {
+          const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
+          const bool ok = a_ok[i] && in_k && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
+          const int8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * g.Cp + cur.c : x;
+          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), src, ok);
+        }
       }
     } else {
 #pragma unroll
@@ -221,7 +346,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       const int8_t* src = ok ? w + uint64_t(n) * g.kpad + uint32_t(kt) * 64 + chunk * 16 : w;
       cp_async16(b_smem + swizzle(row0 + 64 * i, chunk), src, ok);
     }
-    cur.advance(64, g);
+    if (!g.pointwise) cur.advance(64, g);
   };
 
   int32_t acc[4][4][4];
@@ -234,7 +359,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ktiles) load_stage(s, s);
+    if (s < ktiles) load_stage(s, kt_begin + s);
     cp_async_commit();
   }
 
@@ -242,7 +367,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage kt visible to all; stage kt-1 fully consumed
     const int next_kt = kt + kStages - 1;
-    if (next_kt < ktiles) load_stage(next_kt % kStages, next_kt);
+    if (next_kt < ktiles) load_stage(next_kt % kStages, kt_begin + next_kt);
     cp_async_commit();
 
     const uint32_t a_smem = smem_base + (kt % kStages) * Tile::kStageBytes, b_smem = a_smem + BM * 64;
@@ -266,6 +391,9 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's memory becomes the epilogue's parking space
+  // The next kernel may be scheduled once every block got this far (it still waits for this one to
+  // finish before it reads anything): its launch and set-up overlap this grid's last epilogues.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   // ---- epilogue: the accumulators are parked in shared memory (the pipeline's, now free), then every
   // thread takes 16-channel runs of a row, so the SDP chain runs on contiguous channels and each store
@@ -285,14 +413,72 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
             make_int2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
     }
   __syncthreads();
-  const uint32_t run = tid % kRuns, ch0 = n0 + run * 16;  // this thread's channels, the same in every row
-  if (ch0 >= g.K) return;
-  for (int r = tid / kRuns; r < BM; r += kRowsPerSweep) {
-    const uint32_t m = m0 + r;
-    if (m >= g.M) break;
-    store_run(parked + r * Tile::kParkStride + run * 16, m, ch0, g, output_nhwc, fast_form, fast, chain, ops, fused,
-              next, next_ops, y);
+
+  // Split-K: once every block of the cluster has parked, each sums the partials of its share of the
+  // rows into its own parking space; the others' memory must stay until they have read it (exit wait).
+  const int row_begin = BM * rank / splits, row_end = BM * (rank + 1) / splits;
+  if (splits > 1) {
+    cluster_arrive();
+    cluster_wait();
+    constexpr int kVecs = BN / 4;
+    for (int i = tid; i < (row_end - row_begin) * kVecs; i += kBlockThreads) {
+      int32_t* mine = parked + (row_begin + i / kVecs) * Tile::kParkStride + (i % kVecs) * 4;
+      int4 sum = *reinterpret_cast<const int4*>(mine);
+      for (int peer = 0; peer < splits; ++peer) {
+        if (peer == rank) continue;
+        const int4 v = *cluster_peer(mine, uint32_t(peer));
+        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+      }
+      *reinterpret_cast<int4*>(mine) = sum;
+    }
+    cluster_arrive();  // done reading the others
+    __syncthreads();
   }
+
+  if constexpr (kEpi == kEpiWindow) {
+    // 4-channel groups: a warp covers 128 contiguous output bytes of a row (one or two rows).
+    constexpr int kGroups = BN / 4, kGroupRows = kBlockThreads / kGroups;
+    const uint32_t group = tid % kGroups, ch = n0 + group * 4;
+    if (ch < g.K) {
+      const uint8_t* side_smem = smem + Tile::kSmemBytes;
+      Windows4 q;
+      q.load(reinterpret_cast<const num::RequantWindow*>(side_smem) + group * 4);
+      const uint32_t* other_tile = reinterpret_cast<const uint32_t*>(side_smem + Tile::kWindowBytes);
+      const int row_limit = min(row_end, int(g.M - m0));
+      // One copy of the loop per sign case, so that the short forms are straight-line code.
+      auto rows = [&](auto conv_nonnegative, auto add_form) {
+#pragma unroll 2
+        for (int r = row_begin + tid / kGroups; r < row_limit; r += kGroupRows) {
+          uint32_t out = q.template apply<decltype(conv_nonnegative)::value>(
+              *reinterpret_cast<const int4*>(parked + r * Tile::kParkStride + group * 4));
+          if (fused)
+            out = residual4<decltype(add_form)::value>(residual, out, other_tile[r * (BN / 4) + group], fused == 2);
+          *reinterpret_cast<uint32_t*>(y + uint64_t(m0 + r) * g.K + ch) = out;
+        }
+      };
+      auto with_add_form = [&](auto conv_nonnegative) {
+        using std::integral_constant;
+        switch (flags & (kAddNonNegative | kAddPlainX)) {
+          case 0: return rows(conv_nonnegative, integral_constant<int, 0>{});
+          case kAddNonNegative: return rows(conv_nonnegative, integral_constant<int, kAddNonNegative>{});
+          case kAddPlainX: return rows(conv_nonnegative, integral_constant<int, kAddPlainX>{});
+          default: return rows(conv_nonnegative, integral_constant<int, kAddNonNegative | kAddPlainX>{});
+        }
+      };
+      flags & kConvNonNegative ? with_add_form(std::true_type{}) : with_add_form(std::false_type{});
+    }
+  } else {
+    const uint32_t run = tid % kRuns, ch0 = n0 + run * 16;  // this thread's channels, the same in every row
+    if (ch0 < g.K) {
+      for (int r = row_begin + tid / kRuns; r < row_end; r += kRowsPerSweep) {
+        const uint32_t m = m0 + r;
+        if (m >= g.M) break;
+        store_run(parked + r * Tile::kParkStride + run * 16, m, ch0, g, output_nhwc, fast_form, fast, chain, ops,
+                  fused, next, next_ops, y);
+      }
+    }
+  }
+  if (splits > 1) cluster_wait();  // no block leaves while another may still read its parking space
 }
 
 // x: [N][C][HW] -> y: [N][HW][Cp]; one thread per 16 channels of one pixel (one 16-byte store).
@@ -324,15 +510,63 @@ __global__ void to_channels_last4_kernel(const int8_t* __restrict x, int8_t* __r
   }
 }
 
-template <int BM, int BN, int kTap>
-void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, bool output_nhwc, bool fast_form,
-            const FastChain& fast, const DevChain& chain, const Operands& ops, bool fused, const DevChain& next,
-            const Operands& next_ops, cudaStream_t stream) {
+// x: [N][C][H][W], C <= 4 -> y: [N][ceil(H/2)][ceil(W/2)][16], channel (dy * 2 + dx) * 4 + c holding
+// x[c][2h + dy][2w + dx] (zero past the image or C); one thread per output pixel, one 16-byte store.
+__global__ void space_to_depth_kernel(const int8_t* __restrict x, int8_t* __restrict y, uint32_t N, uint32_t C,
+                                      uint32_t H, uint32_t W) {
+  const uint32_t H2 = (H + 1) / 2, W2 = (W + 1) / 2, total = N * H2 * W2;  // below 2^31 (checked at load)
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t w2 = i % W2, h2 = (i / W2) % H2, n = i / (W2 * H2);
+    union { uint4 v; int8_t b[16]; } out;
+#pragma unroll
+    for (uint32_t q = 0; q < 16; ++q) {
+      const uint32_t c = q % 4, dx = (q / 4) % 2, dy = q / 8, h = 2 * h2 + dy, w = 2 * w2 + dx;
+      out.b[q] = c < C && h < H && w < W ? x[((uint64_t(n) * C + c) * H + h) * W + w] : int8_t(0);
+    }
+    reinterpret_cast<uint4*>(y)[i] = out.v;
+  }
+}
+
+void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, uint32_t H, uint32_t W,
+                            cudaStream_t stream) {
+  space_to_depth_kernel<<<blocks_for(uint64_t(N) * ((H + 1) / 2) * ((W + 1) / 2)), kThreads, 0, stream>>>(x, y, N, C, H, W);
+  check_launch("space_to_depth_kernel");
+}
+
+// Programmatic dependent launch of the convolutions; SOFTDLA_CUDA_PDL=0 turns it off.
+bool programmatic_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_PDL");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+template <int BM, int BN, int kTap, int kEpi>
+void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
+            const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
+            const DevChain& chain, const Operands& ops, int fused, const DevChain& next, const Operands& next_ops,
+            cudaStream_t stream) {
   using Tile = TileShape<BM, BN>;
-  const dim3 grid((g.M + BM - 1) / BM, (g.K + BN - 1) / BN);
-  igemm_kernel<BM, BN, kTap><<<grid, kBlockThreads, Tile::kSmemBytes, stream>>>(
-      x, w, y, g, output_nhwc, fast_form, fast, chain, ops, fused, next, next_ops);
-  check_launch("igemm_kernel");
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3((g.M + BM - 1) / BM, (g.K + BN - 1) / BN, unsigned(splits));
+  config.blockDim = dim3(kBlockThreads);
+  config.dynamicSmemBytes = kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned count = 0;
+  if (programmatic_launch()) {  // may overlap the previous kernel's tail (griddepcontrol in the kernel)
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (splits > 1) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count++].val.clusterDim = {1, 1, unsigned(splits)};
+  }
+  config.attrs = attrs;
+  config.numAttrs = count;
+  SOFTDLA_CUDA(cudaLaunchKernelEx(&config, igemm_kernel<BM, BN, kTap, kEpi>, x, w, y, g, int(output_nhwc),
+                                  int(fast_form), fast, windows, flags, residual, chain, ops, fused, next, next_ops));
 }
 
 // Dynamic shared memory above 48 KB needs an opt-in per kernel (set at load time, never while a stream
@@ -341,10 +575,37 @@ void allow_shared_memory() {
   auto allow = [](auto* kernel, int bytes) {
     SOFTDLA_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   };
-  allow(igemm_kernel<128, 128, 16>, TileShape<128, 128>::kSmemBytes);
-  allow(igemm_kernel<256, 64, 16>, TileShape<256, 64>::kSmemBytes);
-  allow(igemm_kernel<128, 128, 4>, TileShape<128, 128>::kSmemBytes);
-  allow(igemm_kernel<256, 64, 4>, TileShape<256, 64>::kSmemBytes);
+  allow(igemm_kernel<128, 128, 16, kEpiGeneral>, TileShape<128, 128>::kSmemBytes);
+  allow(igemm_kernel<256, 64, 16, kEpiGeneral>, TileShape<256, 64>::kSmemBytes);
+  allow(igemm_kernel<128, 128, 4, kEpiGeneral>, TileShape<128, 128>::kSmemBytes);
+  allow(igemm_kernel<256, 64, 4, kEpiGeneral>, TileShape<256, 64>::kSmemBytes);
+  allow(igemm_kernel<128, 128, 16, kEpiWindow>, TileShape<128, 128>::kWindowSmemBytes);
+  allow(igemm_kernel<256, 64, 16, kEpiWindow>, TileShape<256, 64>::kWindowSmemBytes);
+  allow(igemm_kernel<128, 128, 4, kEpiWindow>, TileShape<128, 128>::kWindowSmemBytes);
+  allow(igemm_kernel<256, 64, 4, kEpiWindow>, TileShape<256, 64>::kWindowSmemBytes);
+}
+
+// How many blocks share one output tile (split-K, a power of two up to 8): the fewest that bring the
+// k-tiles of the busiest SM down the most, counting a cost per block for the epilogue and the
+// reduction. SOFTDLA_CUDA_SPLITK=n forces n (tests).
+int choose_splits(uint64_t tiles, int ktiles, int BM) {
+  if (const char* forced = std::getenv("SOFTDLA_CUDA_SPLITK")) {
+    const int n = std::atoi(forced);
+    if (n == 1 || n == 2 || n == 4 || n == 8) return n;
+  }
+  int device = 0, sms = 0;
+  SOFTDLA_CUDA(cudaGetDevice(&device));
+  SOFTDLA_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const uint64_t slots = uint64_t(sms) * 2;  // two blocks per SM (registers and shared memory)
+  constexpr double kEpilogueTiles = 4;        // an epilogue costs about as much as this many k-tiles
+  int best = 1;
+  double best_cost = 0;
+  for (int s = 1; s <= 8 && s <= BM / 16; s *= 2) {
+    const double waves = double((tiles * s + slots - 1) / slots);
+    const double cost = waves * (double((ktiles + s - 1) / s) + kEpilogueTiles + (s > 1 ? 1.0 + s / 4.0 : 0.0));
+    if (s == 1 || cost < best_cost * 0.95) best = s, best_cost = cost;
+  }
+  return best;
 }
 
 // The chain as (bias?, clamp?, requant) when it has that form, which covers convolution + BatchNorm +
@@ -368,6 +629,28 @@ std::vector<T> per_channel(const std::vector<T>& v, uint32_t K, T absent) {
   return out;
 }
 
+// The residual add [Scale] EltAdd [ReLU | Clip] with one multiplier everywhere, as a ResidualWindow
+// (requant_window.h), when its arithmetic fits that form.
+std::optional<num::ResidualWindow> residual_window(const Op& op, const SdpParams& p) {
+  if (p.lut != ActivationLut::kNone || p.requant.multiplier.size() != 1 || p.requant.shift.size() != 1) return {};
+  size_t i = 0;
+  bool has_scale = false;
+  int32_t sm = 1, lo = INT32_MIN, hi = INT32_MAX;
+  unsigned ss = 0;
+  if (i < p.steps.size() && p.steps[i].kind == SdpKind::kScale) {
+    if (p.steps[i].ivalues.size() != 1) return {};
+    has_scale = true, sm = p.steps[i].ivalues[0], ss = p.steps[i].shift, ++i;
+  }
+  if (i >= p.steps.size() || p.steps[i].kind != SdpKind::kEltAdd || eltwise_operand_slot(op, p.steps[i].tensor) != 1)
+    return {};
+  const SdpStep& add = p.steps[i++];
+  if (i < p.steps.size() && p.steps[i].kind == SdpKind::kRelu) lo = 0, ++i;
+  else if (i < p.steps.size() && p.steps[i].kind == SdpKind::kClip) lo = p.steps[i].lo_i, hi = p.steps[i].hi_i, ++i;
+  if (i != p.steps.size()) return {};
+  return num::make_residual_window(has_scale, sm, ss, add.tensor_multiplier, add.tensor_shift, lo, hi,
+                                   p.requant.multiplier[0], p.requant.shift[0]);
+}
+
 }  // namespace
 
 bool igemm_supports(const Model& m, const Op& op, const ConvParams& p) {
@@ -389,44 +672,101 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   const uint32_t C = x[1], R = w.dims[2], S = w.dims[3];
   const SdpStep* bias = nullptr;
   fast_ = fast_form(p.post, lo_, hi_, bias);
-  // Up to 4 channels (RGB images) take 4 bytes per tap instead of 16: a quarter of the reduction.
-  // The input is then never channels-last already (C % 16 != 0) and is converted at each run.
-  const uint32_t Cp = C <= 4 && fast_ ? 4 : (C + 15) / 16 * 16;
-  channels_ = C;
-  *g_ = {x[0], x[2], x[3], Cp, yv[1], yv[2], yv[3], R, S, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
-         p.pad_top, p.pad_left, x[0] * yv[2] * yv[3], (R * S * Cp + 63) / 64 * 64};
+  channels_ = C, in_h_ = x[2], in_w_ = x[3];
   input_nhwc_ = ctx.channels_last[op.inputs[0]] != 0;
+  op_output_ = op.outputs[0];
   output_nhwc_ = ctx.channels_last[op.outputs[0]] != 0;
-  if (!input_nhwc_) convert_bytes_ = (uint64_t(g_->N) * g_->H * g_->W * Cp + 255) / 256 * 256;
-  // Weights [K][C][R][S] -> [K][(r, s, c) with c padded to Cp][.. kpad], zeros in the padding.
-  const uint32_t K = g_->K;
-  std::vector<int8_t> packed(size_t(K) * g_->kpad, 0);
   const int8_t* src = reinterpret_cast<const int8_t*>(w.data.data());
-  for (uint32_t k = 0; k < K; ++k)
-    for (uint32_t c = 0; c < C; ++c)
-      for (uint32_t r = 0; r < R; ++r)
-        for (uint32_t s = 0; s < S; ++s)
-          packed[size_t(k) * g_->kpad + (r * S + s) * Cp + c] = src[((size_t(k) * C + c) * R + r) * S + s];
-  weights_ = upload(packed);
+  auto weight = [&](uint32_t k, uint32_t c, uint32_t r, uint32_t s) { return src[((size_t(k) * C + c) * R + r) * S + s]; };
+  const uint32_t K = yv[1];
+  // Inputs of up to 4 channels (images) are never channels-last already (C % 16 != 0): converted at
+  // each run. With stride 2 (the usual first layer) they become space-to-depth: each 2 x 2 block of
+  // pixels is one pixel of 16 channels (4 x 4 with the padding), and the convolution one of stride 1
+  // over ceil(R / 2) x ceil(S / 2) taps, a whole 16-byte run per tap. Other strides take 4 bytes per
+  // tap instead of 16.
+  space_to_depth_ = C <= 4 && fast_ && p.stride_h == 2 && p.stride_w == 2 && p.dilation_h == 1 && p.dilation_w == 1;
+  if (space_to_depth_) {
+    // Original tap r = 2 * ry + dy + off with off = pad - 2 * ceil(pad / 2) (0 or -1); the new padding
+    // is ceil(pad / 2) pixels of the half-size image.
+    const uint32_t at = (p.pad_top + 1) / 2, al = (p.pad_left + 1) / 2;
+    const int32_t offy = int32_t(p.pad_top) - 2 * int32_t(at), offx = int32_t(p.pad_left) - 2 * int32_t(al);
+    const uint32_t R2 = uint32_t(int32_t(R) - 1 - offy) / 2 + 1, S2 = uint32_t(int32_t(S) - 1 - offx) / 2 + 1;
+    *g_ = {x[0], (x[2] + 1) / 2, (x[3] + 1) / 2, 16, K, yv[2], yv[3], R2, S2, 1, 1, 1, 1, at, al,
+           x[0] * yv[2] * yv[3], (R2 * S2 * 16 + 63) / 64 * 64, 0};
+    std::vector<int8_t> packed(size_t(K) * g_->kpad, 0);
+    for (uint32_t k = 0; k < K; ++k)
+      for (uint32_t ry = 0; ry < R2; ++ry)
+        for (uint32_t rx = 0; rx < S2; ++rx)
+          for (uint32_t dy = 0; dy < 2; ++dy)
+            for (uint32_t dx = 0; dx < 2; ++dx) {
+              const int32_t r = int32_t(2 * ry + dy) + offy, s = int32_t(2 * rx + dx) + offx;
+              if (r < 0 || r >= int32_t(R) || s < 0 || s >= int32_t(S)) continue;
+              for (uint32_t c = 0; c < C; ++c)
+                packed[size_t(k) * g_->kpad + (ry * S2 + rx) * 16 + (dy * 2 + dx) * 4 + c] = weight(k, c, uint32_t(r), uint32_t(s));
+            }
+    weights_ = upload(packed);
+  } else {
+    const uint32_t Cp = C <= 4 && fast_ ? 4 : (C + 15) / 16 * 16;
+    *g_ = {x[0], x[2], x[3], Cp, K, yv[2], yv[3], R, S, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
+           p.pad_top, p.pad_left, x[0] * yv[2] * yv[3], (R * S * Cp + 63) / 64 * 64, 0};
+    g_->pointwise = R == 1 && S == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
+                    yv[2] == x[2] && yv[3] == x[3] && Cp % 16 == 0;
+    // Weights [K][C][R][S] -> [K][(r, s, c) with c padded to Cp][.. kpad], zeros in the padding.
+    std::vector<int8_t> packed(size_t(K) * g_->kpad, 0);
+    for (uint32_t k = 0; k < K; ++k)
+      for (uint32_t c = 0; c < C; ++c)
+        for (uint32_t r = 0; r < R; ++r)
+          for (uint32_t s = 0; s < S; ++s) packed[size_t(k) * g_->kpad + (r * S + s) * Cp + c] = weight(k, c, r, s);
+    weights_ = upload(packed);
+  }
+  if (!input_nhwc_) convert_bytes_ = (uint64_t(g_->N) * g_->H * g_->W * g_->Cp + 255) / 256 * 256;
   if (fast_) {
-    bias_ = upload(per_channel<int32_t>(bias ? bias->ivalues : std::vector<int32_t>{}, K, 0));
-    mult_ = upload(per_channel<int32_t>(p.post.requant.multiplier, K, 1));
-    shift_ = upload(per_channel<uint8_t>(p.post.requant.shift, K, 0));
+    const auto biases = per_channel<int32_t>(bias ? bias->ivalues : std::vector<int32_t>{}, K, 0);
+    const auto mults = per_channel<int32_t>(p.post.requant.multiplier, K, 1);
+    const auto shifts = per_channel<uint8_t>(p.post.requant.shift, K, 0);
+    bias_ = upload(biases), mult_ = upload(mults), shift_ = upload(shifts);
+    // The windowed form when every channel has one (padding channels: all zero, never stored).
+    std::vector<num::RequantWindow> windows((K + 127) / 128 * 128, num::RequantWindow{});
+    bool all = true, nonnegative = true;
+    for (uint32_t k = 0; k < K && all; ++k) {
+      const auto window = num::make_requant_window(biases[k], lo_, hi_, mults[k], shifts[k]);
+      if (window) windows[k] = *window;
+      all = window.has_value();
+      nonnegative = nonnegative && all && (window->shifts & num::RequantWindow::kNonNegative);
+    }
+    if (all) windows_ = upload(windows);
+    if (all && nonnegative) window_flags_ = kConvNonNegative;
   }
   // Narrow layers waste half of a 128-channel tile: take 256 pixels x 64 channels instead.
   tile_ = K <= 64 ? 1 : 0;
+  const uint32_t BM = tile_ ? 256 : 128, BN = tile_ ? 64 : 128;
+  splits_ = choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM));
   allow_shared_memory();
 }
 
 IgemmConv::~IgemmConv() = default;
 
-bool IgemmConv::fuse_next(const Model& m, const Op& next, const OpContext& ctx) {
+bool IgemmConv::fuse_next(const Model& m, const Op& next, size_t input, const OpContext& ctx) {
   const auto* p = std::get_if<SdpParams>(&next.params);
   if (!p || p->steps.size() > size_t(kMaxSdpSteps) || m.tensors[next.outputs[0]].dtype != DataType::kInt8 ||
-      m.tensors[next.inputs[0]].shape != m.tensors[next.outputs[0]].shape)
+      m.tensors[next.inputs[input]].shape != m.tensors[next.outputs[0]].shape)
     return false;
   fused_.emplace(m, next, *p, &ctx.channels_last);
   output_nhwc_ = ctx.channels_last[next.outputs[0]] != 0;
+  fused_swapped_ = input == 1;
+  // The residual window form: both inputs channels-last with the output's shape, and every channel of
+  // this convolution in the window form.
+  const bool same_position = next.inputs.size() == 2 && ctx.channels_last[next.inputs[0]] &&
+                             ctx.channels_last[next.inputs[1]] && output_nhwc_ &&
+                             m.tensors[next.inputs[0]].shape == m.tensors[next.outputs[0]].shape &&
+                             m.tensors[next.inputs[1]].shape == m.tensors[next.outputs[0]].shape;
+  if (same_position && windows_.get()) residual_ = residual_window(next, *p);
+  if (fused_swapped_ && !residual_) {  // the general epilogue computes only the first input
+    fused_.reset();
+    output_nhwc_ = ctx.channels_last[op_output_] != 0;
+    fused_swapped_ = false;
+    return false;
+  }
   return true;
 }
 
@@ -434,7 +774,8 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
   const int8_t* x = static_cast<const int8_t*>(io.inputs[0]);
   if (!input_nhwc_) {
     int8_t* converted = static_cast<int8_t*>(io.scratch);
-    enqueue_to_channels_last(x, converted, g_->N, channels_, g_->H * g_->W, g_->Cp, stream);
+    if (space_to_depth_) enqueue_space_to_depth(x, converted, g_->N, channels_, in_h_, in_w_, stream);
+    else enqueue_to_channels_last(x, converted, g_->N, channels_, g_->H * g_->W, g_->Cp, stream);
     x = converted;
   }
   GpuOpIo next_io;
@@ -443,16 +784,27 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
   const FastChain fast{bias_.as<int32_t>(), mult_.as<int32_t>(), shift_.as<uint8_t>(), lo_, hi_};
   const DevChain& next = fused_ ? fused_->chain() : chain_.chain();
   int8_t* y = static_cast<int8_t*>(io.output);
-  const bool fused = fused_.has_value();
-  auto go = [&](auto tile_tag, auto tap_tag) {
+  const int fused = fused_ ? (fused_swapped_ ? 2 : 1) : 0;
+  // The windowed epilogue needs every channel's window, an NHWC output, and a fused op (if any) in the
+  // residual window form.
+  const bool window = windows_.get() && output_nhwc_ && (!fused || residual_);
+  auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int BM = decltype(tile_tag)::value ? 256 : 128, BN = decltype(tile_tag)::value ? 64 : 128;
-    launch<BM, BN, decltype(tap_tag)::value>(x, weights_.as<int8_t>(), y, *g_, output_nhwc_, fast_, fast,
-                                             chain_.chain(), ops, fused, next, next_ops, stream);
+    launch<BM, BN, decltype(tap_tag)::value, decltype(epi_tag)::value>(
+        x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
+        window_flags_ | (residual_ && (residual_->out.shifts & num::RequantWindow::kNonNegative) ? kAddNonNegative : 0) |
+            (residual_ && residual_->x_product ? kAddPlainX : 0),
+        residual_ ? *residual_ : num::ResidualWindow{}, chain_.chain(), ops, fused, next, next_ops, stream);
   };
-  using Tap4 = std::integral_constant<int, 4>;  // only chosen with the fast chain
-  using Tap16 = std::integral_constant<int, 16>;
-  if (g_->Cp == 4) tile_ ? go(std::true_type{}, Tap4{}) : go(std::false_type{}, Tap4{});
-  else tile_ ? go(std::true_type{}, Tap16{}) : go(std::false_type{}, Tap16{});
+  auto with_epilogue = [&](auto tile_tag, auto tap_tag) {
+    window ? go(tile_tag, tap_tag, std::integral_constant<int, kEpiWindow>{})
+           : go(tile_tag, tap_tag, std::integral_constant<int, kEpiGeneral>{});
+  };
+  auto with_tap = [&](auto tile_tag) {
+    g_->Cp == 4 ? with_epilogue(tile_tag, std::integral_constant<int, 4>{})  // only chosen with the fast chain
+                : with_epilogue(tile_tag, std::integral_constant<int, 16>{});
+  };
+  tile_ ? with_tap(std::true_type{}) : with_tap(std::false_type{});
 }
 
 void enqueue_to_channels_last(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, uint32_t HW, uint32_t Cp,

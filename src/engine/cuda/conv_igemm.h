@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "requant_window.h"
 #include "sdp_device.cuh"
 
 namespace softdla::gpu {
@@ -23,7 +24,7 @@ class IgemmConv final : public GpuOp {
   IgemmConv(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx);
   ~IgemmConv() override;
   size_t scratch_bytes() const override { return convert_bytes_; }
-  bool fuse_next(const Model& m, const Op& next, const OpContext& ctx) override;
+  bool fuse_next(const Model& m, const Op& next, size_t input, const OpContext& ctx) override;
   void enqueue(const GpuOpIo& io, const OpContext& ctx, cudaStream_t stream) const override;
 
   struct Geometry;  // kernel geometry (conv_igemm.cu)
@@ -32,14 +33,22 @@ class IgemmConv final : public GpuOp {
   std::unique_ptr<Geometry> g_;
   ChainHolder chain_;
   std::optional<ChainHolder> fused_;
+  bool fused_swapped_ = false;  // the convolution computes the fused op's second input, not its first
+  std::optional<num::ResidualWindow> residual_;  // the fused op in the windowed epilogue's form
   bool fast_ = false;        // the chain is bias, then at most one clamp (ReLU/Clip), then requantization
   bool input_nhwc_ = false;  // else converted into scratch first
   bool output_nhwc_ = false;
   uint32_t channels_ = 0;     // input channels before padding
+  uint32_t in_h_ = 0, in_w_ = 0;  // input image size (the geometry's is the converted one)
+  bool space_to_depth_ = false;   // small-channel stride-2 input taken as 2 x 2 blocks (conv_igemm.cu)
+  uint32_t op_output_ = 0;    // the convolution's own output tensor
   uint64_t convert_bytes_ = 0;
   DeviceBuffer weights_, bias_, mult_, shift_;
+  DeviceBuffer windows_;  // num::RequantWindow per channel when every channel has one (fast chain)
+  int window_flags_ = 0;  // kConvNonNegative when every window has kNonNegative
   int32_t lo_ = INT32_MIN, hi_ = INT32_MAX;
   int tile_ = 0;  // 0: 128 pixels x 128 channels, 1: 256 x 64
+  int splits_ = 1;  // blocks (a cluster) sharing one output tile, each with a slice of the reduction
 };
 
 }  // namespace softdla::gpu

@@ -59,9 +59,9 @@ class GpuOp {
  public:
   virtual ~GpuOp() = default;
   virtual size_t scratch_bytes() const { return 0; }
-  // Takes over `next` (the following op, whose input 0 is this op's output and read by nothing else):
+  // Takes over `next` (the following op, whose input `input` is this op's output, read by nothing else):
   // this op's kernels then compute next's output, and next is not run. False when it cannot.
-  virtual bool fuse_next(const Model&, const Op& /*next*/, const OpContext&) { return false; }
+  virtual bool fuse_next(const Model&, const Op& /*next*/, size_t /*input*/, const OpContext&) { return false; }
   // Launches the op's kernels on `stream` (no synchronization, capturable into a CUDA graph).
   virtual void enqueue(const GpuOpIo& io, const OpContext& ctx, cudaStream_t stream) const = 0;
 };

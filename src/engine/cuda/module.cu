@@ -107,13 +107,16 @@ class GpuModule final : public Module {
     const std::vector<bool> in_arena = intermediate_mask(model_);
     for (size_t i = 0; i + 1 < ops_.size(); ++i) {
       const Op &op = model_.ops[i], &next = model_.ops[i + 1];
-      if (absorbed_[i] || next.inputs.empty() || next.inputs[0] != op.outputs[0] || readers[op.outputs[0]] != 1)
-        continue;
+      // Which of next's inputs op computes: the first, or (a residual add whose other operand came
+      // earlier) the second.
+      size_t input = 0;
+      while (input < next.inputs.size() && input < 2 && next.inputs[input] != op.outputs[0]) ++input;
+      if (absorbed_[i] || input == next.inputs.size() || input == 2 || readers[op.outputs[0]] != 1) continue;
       // The fused kernel writes next's output while it reads op's inputs: their bytes must not meet
       // (the memory plan may reuse op's inputs for next's output, as their lifetimes do not overlap).
       bool disjoint = true;
       for (uint32_t in : op.inputs) disjoint = disjoint && !arena_overlap(in, next.outputs[0], in_arena);
-      if (disjoint && ops_[i]->fuse_next(model_, next, ctx_)) absorbed_[i + 1] = 1;
+      if (disjoint && ops_[i]->fuse_next(model_, next, input, ctx_)) absorbed_[i + 1] = 1;
     }
   }
 
