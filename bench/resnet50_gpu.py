@@ -138,7 +138,8 @@ def main():
                 kernels.sort(key=lambda e: e.time_range.start)
                 print(f"softdla-{prec} batch 32, the last task's kernels in launch order (us):")
                 for e in kernels[-(len(kernels) // 5):]:
-                    name = e.name.split("(")[0].replace("softdla::gpu::(anonymous namespace)::", "")
+                    name = e.name.replace("softdla::gpu::", "").replace("(anonymous namespace)::", "")
+                    name = name.replace("void ", "").split("(")[0]
                     print(f"  {e.time_range.elapsed_us():9.1f}  {name[:90]}")
     print(f"\n{'engine':14} {'batch':>5} {'latency ms':>11} {'img/s':>9} {'vs torch':>9} {'TOPS':>7}")
     base = {b: t for name, b, _, t in rows if name == "pytorch-fp16"}
