@@ -80,14 +80,11 @@ def wide_block(g):
     return g.node("Relu", [g.bn(g.conv(y, 256, 32, bias=False), 32)])
 
 
-# The CUDA backend evaluates INT8 SDP chains on channels-last runs three ways (sdp_device.cuh): a
-# 256 x 256 table for two-input chains, the residual form, and the general step interpreter.
-@pytest.mark.parametrize("net", [nets.resnet_like, residual_tail, wide_block], ids=lambda f: f.__name__)
-@pytest.mark.parametrize("sdp_path", ["auto", "residual", "steps"])
-def test_int8_chain_paths_match_cpu(net, sdp_path, tmp_path, monkeypatch):
-    monkeypatch.setenv("SOFTDLA_CUDA_SDP_PATH", sdp_path)
+def assert_int8_same_on_both_backends(net, seed, tmp_path):
+    """Builds `net` for INT8 (calibrated on 8 random images) and runs two random inputs on the CUDA and
+    CPU backends; the outputs must be the same bytes."""
     m, shape = nets.make(net)
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(seed)
     calib = rng.standard_normal([8] + shape[1:]).astype(np.float32)
     loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32", "--outputIOFormats=int8:chw32",
                                 calib=calib)
@@ -96,6 +93,15 @@ def test_int8_chain_paths_match_cpu(net, sdp_path, tmp_path, monkeypatch):
     for _ in range(2):
         raw = random_raw_inputs(gpu, rng)
         assert gpu.run_raw(raw, n_out) == cpu.run_raw(raw, n_out)
+
+
+# The CUDA backend evaluates INT8 SDP chains on channels-last runs three ways (sdp_device.cuh): a
+# 256 x 256 table for two-input chains, the residual form, and the general step interpreter.
+@pytest.mark.parametrize("net", [nets.resnet_like, residual_tail, wide_block], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("sdp_path", ["auto", "residual", "steps"])
+def test_int8_chain_paths_match_cpu(net, sdp_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTDLA_CUDA_SDP_PATH", sdp_path)
+    assert_int8_same_on_both_backends(net, 11, tmp_path)
 
 
 # Split-K (conv_igemm.cu): a cluster of blocks shares an output tile and sums its partial accumulators
@@ -104,16 +110,7 @@ def test_int8_chain_paths_match_cpu(net, sdp_path, tmp_path, monkeypatch):
 @pytest.mark.parametrize("splits", ["1", "2", "4", "8"])
 def test_int8_split_k_matches_cpu(net, splits, tmp_path, monkeypatch):
     monkeypatch.setenv("SOFTDLA_CUDA_SPLITK", splits)
-    m, shape = nets.make(net)
-    rng = np.random.default_rng(5)
-    calib = rng.standard_normal([8] + shape[1:]).astype(np.float32)
-    loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32", "--outputIOFormats=int8:chw32",
-                                calib=calib)
-    gpu, cpu = Engine(loadable, backend="cuda"), Engine(loadable, backend="cpu")
-    n_out = len(gpu.io_info(True))
-    for _ in range(2):
-        raw = random_raw_inputs(gpu, rng)
-        assert gpu.run_raw(raw, n_out) == cpu.run_raw(raw, n_out)
+    assert_int8_same_on_both_backends(net, 5, tmp_path)
 
 
 def run_hybrid(loadable_path, packed, tmp_path, *extra, env=None):
