@@ -113,6 +113,17 @@ def test_int8_split_k_matches_cpu(net, splits, tmp_path, monkeypatch):
     assert_int8_same_on_both_backends(net, 5, tmp_path)
 
 
+# Programmatic dependent launch (conv_igemm.cu) is on by default; SOFTDLA_CUDA_PDL=0, read once per
+# process, launches every kernel plainly: a child process runs the same comparison that way.
+def test_int8_plain_launches_match_cpu(tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t; "
+            "t.assert_int8_same_on_both_backends(t.nets.resnet_like, 3, sys.argv[2]); print('same bytes')")
+    r = subprocess.run([sys.executable, "-c", code, here, str(tmp_path)], capture_output=True, text=True,
+                       env={**os.environ, "SOFTDLA_CUDA_PDL": "0"})
+    assert r.returncode == 0 and "same bytes" in r.stdout, r.stderr + r.stdout
+
+
 def run_hybrid(loadable_path, packed, tmp_path, *extra, env=None):
     input_path = os.path.join(tmp_path, "input.bin")
     with open(input_path, "wb") as f:
