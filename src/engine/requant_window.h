@@ -48,6 +48,16 @@ SOFTDLA_HD inline uint32_t funnel_right_clamped(uint32_t lo, uint32_t hi, unsign
 #endif
 }
 
+// A right shift by s (1..62) as stored in `shifts` fields: s, and in bits 8..15 what is left past 32.
+inline uint32_t encode_shift(unsigned s) { return s | (s > 32 ? s - 32 : 0) << 8; }
+
+// v >> s (arithmetic) when the result fits in int32: a funnel shift that reads only the word the result
+// lives in, then the rest of the shift.
+SOFTDLA_HD inline int32_t shift_to_word(int64_t v, uint32_t shifts) {
+  const uint32_t word = funnel_right_clamped(uint32_t(v), uint32_t(uint64_t(v) >> 32), shifts & 255u);
+  return int32_t(word) >> ((shifts >> 8) & 255u);
+}
+
 // a * b as a 64-bit value. On the GPU spelled as one 32 x 32 -> 64 multiply, which ptxas merges with a
 // following 64-bit add into one IMAD.WIDE (written in C++, int64 operands become a 64 x 64 multiply
 // with sign fix-ups).
@@ -61,23 +71,22 @@ SOFTDLA_HD inline int64_t wide_product(int32_t a, int32_t b) {
 #endif
 }
 
-// The rescaled value before the int8 saturation; within int32 by construction of the window.
-SOFTDLA_HD inline int32_t requant_window_value(int32_t acc, const RequantWindow& w) {
+// The accumulator clamped to the window, times m plus bias_mult: exactly (a + b) * m (+ the folded half).
+SOFTDLA_HD inline int64_t window_product(int32_t acc, const RequantWindow& w) {
   int32_t a = acc > w.lo ? acc : w.lo;  // lo <= hi: max then min, one instruction each
   a = a < w.hi ? a : w.hi;
-  const int64_t p = wide_product(a, w.mult) + w.bias_mult;  // exactly (a + b) * m
-  const int64_t v = p + w.half + (p >> 63);             // rshift_rhaz's rounding term (s >= 1)
-  const uint32_t word = funnel_right_clamped(uint32_t(v), uint32_t(uint64_t(v) >> 32), w.shifts & 255u);
-  return int32_t(word) >> ((w.shifts >> 8) & 255u);  // the remaining shift when s > 32, arithmetic
+  return wide_product(a, w.mult) + w.bias_mult;
+}
+
+// The rescaled value before the int8 saturation; within int32 by construction of the window.
+SOFTDLA_HD inline int32_t requant_window_value(int32_t acc, const RequantWindow& w) {
+  const int64_t p = window_product(acc, w);
+  return shift_to_word(p + w.half + (p >> 63), w.shifts);  // rshift_rhaz's rounding term (s >= 1)
 }
 
 // The same for a kNonNegative window: one multiply-add and the shift.
 SOFTDLA_HD inline int32_t requant_window_nonnegative(int32_t acc, const RequantWindow& w) {
-  int32_t a = acc > w.lo ? acc : w.lo;
-  a = a < w.hi ? a : w.hi;
-  const int64_t p = wide_product(a, w.mult) + w.bias_mult;  // (a + b) * m + 2^(s - 1) >= 0
-  const uint32_t word = funnel_right_clamped(uint32_t(p), uint32_t(uint64_t(p) >> 32), w.shifts & 255u);
-  return int32_t(word) >> ((w.shifts >> 8) & 255u);
+  return shift_to_word(window_product(acc, w), w.shifts);  // (a + b) * m + 2^(s - 1) >= 0
 }
 
 // The channel's window, or nothing when the fast form does not apply (s == 0 or s > 62, or the rescaled
@@ -123,7 +132,7 @@ inline std::optional<RequantWindow> make_requant_window(int32_t b, int32_t lo, i
     if (r < INT32_MIN || r > INT32_MAX) return std::nullopt;
   RequantWindow w;
   w.lo = int32_t(acc_lo), w.hi = int32_t(acc_hi), w.mult = m;
-  w.shifts = s | (s > 32 ? s - 32 : 0) << 8;
+  w.shifts = encode_shift(s);
   w.bias_mult = int64_t(b) * m;
   w.half = int64_t(1) << (s - 1);
   if (L >= 0 && m >= 0) w.shifts |= RequantWindow::kNonNegative, w.bias_mult += w.half, w.half = 0;
@@ -149,8 +158,7 @@ struct Int8Rescale {
 
 SOFTDLA_HD inline int32_t int8_rescale_value(int32_t v, const Int8Rescale& r) {
   const int64_t p = wide_product(v, r.mult);
-  const int64_t w = p + r.half + (p >> 63);
-  return int32_t(funnel_right_clamped(uint32_t(w), uint32_t(uint64_t(w) >> 32), r.shifts & 255u)) >> (r.shifts >> 8);
+  return shift_to_word(p + r.half + (p >> 63), r.shifts);
 }
 
 inline std::optional<Int8Rescale> make_int8_rescale(int32_t mult, unsigned shift) {
@@ -163,7 +171,7 @@ inline std::optional<Int8Rescale> make_int8_rescale(int32_t mult, unsigned shift
   }
   Int8Rescale r;
   r.mult = mult;
-  r.shifts = shift | (shift > 32 ? shift - 32 : 0) << 8;
+  r.shifts = encode_shift(shift);
   r.half = int64_t(1) << (shift - 1);
   return r;
 }

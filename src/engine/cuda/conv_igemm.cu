@@ -608,6 +608,13 @@ int choose_splits(uint64_t tiles, int ktiles, int BM) {
   return best;
 }
 
+// An optional ReLU or Clip at step i as the clamp [lo, hi] (the full int32 range without one); i moves past it.
+void optional_clamp(const SdpParams& p, size_t& i, int32_t& lo, int32_t& hi) {
+  lo = INT32_MIN, hi = INT32_MAX;
+  if (i < p.steps.size() && p.steps[i].kind == SdpKind::kRelu) lo = 0, ++i;
+  else if (i < p.steps.size() && p.steps[i].kind == SdpKind::kClip) lo = p.steps[i].lo_i, hi = p.steps[i].hi_i, ++i;
+}
+
 // The chain as (bias?, clamp?, requant) when it has that form, which covers convolution + BatchNorm +
 // ReLU/ReLU6/Clip; every other chain takes the general per-element path.
 bool fast_form(const SdpParams& p, int32_t& lo, int32_t& hi, const SdpStep*& bias) {
@@ -615,9 +622,7 @@ bool fast_form(const SdpParams& p, int32_t& lo, int32_t& hi, const SdpStep*& bia
   size_t i = 0;
   bias = nullptr;
   if (i < p.steps.size() && p.steps[i].kind == SdpKind::kBias) bias = &p.steps[i++];
-  lo = INT32_MIN, hi = INT32_MAX;
-  if (i < p.steps.size() && p.steps[i].kind == SdpKind::kRelu) lo = 0, ++i;
-  else if (i < p.steps.size() && p.steps[i].kind == SdpKind::kClip) lo = p.steps[i].lo_i, hi = p.steps[i].hi_i, ++i;
+  optional_clamp(p, i, lo, hi);
   return i == p.steps.size() && lo <= hi;
 }
 
@@ -635,7 +640,7 @@ std::optional<num::ResidualWindow> residual_window(const Op& op, const SdpParams
   if (p.lut != ActivationLut::kNone || p.requant.multiplier.size() != 1 || p.requant.shift.size() != 1) return {};
   size_t i = 0;
   bool has_scale = false;
-  int32_t sm = 1, lo = INT32_MIN, hi = INT32_MAX;
+  int32_t sm = 1, lo, hi;
   unsigned ss = 0;
   if (i < p.steps.size() && p.steps[i].kind == SdpKind::kScale) {
     if (p.steps[i].ivalues.size() != 1) return {};
@@ -644,8 +649,7 @@ std::optional<num::ResidualWindow> residual_window(const Op& op, const SdpParams
   if (i >= p.steps.size() || p.steps[i].kind != SdpKind::kEltAdd || eltwise_operand_slot(op, p.steps[i].tensor) != 1)
     return {};
   const SdpStep& add = p.steps[i++];
-  if (i < p.steps.size() && p.steps[i].kind == SdpKind::kRelu) lo = 0, ++i;
-  else if (i < p.steps.size() && p.steps[i].kind == SdpKind::kClip) lo = p.steps[i].lo_i, hi = p.steps[i].hi_i, ++i;
+  optional_clamp(p, i, lo, hi);
   if (i != p.steps.size()) return {};
   return num::make_residual_window(has_scale, sm, ss, add.tensor_multiplier, add.tensor_shift, lo, hi,
                                    p.requant.multiplier[0], p.requant.shift[0]);
@@ -674,7 +678,6 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   fast_ = fast_form(p.post, lo_, hi_, bias);
   channels_ = C, in_h_ = x[2], in_w_ = x[3];
   input_nhwc_ = ctx.channels_last[op.inputs[0]] != 0;
-  op_output_ = op.outputs[0];
   output_nhwc_ = ctx.channels_last[op.outputs[0]] != 0;
   const int8_t* src = reinterpret_cast<const int8_t*>(w.data.data());
   auto weight = [&](uint32_t k, uint32_t c, uint32_t r, uint32_t s) { return src[((size_t(k) * C + c) * R + r) * S + s]; };
@@ -751,22 +754,18 @@ bool IgemmConv::fuse_next(const Model& m, const Op& next, size_t input, const Op
   if (!p || p->steps.size() > size_t(kMaxSdpSteps) || m.tensors[next.outputs[0]].dtype != DataType::kInt8 ||
       m.tensors[next.inputs[input]].shape != m.tensors[next.outputs[0]].shape)
     return false;
-  fused_.emplace(m, next, *p, &ctx.channels_last);
-  output_nhwc_ = ctx.channels_last[next.outputs[0]] != 0;
-  fused_swapped_ = input == 1;
   // The residual window form: both inputs channels-last with the output's shape, and every channel of
-  // this convolution in the window form.
-  const bool same_position = next.inputs.size() == 2 && ctx.channels_last[next.inputs[0]] &&
-                             ctx.channels_last[next.inputs[1]] && output_nhwc_ &&
-                             m.tensors[next.inputs[0]].shape == m.tensors[next.outputs[0]].shape &&
-                             m.tensors[next.inputs[1]].shape == m.tensors[next.outputs[0]].shape;
-  if (same_position && windows_.get()) residual_ = residual_window(next, *p);
-  if (fused_swapped_ && !residual_) {  // the general epilogue computes only the first input
-    fused_.reset();
-    output_nhwc_ = ctx.channels_last[op_output_] != 0;
-    fused_swapped_ = false;
-    return false;
-  }
+  // this convolution in the window form. The general epilogue computes only the add's first input.
+  const Shape& out = m.tensors[next.outputs[0]].shape;
+  const bool same_position = next.inputs.size() == 2 && ctx.channels_last[next.outputs[0]] &&
+                             ctx.channels_last[next.inputs[0]] && ctx.channels_last[next.inputs[1]] &&
+                             m.tensors[next.inputs[0]].shape == out && m.tensors[next.inputs[1]].shape == out;
+  auto residual = same_position && windows_.get() ? residual_window(next, *p) : std::nullopt;
+  if (input == 1 && !residual) return false;
+  fused_.emplace(m, next, *p, &ctx.channels_last);
+  residual_ = residual;
+  fused_swapped_ = input == 1;
+  output_nhwc_ = ctx.channels_last[next.outputs[0]] != 0;
   return true;
 }
 

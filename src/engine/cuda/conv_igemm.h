@@ -41,7 +41,6 @@ class IgemmConv final : public GpuOp {
   uint32_t channels_ = 0;     // input channels before padding
   uint32_t in_h_ = 0, in_w_ = 0;  // input image size (the geometry's is the converted one)
   bool space_to_depth_ = false;   // small-channel stride-2 input taken as 2 x 2 blocks (conv_igemm.cu)
-  uint32_t op_output_ = 0;    // the convolution's own output tensor
   uint64_t convert_bytes_ = 0;
   DeviceBuffer weights_, bias_, mult_, shift_;
   DeviceBuffer windows_;  // num::RequantWindow per channel when every channel has one (fast chain)

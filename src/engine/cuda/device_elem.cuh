@@ -32,7 +32,11 @@ void by_element_size(size_t elem, Fn&& fn) {
 struct Nchw {
   uint32_t n, c, h, w;
 };
-__host__ __device__ inline Nchw unflatten(uint64_t i, const Shape& s) {
+// Element i of an NCHW shape. Index = uint32_t when the tensor has fewer than 2^32 elements: the
+// 64-bit division is emulated and dominates copy kernels.
+template <class Index = uint64_t>
+__host__ __device__ inline Nchw unflatten(uint64_t i64, const Shape& s) {
+  Index i = Index(i64);
   Nchw r;
   r.w = uint32_t(i % s[3]);
   i /= s[3];

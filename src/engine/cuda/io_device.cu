@@ -5,22 +5,6 @@
 namespace softdla::gpu {
 namespace {
 
-// Element i of an NCHW shape; 32-bit division when the tensor has fewer than 2^32 elements (the 64-bit
-// one is emulated and dominates these copy kernels).
-template <class Index>
-__device__ __forceinline__ Nchw element_at(uint64_t i, const Shape& s) {
-  if constexpr (sizeof(Index) == 8) {
-    return unflatten(i, s);
-  } else {
-    Index j = Index(i);
-    Nchw r;
-    r.w = j % s[3], j /= s[3];
-    r.h = j % s[2], j /= s[2];
-    r.c = j % s[1], r.n = j / s[1];
-    return r;
-  }
-}
-
 // One thread per pixel and channel group: the group's channels are adjacent in the DLA format, so one
 // thread reads them from one sector (for an RGB image in chw32, 3 of its 32 bytes) and writes one
 // element of each channel plane; consecutive threads take consecutive pixels.
@@ -30,7 +14,7 @@ __global__ void unpack_kernel(const uint8_t* __restrict src, E* __restrict dst, 
   const Shape pixels{shape[0], groups, shape[2], shape[3]};  // (n, group, h, w)
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < element_count(pixels);
        i += uint64_t(gridDim.x) * blockDim.x) {
-    const Nchw e = element_at<Index>(i, pixels);
+    const Nchw e = unflatten<Index>(i, pixels);
     const uint32_t c0 = e.c * cpg, count = min(cpg, C - c0);
     const uint8_t* from = src + layout.offset(e.n, c0, e.h, e.w);
     E* to = dst + ((uint64_t(e.n) * C + c0) * shape[2] + e.h) * shape[3] + e.w;
@@ -43,7 +27,7 @@ template <class E, class Index>
 __global__ void pack_kernel(const E* __restrict src, uint8_t* __restrict dst, IoLayout layout, Shape shape) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < element_count(shape);
        i += uint64_t(gridDim.x) * blockDim.x) {
-    const Nchw e = element_at<Index>(i, shape);
+    const Nchw e = unflatten<Index>(i, shape);
     *reinterpret_cast<E*>(dst + layout.offset(e.n, e.c, e.h, e.w)) = src[i];
   }
 }
