@@ -73,9 +73,15 @@ std::vector<Batch> load_calibration_data(const std::string& dir, const Model& m,
   return batches;
 }
 
-double entropy_threshold(const std::vector<double>& hist, double max) {
-  const size_t nb = hist.size();
+double entropy_threshold(const std::vector<double>& observed, double max) {
+  const size_t nb = observed.size();
+  if (nb < kQuantBins) return max;
   const double width = max / double(nb);
+  // Bin 0 holds every exact zero: after a ReLU that is often half of all values. Left in, that spike
+  // dominates the divergence and every threshold that keeps it sharp wins, cutting ReLU ranges to a
+  // fraction of their maximum. NVIDIA's calibrators flatten it to its neighbour's height first; so do we.
+  std::vector<double> hist = observed;
+  hist[0] = hist[1];
   double best_kl = INFINITY;
   size_t best = nb;
   std::vector<double> p(nb), q(nb);
@@ -102,14 +108,16 @@ double entropy_threshold(const std::vector<double>& hist, double max) {
     for (size_t k = 0; k < i; ++k) ps += p[k], qs += q[k];
     if (ps <= 0 || qs <= 0) continue;
     double kl = 0;
-    for (size_t k = 0; k < i; ++k) {
+    for (size_t k = 0; k < i && std::isfinite(kl); ++k) {
       if (p[k] <= 0) continue;
       const double pk = p[k] / ps, qk = q[k] / qs;
-      kl += qk > 0 ? pk * std::log(pk / qk) : pk * 20.0;  // an empty candidate bin is heavily penalised
+      // Mass the candidate cannot represent at all (outliers folded into an empty bin): infinite
+      // divergence, so that threshold is never chosen.
+      kl = qk > 0 ? kl + pk * std::log(pk / qk) : INFINITY;
     }
-    if (kl < best_kl) best_kl = kl, best = i;
+    if (kl <= best_kl) best_kl = kl, best = i;  // ties keep the wider range
   }
-  return (double(best) + 0.5) * width;
+  return double(best) * width;
 }
 
 std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c, double percentile,
