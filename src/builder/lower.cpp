@@ -97,6 +97,47 @@ class Lowering {
       kept.push_back(std::move(m.ops[i]));
     }
     m.ops.assign(std::make_move_iterator(kept.rbegin()), std::make_move_iterator(kept.rend()));
+    remove_unused_tensors();
+  }
+
+  // Tensors no op or binding refers to any more (the output of a Flatten absorbed by the following
+  // layer): dropped, so that no pass ever checks or calibrates a tensor the DLA never computes.
+  void remove_unused_tensors() {
+    Model& m = out_.model;
+    std::vector<bool> used(m.tensors.size(), false);
+    auto each_ref = [&](const auto& fn) {
+      for (IoBinding& io : m.inputs) fn(io.tensor);
+      for (IoBinding& io : m.outputs) fn(io.tensor);
+      for (Op& op : m.ops) {
+        for (uint32_t& t : op.inputs) fn(t);
+        for (uint32_t& t : op.outputs) fn(t);
+        SdpParams* post = std::get_if<SdpParams>(&op.params);
+        if (auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
+        if (auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
+        if (post)
+          for (SdpStep& st : post->steps)
+            if (st.tensor >= 0) {
+              uint32_t t = uint32_t(st.tensor);
+              fn(t);
+              st.tensor = int32_t(t);
+            }
+      }
+    };
+    each_ref([&](uint32_t& t) { used[t] = true; });
+    std::vector<uint32_t> new_index(m.tensors.size(), UINT32_MAX);
+    std::vector<Tensor> kept;
+    for (uint32_t t = 0; t < m.tensors.size(); ++t)
+      if (used[t]) new_index[t] = uint32_t(kept.size()), kept.push_back(std::move(m.tensors[t]));
+    m.tensors = std::move(kept);
+    each_ref([&](uint32_t& t) { t = new_index[t]; });
+    std::map<std::string, uint32_t> tensor_of;
+    for (const auto& [name, t] : out_.tensor_of)
+      if (new_index[t] != UINT32_MAX) tensor_of[name] = new_index[t];
+    out_.tensor_of = std::move(tensor_of);
+    std::map<uint32_t, float> qdq;
+    for (const auto& [t, a] : out_.qdq_amax)
+      if (new_index[t] != UINT32_MAX) qdq[new_index[t]] = a;
+    out_.qdq_amax = std::move(qdq);
   }
 
  private:
