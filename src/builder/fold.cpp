@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "ir.h"
+#include "op_rules.h"
 
 namespace softdla::builder {
 namespace {
@@ -71,18 +72,39 @@ class Folder {
   void run() {
     for (Node& n : g_.nodes) {
       if (n.removed) continue;
+      std::string problem;  // why the node cannot be built; its shapes may still be inferred
       try {
         for (const std::string& in : n.inputs)
           if (!in.empty() && !g_.value(in).known_shape)
             bad(n, "depends on '" + in + "', whose shape is unknown because an earlier node is unsupported");
+        try {
+          validate_node(n, g_);
+        } catch (const Error& e) {
+          if (!issues_) throw;
+          problem = e.what();
+        }
         infer(n);
       } catch (const Error& e) {
         if (!issues_) throw;
-        issues_->push_back({n.name, n.op, e.what()});
-        continue;
+        if (problem.empty()) problem = e.what();
+        // `check` goes on past an unsupported node with the shapes the model itself declares.
+        if (!declared_shapes(n)) {
+          issues_->push_back({n.name, n.op, problem});
+          continue;
+        }
       }
       for (const std::string& o : n.outputs)
         if (!o.empty()) g_.value(o).known_shape = true;
+      try {
+        compare_with_declared(n);
+      } catch (const Error& e) {
+        if (!issues_) throw;
+        if (problem.empty()) problem = e.what();
+      }
+      if (!problem.empty()) {
+        issues_->push_back({n.name, n.op, problem});
+        continue;
+      }
       const bool outputs_const = std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
         return o.empty() || g_.is_const(o);
       });
@@ -100,6 +122,29 @@ class Folder {
   }
   bool has_in(const Node& n, size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); }
   Value& out(const Node& n, size_t k = 0) { return g_.value(n.outputs.at(k)); }
+  // The shapes the model declares for every output of `n` (value_info, graph outputs), if it declares all.
+  bool declared_shapes(const Node& n) {
+    for (const std::string& o : n.outputs)
+      if (!o.empty() && !g_.declared.count(o)) return false;
+    for (const std::string& o : n.outputs)
+      if (!o.empty()) g_.value(o).dims = g_.declared.at(o);
+    return true;
+  }
+  // An inferred shape that differs from the one the model declares means the builder would compute
+  // something else than the exporter did: never build on it.
+  void compare_with_declared(const Node& n) {
+    for (const std::string& o : n.outputs) {
+      const auto it = g_.declared.find(o);
+      if (o.empty() || it == g_.declared.end() || it->second == g_.value(o).dims) continue;
+      bad(n, "output '" + o + "' comes out as " + dims_text(g_.value(o).dims) + " here but the model declares " +
+                 dims_text(it->second) + "; the builder does not implement this node as the exporter did");
+    }
+  }
+  static std::string dims_text(const Dims& d) {
+    std::string s = "[";
+    for (size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + std::to_string(d[k]);
+    return s + "]";
+  }
   bool all_const(const Node& n) {
     return std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& s) { return s.empty() || g_.is_const(s); });
   }
@@ -213,10 +258,28 @@ void Folder::infer_conv(Node& n, bool transpose) {
     if (x[1] != w[1] * groups) bad(n, "input channels do not match weights x groups");
   } else {
     o[1] = w[1] * groups;
-    Dims op = n.get_ints("output_padding", {0, 0});
-    for (int a = 0; a < 2; ++a)
-      o[size_t(2 + a)] = (x[size_t(2 + a)] - 1) * s[size_t(a)] + (k[size_t(a)] - 1) * d[size_t(a)] + 1 + op[size_t(a)] -
-                         p[size_t(a)] - p[size_t(a + 2)];
+    const Dims op = n.get_ints("output_padding", {0, 0});
+    Dims shape = n.get_ints("output_shape");
+    if (shape.size() == 4) shape.erase(shape.begin(), shape.begin() + 2);
+    if (op.size() != 2 || (!shape.empty() && shape.size() != 2)) bad(n, "expects 2 output_padding and output_shape values");
+    const bool same = autopad == "SAME_UPPER" || autopad == "SAME_LOWER";
+    for (size_t a = 0; a < 2; ++a) {
+      if (op[a] < 0 || op[a] >= std::max(s[a], d[a])) bad(n, "output_padding must be smaller than the stride or dilation");
+      const int64_t full = (x[2 + a] - 1) * s[a] + (k[a] - 1) * d[a] + 1 + op[a];  // output before padding
+      if (!shape.empty() || same) {
+        // ONNX: the requested (or SAME: input x stride) size decides the padding, split as auto_pad says.
+        const int64_t want = shape.empty() ? x[2 + a] * s[a] : shape[a];
+        const int64_t total = full - want;
+        if (total < 0) bad(n, "output_shape is larger than the deconvolution can produce");
+        const int64_t small = total / 2, large = total - small;
+        p[a] = autopad == "SAME_UPPER" ? small : large;
+        p[a + 2] = autopad == "SAME_UPPER" ? large : small;
+      } else if (autopad == "VALID") {
+        p[a] = p[a + 2] = 0;
+      }
+      o[2 + a] = full - p[a] - p[a + 2];
+      if (o[2 + a] < 1) bad(n, "padding leaves no output");
+    }
   }
   n.attrs["pads"].kind = Attribute::kInts;
   n.attrs["pads"].ints = p;  // resolved auto_pad
@@ -524,6 +587,9 @@ void Folder::infer(Node& n) {
     return set_const(n, d, std::move(c), x.elem_type);
   }
   if (op == "Range") {
+    for (size_t k = 0; k < 3; ++k)
+      if (!in(n, k).constant || in(n, k).constant->size() != 1)
+        bad(n, "Range runs only at build time: start, limit and delta must be scalar constants");
     const double s = in(n, 0).constant->at(0), l = in(n, 1).constant->at(0), dl = in(n, 2).constant->at(0);
     if (dl == 0) bad(n, "delta 0");
     ConstData c;
@@ -636,6 +702,19 @@ void Folder::infer(Node& n) {
     n.attrs["_split"] = Attribute{Attribute::kInts, 0, 0, {}, parts, {}, {}};
     n.attrs["_axis"] = Attribute{Attribute::kInt, axis, 0, {}, {}, {}, {}};
     return;
+  }
+  // Ops the DLA cannot run: their shapes still let `check` judge the nodes after them.
+  static const char* const same_shape[] = {"HardSigmoid", "HardSwish", "Gelu", "Elu", "Selu", "Exp", "Log", "Erf",
+                                           "Not", "Sin", "Cos", "Softplus", "Softsign", "Mish", "Celu", "ThresholdedRelu",
+                                           "Round", "Sign", "IsNaN", "IsInf", "LogSoftmax", "Hardmax",
+                                           "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization"};
+  if (std::find(std::begin(same_shape), std::end(same_shape), op) != std::end(same_shape)) return set(n, in(n, 0).dims);
+  if (op == "Pad" && has_in(n, 1) && in(n, 1).constant && !has_in(n, 3)) {
+    Dims d = in(n, 0).dims;
+    const Dims pads = ints_of(n, 1);
+    if (pads.size() != 2 * d.size()) bad(n, "pads must hold two values per dimension");
+    for (size_t k = 0; k < d.size(); ++k) d[k] += pads[k] + pads[k + d.size()];
+    return set(n, d);
   }
   bad(n, "operator '" + op + "' is not supported by the DLA builder");
 }

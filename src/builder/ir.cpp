@@ -23,6 +23,17 @@ std::vector<int64_t> Node::get_ints(const std::string& a, std::vector<int64_t> d
   return it == attrs.end() ? def : it->second.ints;
 }
 
+bool is_float_type(int32_t t) { return t == 1 || t == 10 || t == 11 || t == 16; }
+
+std::string type_name(int32_t t) {
+  static const char* const names[] = {"undefined", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
+                                      "string", "bool", "float16", "float64", "uint32", "uint64", "complex64",
+                                      "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                                      "float8e5m2fnuz", "uint4", "int4", "float4e2m1", "float8e8m0", "uint2", "int2"};
+  if (t >= 0 && size_t(t) < std::size(names)) return names[t];
+  return "data type " + std::to_string(t);
+}
+
 Value& Graph::value(const std::string& name) {
   auto it = values.find(name);
   if (it == values.end()) fail("internal: unknown value '", name, "'");
@@ -39,6 +50,12 @@ std::vector<Node*> Graph::consumers(const std::string& name) {
   for (Node& n : nodes)
     if (!n.removed && std::find(n.inputs.begin(), n.inputs.end(), name) != n.inputs.end()) out.push_back(&n);
   return out;
+}
+
+const Node* Graph::producer_of_any(const std::string& name) const {
+  for (const Node& n : nodes)
+    if (std::find(n.outputs.begin(), n.outputs.end(), name) != n.outputs.end()) return &n;
+  return nullptr;
 }
 
 Node* Graph::producer_of(const std::string& name) {

@@ -63,6 +63,9 @@ struct Graph {
   std::vector<std::string> inputs, outputs;
   int64_t opset = 0;
   std::string producer;
+  // Fully static shapes the model states for its values (value_info, graph outputs): checked against
+  // what the builder infers, and used by `check` past nodes it cannot infer.
+  std::map<std::string, std::vector<int64_t>> declared;
 
   Value& value(const std::string& name);
   const Value& value(const std::string& name) const;
@@ -73,7 +76,13 @@ struct Graph {
   // Nodes reading a value (not removed).
   std::vector<Node*> consumers(const std::string& name);
   Node* producer_of(const std::string& name);
+  const Node* producer_of_any(const std::string& name) const;  // folded (removed) nodes too
 };
+
+// ONNX TensorProto.DataType helpers: floating-point types (what the DLA computes on) and the names
+// users know ("int64", not "data type 7").
+bool is_float_type(int32_t onnx_type);
+std::string type_name(int32_t onnx_type);
 
 // Parses and checks an ONNX model (protobuf bytes): opset 11-21, static shapes, acyclic graph. Throws
 // Error with a message naming the problem.

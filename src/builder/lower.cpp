@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "model_checks.h"
+#include "op_rules.h"
 
 namespace softdla::builder {
 
@@ -54,8 +55,12 @@ class Lowering {
         // Validate the new ops against the DLA rules now, so problems name this ONNX node.
         for (size_t k = ops_before; k < out_.model.ops.size(); ++k) infer_output_shape(out_.model, out_.model.ops[k]);
       } catch (const Error& e) {
-        if (!issues_) throw;
         const std::string msg = e.what();
+        // Every error of a node's lowering names that node, also those raised by shared helpers.
+        if (!issues_) {
+          if (msg.rfind("node '", 0) == 0) throw;
+          fail("node '", n.label(), "' (", n.op, "): ", msg);
+        }
         issues_->push_back({n.name, n.op, msg.rfind("node '", 0) == 0 ? msg.substr(msg.find(": ") + 2) : msg});
         out_.model.ops.resize(ops_before);
         for (const std::string& o : n.outputs)
@@ -63,10 +68,15 @@ class Lowering {
       }
     }
     for (const std::string& name : g_.outputs) {
-      if (g_.is_const(name)) fail("graph output '", name, "' is a constant; the DLA has nothing to compute for it");
+      if (g_.is_const(name)) {
+        const Node* p = g_.producer_of_any(name);
+        fail("graph output '", name, "' is computed entirely at build time", p ? " (by node '" + p->label() + "' (" + p->op + "))" : "",
+             ": the DLA has nothing to compute for it; drop it from the outputs or compute it outside the loadable");
+      }
       if (!out_.tensor_of.count(name)) {
         if (issues_) continue;
-        fail("graph output '", name, "' was not produced");
+        const Node* p = g_.producer_of_any(name);
+        fail("graph output '", name, "' was not produced", p ? ": its node '" + p->label() + "' (" + p->op + ") did not lower" : "");
       }
       uint32_t t = out_.tensor_of[name];
       const bool is_input = std::any_of(out_.model.inputs.begin(), out_.model.inputs.end(),
@@ -74,7 +84,7 @@ class Lowering {
       const bool bound = std::any_of(out_.model.outputs.begin(), out_.model.outputs.end(),
                                      [&](const IoBinding& b) { return b.tensor == t; });
       if (is_input || bound) {  // an output that aliases another I/O tensor gets its own copy
-        const uint32_t copy = new_tensor(name + "_copy", {}, out_.model.tensors[t].shape);
+        const uint32_t copy = new_tensor(name + " (copy)", {}, out_.model.tensors[t].shape);
         emit("copy of " + name, {t}, copy, ShuffleParams{});
         t = copy;
       }
@@ -280,6 +290,16 @@ class Lowering {
   }
 
   void lower_node(Node& n);
+  void lower_conv_node(Node& n) { lower_conv(n, false); }
+  void lower_deconv_node(Node& n) { lower_conv(n, true); }
+  void lower_identity(Node& n) { alias(n, n.inputs[0], n.outputs[0]); }
+  void lower_qdq(Node& n);
+  void lower_concat(Node& n);
+  void lower_softmax(Node& n);
+  void lower_lrn(Node& n);
+  void lower_abs(Node& n);
+  void lower_neg(Node& n);
+  void lower_sdp(Node& n);
   void lower_conv(Node& n, bool transpose);
   void lower_gemm(Node& n);
   void lower_eltwise(Node& n);
@@ -288,7 +308,7 @@ class Lowering {
   void lower_reduce(Node& n);
   void lower_resize(Node& n);
   void lower_split_slice(Node& n);
-  void global_average(const Node& n, uint32_t in, const std::string& out_name);
+  void global_average(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape = {});
   void alias(const Node& n, const std::string& from, const std::string& to) {
     out_.tensor_of[to] = tensor(n, from);
   }
@@ -510,7 +530,7 @@ void Lowering::lower_pool(Node& n) {
 
 // Average over H x W as a chain of pools whose windows are at most 8 (the DLA's limit): an average
 // of averages over equal blocks is the average.
-void Lowering::global_average(const Node& n, uint32_t in, const std::string& out_name) {
+void Lowering::global_average(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape) {
   const Shape s = out_.model.tensors[in].shape;
   auto factors = [&](uint32_t v) {
     std::vector<uint32_t> f;
@@ -532,7 +552,7 @@ void Lowering::global_average(const Node& n, uint32_t in, const std::string& out
     p.kernel_h = p.stride_h = fh[i], p.kernel_w = p.stride_w = fw[i];
     shape[2] /= fh[i], shape[3] /= fw[i];
     const bool last = i + 1 == steps;
-    const uint32_t next = last ? new_tensor(out_name, g_.value(out_name).dims)
+    const uint32_t next = last ? (out_shape ? new_tensor(out_name, {}, out_shape) : new_tensor(out_name, g_.value(out_name).dims))
                                : new_tensor(out_name + "_pool" + std::to_string(i), {}, shape);
     emit(steps == 1 ? n.name : n.name + " (step " + std::to_string(i + 1) + ")", {cur}, next, p);
     cur = next;
@@ -582,15 +602,27 @@ void Lowering::lower_reduce(Node& n) {
     emit(n.name, {in}, new_tensor(target, g_.value(target).dims), ReduceMaxParams{axes});
     return;
   }
-  if (n.op == "ReduceMean" && axes == std::vector<uint32_t>{2, 3}) return global_average(n, in, target);
-  if (n.op == "ReduceMean" && axes == std::vector<uint32_t>{1}) {  // mean over C: a 1x1 conv of 1/C weights
-    const uint32_t c = reduced[1] == 1 ? dla_shape(x.dims)[1] : 1;
+  // ReduceSum is the mean times the element count (TensorRT's DLA rewrite).
+  const bool sum = n.op == "ReduceSum";
+  if (axes == std::vector<uint32_t>{2, 3}) {
+    if (!sum) return global_average(n, in, target);
+    const Shape xs = dla_shape(x.dims);
+    const std::string mean = target + "_mean";
+    global_average(n, in, mean, reduced);
+    SdpParams p;
+    p.steps = {affine_step("Mul", {float(xs[2]) * float(xs[3])})};
+    emit(n.name + " (sum)", {out_.tensor_of.at(mean)}, new_tensor(target, g_.value(target).dims), p);
+    return;
+  }
+  if (axes == std::vector<uint32_t>{1}) {  // over C: a 1x1 conv of 1/C (mean) or 1 (sum) weights
+    const uint32_t c = dla_shape(x.dims)[1];
     ConvParams p;
-    p.weights = uint32_t(float_constant(std::vector<float>(c, 1.f / float(c)), {1, c, 1, 1}));
+    p.weights = uint32_t(float_constant(std::vector<float>(c, sum ? 1.f : 1.f / float(c)), {1, c, 1, 1}));
     emit(n.name, {in}, new_tensor(target, g_.value(target).dims), p);
     return;
   }
-  bad(n, n.op + " over these axes is not supported on the DLA (ReduceMax: any of C/H/W; ReduceMean: H+W or C)");
+  bad(n, n.op + " over these axes is not supported on the DLA (ReduceMax: any of C/H/W; ReduceMean, ReduceSum: H+W or C); "
+             "reshape so that the reduced axes are H and W, or C");
 }
 
 void Lowering::lower_resize(Node& n) {
@@ -600,7 +632,8 @@ void Lowering::lower_resize(Node& n) {
   if (y.dims[0] != x.dims[0] || y.dims[1] != x.dims[1]) bad(n, "only H and W may be scaled on the DLA");
   const int64_t sh = y.dims[2] / x.dims[2], sw = y.dims[3] / x.dims[3];
   if (sh * x.dims[2] != y.dims[2] || sw * x.dims[3] != y.dims[3])
-    bad(n, "scales must be integers on the DLA (got " + std::to_string(double(y.dims[2]) / double(x.dims[2])) + ")");
+    bad(n, "scales must be integers on the DLA (got H x" + std::to_string(double(y.dims[2]) / double(x.dims[2])) + ", W x" +
+               std::to_string(double(y.dims[3]) / double(x.dims[3])) + ")");
   const std::string mode = n.get_string("mode", "nearest");
   const std::string coord = n.get_string("coordinate_transformation_mode", n.op == "Upsample" ? "asymmetric" : "half_pixel");
   ResizeParams p;
@@ -656,23 +689,47 @@ void Lowering::lower_split_slice(Node& n) {
 }
 
 void Lowering::lower_node(Node& n) {
-  const std::string& op = n.op;
   for (const std::string& o : n.outputs)
     if (!o.empty() && !g_.value(o).known_shape) bad(n, "shape unknown");
-  if (op == "Conv") return lower_conv(n, false);
-  if (op == "ConvTranspose") return lower_conv(n, true);
-  if (op == "Gemm" || op == "MatMul") return lower_gemm(n);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" || op == "Sum")
-    return lower_eltwise(n);
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return lower_pool(n);
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Transpose") return lower_shuffle(n);
-  if (op == "Identity" || op == "Dropout") return alias(n, n.inputs[0], n.outputs[0]);
-  if (op == "ReduceMean" || op == "ReduceMax") return lower_reduce(n);
-  if (op == "Resize" || op == "Upsample") return lower_resize(n);
-  if (op == "Split" || op == "Slice") return lower_split_slice(n);
-  const uint32_t in = tensor(n, n.inputs[0]);
-  if (op == "QuantizeLinear") {
-    // Q -> DQ on an activation: the DLA runs it implicitly; keep the range as this tensor's scale.
+  // The DLA computes on floating-point data only (FP16/INT8 encodings of real values): integer or bool
+  // tensors are shape arithmetic, which must fold away; anything else would run as float and be wrong.
+  for (const std::string& o : n.outputs)
+    if (!o.empty() && !is_float_type(g_.value(o).elem_type) && n.op != "QuantizeLinear")  // Q/DQ: a scale only
+      bad(n, "computes " + type_name(g_.value(o).elem_type) + " values at run time; the DLA runs floating-point layers only "
+             "(integer arithmetic must be computable at build time from constants)");
+  using Lower = void (Lowering::*)(Node&);
+  static const std::map<std::string, Lower> table = {
+      {"Conv", &Lowering::lower_conv_node}, {"ConvTranspose", &Lowering::lower_deconv_node},
+      {"Gemm", &Lowering::lower_gemm}, {"MatMul", &Lowering::lower_gemm},
+      {"Add", &Lowering::lower_eltwise}, {"Sub", &Lowering::lower_eltwise}, {"Mul", &Lowering::lower_eltwise},
+      {"Div", &Lowering::lower_eltwise}, {"Max", &Lowering::lower_eltwise}, {"Min", &Lowering::lower_eltwise},
+      {"Sum", &Lowering::lower_eltwise}, {"Neg", &Lowering::lower_neg},
+      {"MaxPool", &Lowering::lower_pool}, {"AveragePool", &Lowering::lower_pool},
+      {"GlobalAveragePool", &Lowering::lower_pool}, {"GlobalMaxPool", &Lowering::lower_pool},
+      {"Reshape", &Lowering::lower_shuffle}, {"Flatten", &Lowering::lower_shuffle}, {"Squeeze", &Lowering::lower_shuffle},
+      {"Unsqueeze", &Lowering::lower_shuffle}, {"Transpose", &Lowering::lower_shuffle},
+      {"Identity", &Lowering::lower_identity}, {"Dropout", &Lowering::lower_identity},
+      {"ReduceMean", &Lowering::lower_reduce}, {"ReduceMax", &Lowering::lower_reduce}, {"ReduceSum", &Lowering::lower_reduce},
+      {"Resize", &Lowering::lower_resize}, {"Upsample", &Lowering::lower_resize},
+      {"Split", &Lowering::lower_split_slice}, {"Slice", &Lowering::lower_split_slice},
+      {"QuantizeLinear", &Lowering::lower_qdq}, {"Concat", &Lowering::lower_concat}, {"Softmax", &Lowering::lower_softmax},
+      {"LRN", &Lowering::lower_lrn}, {"Abs", &Lowering::lower_abs},
+      {"BatchNormalization", &Lowering::lower_sdp}, {"Relu", &Lowering::lower_sdp}, {"LeakyRelu", &Lowering::lower_sdp},
+      {"Clip", &Lowering::lower_sdp}, {"PRelu", &Lowering::lower_sdp}, {"Sigmoid", &Lowering::lower_sdp},
+      {"Tanh", &Lowering::lower_sdp},
+  };
+  const auto it = table.find(n.op);
+  if (it == table.end()) {
+    const OpRule* rule = find_op_rule(n.op);
+    if (rule && rule->fold_only) bad(n, n.op + " runs only as build-time shape arithmetic: its inputs must be constants");
+    bad(n, "operator '" + n.op + "' does not run on the DLA");
+  }
+  (this->*(it->second))(n);
+}
+
+// Q -> DQ on an activation: the DLA runs it implicitly; keep the range as this tensor's scale.
+void Lowering::lower_qdq(Node& n) {
+    const uint32_t in = tensor(n, n.inputs[0]);
     Node* dq = sole_consumer(n.outputs[0]);
     if (!dq || dq->op != "DequantizeLinear") bad(n, "QuantizeLinear must be followed by DequantizeLinear (Q/DQ pair)");
     const ConstData& scale = constant(n, 1, "the Q/DQ scale");
@@ -682,19 +739,22 @@ void Lowering::lower_node(Node& n) {
     out_.qdq_amax[in] = float(scale.at(0) * 127.0);
     consumed_[dq] = true;
     out_.tensor_of[dq->outputs[0]] = in;
-    return;
-  }
-  if (op == "Concat") {
-    const Value& y = g_.value(n.outputs[0]);
-    const int64_t axis = n.get_int("axis", 0);
-    if (dla_axis(axis < 0 ? axis + int64_t(y.dims.size()) : axis, y.dims.size()) != 1)
-      bad(n, "the DLA concatenates along the channel axis only");
-    std::vector<uint32_t> ins;
-    for (const std::string& s : n.inputs) ins.push_back(tensor(n, s));
-    emit(n.name, ins, new_tensor(n.outputs[0], y.dims), ConcatParams{});
-    return;
-  }
-  if (op == "Softmax") {
+}
+
+void Lowering::lower_concat(Node& n) {
+  // One input (DenseNet's first dense layer as exported): the output is the input, whatever the axis.
+  if (n.inputs.size() == 1) return alias(n, n.inputs[0], n.outputs[0]);
+  const Value& y = g_.value(n.outputs[0]);
+  const int64_t axis = n.get_int("axis", 0);
+  if (dla_axis(axis < 0 ? axis + int64_t(y.dims.size()) : axis, y.dims.size()) != 1)
+    bad(n, "the DLA concatenates along the channel axis only");
+  std::vector<uint32_t> ins;
+  for (const std::string& s : n.inputs) ins.push_back(tensor(n, s));
+  emit(n.name, ins, new_tensor(n.outputs[0], y.dims), ConcatParams{});
+}
+
+void Lowering::lower_softmax(Node& n) {
+    const uint32_t in = tensor(n, n.inputs[0]);
     const Value& x = g_.value(n.inputs[0]);
     int64_t axis = n.get_int("axis", g_.opset >= 13 ? -1 : 1);
     if (axis < 0) axis += int64_t(x.dims.size());
@@ -705,19 +765,31 @@ void Lowering::lower_node(Node& n) {
     const uint32_t a = dla_axis(axis, x.dims.size());
     if (a == 0) bad(n, "softmax over the batch dimension is not supported");
     emit(n.name, {in}, new_tensor(n.outputs[0], x.dims), SoftmaxParams{a});
-    return;
-  }
-  if (op == "LRN") {
-    LrnParams p{uint32_t(n.get_int("size", 5)), float(n.get_float("alpha", 1e-4)), float(n.get_float("beta", 0.75)),
-                float(n.get_float("bias", 1.0))};
-    emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), p);
-    return;
-  }
-  if (op == "Abs") {
-    emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), UnaryParams{});
-    return;
-  }
-  // Standalone SDP: BN, activations.
+}
+
+void Lowering::lower_lrn(Node& n) {
+  LrnParams p{uint32_t(n.get_int("size", 5)), float(n.get_float("alpha", 1e-4)), float(n.get_float("beta", 0.75)),
+              float(n.get_float("bias", 1.0))};
+  emit(n.name, {tensor(n, n.inputs[0])}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), p);
+}
+
+void Lowering::lower_abs(Node& n) {
+  emit(n.name, {tensor(n, n.inputs[0])}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), UnaryParams{});
+}
+
+// Neg: the SDP's scale by -1 (as TensorRT runs it on the DLA), fused with what follows.
+void Lowering::lower_neg(Node& n) {
+  std::vector<SdpStep> steps{affine_step("Mul", {-1.f})};
+  const std::string cur = fuse_activations(n.outputs[0], steps, true);
+  SdpParams p;
+  p.steps = steps;
+  emit(n.name, {tensor(n, n.inputs[0])}, new_tensor(cur, g_.value(cur).dims), p);
+}
+
+// Standalone SDP: BN, activations.
+void Lowering::lower_sdp(Node& n) {
+  const std::string& op = n.op;
+  const uint32_t in = tensor(n, n.inputs[0]);
   std::vector<SdpStep> steps;
   std::string cur = n.outputs[0];
   SdpStep s;
@@ -761,8 +833,6 @@ void Lowering::lower_node(Node& n) {
   } else if (op == "Sigmoid" || op == "Tanh") {
     s.kind = op == "Sigmoid" ? SdpKind::kSigmoid : SdpKind::kTanh;
     steps = {s};
-  } else {
-    bad(n, "operator '" + op + "' does not run on the DLA (see dla-facts: supported layers)");
   }
   if (op != "Sigmoid" && op != "Tanh") cur = fuse_activations(cur, steps, true);
   SdpParams p;

@@ -10,12 +10,12 @@
 #include "error.h"
 #include "ir.h"
 #include "numerics.h"
+#include "op_rules.h"
 #include "onnx/onnx_pb.h"
 
 namespace softdla::builder {
 namespace {
 
-constexpr int64_t kMinOpset = 11, kMaxOpset = 21;
 constexpr int64_t kMaxElements = int64_t(1) << 31;
 
 uint16_t load_u16(const std::string& raw, size_t k) {
@@ -131,7 +131,8 @@ Value tensor_value(const onnx::TensorProto& t, const std::string& name) {
       break;
     }
     default:
-      fail("tensor '", name, "' has data type ", t.data_type(), ", which the builder does not read");
+      fail("tensor '", name, "' holds ", type_name(t.data_type()), " values, which the builder does not read "
+           "(float32/16/64, bfloat16 and integer types are read)");
   }
   v.constant = std::move(c);
   return v;
@@ -164,12 +165,20 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
   if (g.opset == 0) fail("the model declares no default-domain opset");
   if (g.opset < kMinOpset || g.opset > kMaxOpset)
     fail("opset ", g.opset, " is not supported (opsets ", kMinOpset, "-", kMaxOpset,
-         "); convert with onnx.version_converter.convert_version(model, 17)");
+         "); convert with onnx.version_converter.convert_version(model, ", kMaxOpset, ")");
   const onnx::GraphProto& gp = model.graph();
 
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) fail("an initializer has no name");
-    g.values[init.name()] = tensor_value(init, init.name());
+    try {
+      g.values[init.name()] = tensor_value(init, init.name());
+    } catch (const Error& e) {
+      // Name the node that reads it: that is what the user looks up in the model.
+      for (const auto& np : gp.node())
+        if (std::count(np.input().begin(), np.input().end(), init.name()))
+          fail("node '", np.name().empty() ? np.op_type() : np.name(), "' (", np.op_type(), "): ", e.what());
+      throw;
+    }
   }
   for (const auto& in : gp.input()) {
     if (g.values.count(in.name())) continue;  // an initializer listed as input (old exporters)
@@ -178,6 +187,9 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
     if (!in.type().has_tensor_type()) fail("input '", in.name(), "' is not a tensor");
     const auto& tt = in.type().tensor_type();
     v.elem_type = tt.elem_type();
+    if (v.elem_type != 1 && v.elem_type != 10)
+      fail("input '", in.name(), "' is ", type_name(v.elem_type), "; DLA inputs are float32 or float16 tensors (the loadable's "
+           "I/O formats then say how they are stored: int8 or fp16)");
     if (auto fixed = shapes.find(in.name()); fixed != shapes.end()) {
       if (tt.has_shape() && tt.shape().dim_size() != int(fixed->second.size()))
         fail("--shapes gives ", fixed->second.size(), " dims for input '", in.name(), "', which has ", tt.shape().dim_size());
@@ -191,6 +203,8 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
     }
     if (!tt.has_shape()) fail("input '", in.name(), "' has no shape; DLA loadables need static shapes");
     for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() == 0)
+        fail("input '", in.name(), "' has a dimension of size 0: the DLA has no empty tensors");
       if (!d.has_dim_value() || d.dim_value() <= 0)
         fail("input '", in.name(), "' has a dynamic dimension",
              d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string(),
@@ -206,6 +220,18 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
   for (const auto& [name, dims] : shapes)
     if (!std::count(g.inputs.begin(), g.inputs.end(), name)) fail("--shapes names '", name, "', which is not a model input");
   for (const auto& out : gp.output()) g.outputs.push_back(out.name());
+  auto declare = [&](const onnx::ValueInfoProto& vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    std::vector<int64_t> dims;
+    for (const auto& d : vi.type().tensor_type().shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() < 0) return;  // symbolic: nothing to compare with
+      dims.push_back(d.dim_value());
+    }
+    g.declared[vi.name()] = dims;
+  };
+  for (const auto& vi : gp.value_info()) declare(vi);
+  for (const auto& out : gp.output()) declare(out);
+  for (const std::string& in : g.inputs) g.declared.erase(in);  // --shapes may have fixed these
   if (g.outputs.empty()) fail("the model has no outputs");
 
   // Nodes, topologically sorted (Kahn); anything left over is a cycle or reads an undefined value.
@@ -256,6 +282,11 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
   }
   for (const std::string& o : g.outputs)
     if (!g.values.count(o)) fail("graph output '", o, "' is not produced by any node");
+  for (const auto& out : gp.output()) {
+    const int32_t t = out.type().has_tensor_type() ? out.type().tensor_type().elem_type() : 0;
+    if (t != 0 && t != 1 && t != 10)
+      fail("output '", out.name(), "' is ", type_name(t), "; DLA outputs are float32 or float16 tensors");
+  }
   return g;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <numeric>
 
 #include "error.h"
@@ -73,7 +74,7 @@ float f32_at(const Constant& c, size_t i) {
 
 class Converter {
  public:
-  Converter(const Lowered& l, const PrecisionPlan& p) : src_(l.model), plan_(p) {}
+  Converter(const Lowered& l, const PrecisionPlan& p) : src_(l.model), lowered_(l), plan_(p) {}
 
   Model run() {
     out_.target = src_.target;
@@ -92,14 +93,37 @@ class Converter {
       const uint32_t n = in_type(t, plan_.outputs[i].dtype, "output conversion");
       out_.outputs.push_back({n, plan_.outputs[i].format, {}});
     }
+    name_io_tensors();
     return std::move(out_);
   }
 
  private:
   const Model& src_;
+  const Lowered& lowered_;
   const PrecisionPlan& plan_;
   Model out_;
   std::vector<std::map<DataType, uint32_t>> mapped_;  // source tensor -> its copy in each type
+
+  // Users look I/O tensors up by name: each binding carries the ONNX graph's name, whatever conversions
+  // or copies produced it; an internal tensor that held the name gives it up and is suffixed instead.
+  void name_io_tensors() {
+    std::map<uint32_t, std::string> io_name;
+    for (size_t i = 0; i < out_.inputs.size() && i < lowered_.input_names.size(); ++i)
+      io_name[out_.inputs[i].tensor] = lowered_.input_names[i];
+    for (size_t i = 0; i < out_.outputs.size() && i < lowered_.output_names.size(); ++i)
+      io_name[out_.outputs[i].tensor] = lowered_.output_names[i];
+    std::set<std::string> taken;
+    for (const auto& [t, name] : io_name) {
+      if (!taken.insert(name).second) fail("two graph inputs/outputs are both named '", name, "'; tensor names must be unique");
+      out_.tensors[t].name = name;
+    }
+    for (uint32_t t = 0; t < out_.tensors.size(); ++t) {
+      if (io_name.count(t) || !taken.count(out_.tensors[t].name)) continue;
+      std::string name = out_.tensors[t].name + "_" + to_string(out_.tensors[t].dtype);
+      for (int k = 2; taken.count(name); ++k) name = out_.tensors[t].name + "_" + std::to_string(k);
+      out_.tensors[t].name = name;
+    }
+  }
 
   float scale_of(uint32_t t) const {
     const float a = plan_.amax[t];

@@ -51,10 +51,10 @@ def small_model(**kw):
 @pytest.mark.parametrize("kind,message", [
     ("truncated", "not a valid ONNX model"),
     ("garbage", "not a valid ONNX model"),
-    ("unknown_op", "operator 'TopK' is not supported"),
+    ("unknown_op", "operator 'TopK' does not run on the DLA"),
     ("dynamic", "dynamic dimension 'batch'"),
     ("cycle", "or the graph has a cycle"),
-    ("wrong_type", "data type 8"),
+    ("wrong_type", "holds string values"),
     ("opset", "opset 9 is not supported"),
     ("short_weights", "holds 10 values but its shape needs 108"),
 ])
