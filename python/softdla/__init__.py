@@ -4,6 +4,7 @@
 - softdla.Device / Module: run loadables on NumPy arrays
 - softdla.formats: pack/unpack helpers for every DLA I/O format
 - softdla.build / check / inspect: ONNX -> DLA loadable
+- softdla.compare: the loadable against ONNX Runtime FP32, layer by layer
 
 The parts backed by compiled extensions load on first use, so `softdla.formats` works even where
 the extensions were built for another Python (the error then names the missing extension).
@@ -20,6 +21,7 @@ _LAZY = {
     "inspect": ("builder", "inspect"),
     "Device": ("runtime", "Device"), "Module": ("runtime", "Module"), "TensorInfo": ("runtime", "TensorInfo"),
     "device_count": ("runtime", "device_count"),
+    "compare": ("compare", None), "CompareResult": ("compare", "CompareResult"),  # the module is callable
 }
 __all__ = ["formats", *_LAZY]
 

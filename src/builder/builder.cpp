@@ -36,6 +36,23 @@ std::vector<IoFormat> io_list(const std::string& spec, size_t count, IoFormat fa
   return f;
 }
 
+// softdla compare: every op output that is not already bound as an output becomes one more output, in
+// the format its producer's precision gives by default, so nothing is converted on the way out. It runs
+// after the precision plan, so fusion, precisions and scales equal those of the build without it.
+void expose_intermediates(Lowered& low, PrecisionPlan& plan) {
+  Model& m = low.model;
+  std::set<uint32_t> bound;
+  for (const IoBinding& io : m.outputs) bound.insert(io.tensor);
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    const uint32_t t = m.ops[i].outputs[0];
+    if (!bound.insert(t).second) continue;
+    const DataType p = plan.op_precision[i];
+    m.outputs.push_back({t, TensorFormat::kLinear, {}});
+    low.output_names.push_back(m.tensors[t].name);
+    plan.outputs.push_back(p == DataType::kFloat32 ? IoFormat{p, TensorFormat::kLinear} : IoFormat{p, TensorFormat::kDlaLinear});
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
@@ -204,6 +221,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       fail("output '", low.output_names[i], "' is int8 but has no scale: calibrate or give a cache entry for it");
   }
 
+  if (o.expose_intermediates) expose_intermediates(low, plan);
   Model m = apply_precision(low, plan);
   std::string precisions;
   if (o.int8) precisions += "int8";
@@ -216,7 +234,8 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
 
   BuildResult r;
   for (size_t i = 0; i < fp32.ops.size(); ++i)
-    r.layers.push_back({fp32.ops[i].name, op_kind_name(fp32.ops[i].params), to_string(plan.op_precision[i])});
+    r.layers.push_back({fp32.ops[i].name, op_kind_name(fp32.ops[i].params), to_string(plan.op_precision[i]),
+                        fp32.tensors[fp32.ops[i].outputs[0]].name});
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (amax[t] > 0 && fp32.tensors[t].constant < 0) r.scales[onnx_name[t]] = amax[t] / 127.f;
   if (!o.write_calib_cache.empty())

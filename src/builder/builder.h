@@ -27,6 +27,10 @@ struct BuildOptions {
   double percentile = 99.99;
   std::string write_calib_cache;      // write the scales used here
   std::map<std::string, std::vector<int64_t>> shapes;   // fix dynamic input shapes (--shapes)
+  // softdla compare: every op output that is not a graph output also becomes an output binding (named
+  // after its tensor, in its producer's precision, dla_linear), appended after the real outputs. Fusion,
+  // precisions and scales are those of the same build without it.
+  bool expose_intermediates = false;
   std::string flags_text;             // recorded in the loadable's build info
   std::function<void(const std::string& stage, size_t done, size_t total)> progress;
   std::function<void(const std::string& line)> verbose;  // per-layer decisions, if set
@@ -34,6 +38,7 @@ struct BuildOptions {
 
 struct LayerReport {
   std::string name, kind, precision;
+  std::string output;  // the layer's output tensor (its ONNX value name where it has one)
 };
 
 struct BuildResult {

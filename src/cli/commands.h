@@ -12,6 +12,9 @@ int run_command(const std::string& path, const std::map<std::string, std::string
                 const std::string& out_dir, int repeat, const std::string& labels_path);
 // softdla inspect: I/O descriptors, layers with precision and fused steps, build metadata.
 int inspect_command(const std::string& path);
+// softdla compare: runs `python3 -m softdla.compare ARGS...` (the comparison needs ONNX Runtime) with
+// the softdla package importable, and returns its exit status.
+int compare_command(const std::vector<std::string>& args);
 
 // trtexec-style option values.
 std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& spec);         // name:1x3x224x224,...

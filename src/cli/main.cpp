@@ -1,4 +1,4 @@
-// The softdla command: `build` and `check` (the builder), `run` and `inspect` (loadables). The
+// The softdla command: `build` and `check` (the builder), `run` and `inspect` (loadables), `compare`. The
 // subcommands live in their own files; this one parses the command line and maps errors to exit 1.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   std::string onnx_path, save, calib, calib_data, calibrator = "entropy", in_fmt, out_fmt, layer_prec, constraints = "none",
                                                        target = "orin", shapes, mem_pool;
   bool fp16 = false, int8 = false, standalone = false, verbose = false, fp32_ref = false, gpu_fallback = false,
-       skip_inference = false;
+       skip_inference = false, expose = false;
   int dla_core = 0;
   CLI::App* build = app.add_subcommand("build", "Build an ONNX model into a DLA standalone loadable (trtexec flags)");
   build->add_option("--onnx", onnx_path, "ONNX model")->required()->check(CLI::ExistingFile);
@@ -55,12 +55,20 @@ int main(int argc, char** argv) {
   build->add_flag("--allowGPUFallback", gpu_fallback, "rejected: not allowed for DLA standalone");
   build->add_flag("--skipInference", skip_inference, "accepted for trtexec compatibility");
   build->add_flag("--verbose", verbose, "print every layer's precision and fusion");
+  build->add_flag("--exposeIntermediates", expose,
+                  "softdla: also bind every layer's output as an output, after the real ones (what `compare` runs)");
   std::string check_path, check_target = "orin", check_shapes;
   CLI::App* checkc = app.add_subcommand("check", "List every node of an ONNX model and whether it runs on the DLA");
   checkc->add_option("model", check_path, "ONNX model")->required()->check(CLI::ExistingFile);
   checkc->add_option("--target", check_target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
   checkc->add_option("--shapes", check_shapes, "fix input shapes: name:1x3x224x224[,...]");
+  // compare runs the Python implementation (it needs ONNX Runtime): every argument after the
+  // subcommand goes to it untouched, --help included.
+  CLI::App* compare = app.add_subcommand("compare", "Compare a loadable with ONNX Runtime FP32 layer by layer (Python: softdla.compare)");
+  compare->prefix_command();
+  compare->set_help_flag();
   CLI11_PARSE(app, argc, argv);
+  if (*compare) return softdla::cli::compare_command(compare->remaining());
   try {
     if (*inspect) return softdla::cli::inspect_command(path);
     if (*checkc) {
@@ -97,6 +105,7 @@ int main(int argc, char** argv) {
         if (!std::filesystem::exists(calib)) o.write_calib_cache = calib;
       }
       o.shapes = softdla::cli::parse_shapes(shapes);
+      o.expose_intermediates = expose;
       for (int i = 1; i < argc; ++i) o.flags_text += std::string(i > 1 ? " " : "") + argv[i];
       o.progress = softdla::cli::progress_bar;
       if (verbose) o.verbose = [](const std::string& l) { std::cerr << l << "\n"; };

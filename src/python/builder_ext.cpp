@@ -41,6 +41,7 @@ NB_MODULE(_builder_ext, m) {
     o.input_formats = get("input_formats"), o.output_formats = get("output_formats");
     o.calib_cache = get("calib_cache"), o.calib_data = get("calib_data"), o.write_calib_cache = get("write_calib_cache");
     o.calibrator = get("calibrator", "entropy");
+    o.expose_intermediates = get("expose_intermediates") == "1";  // softdla.compare's probe variant
     const std::string pc = get("precision_constraints", "none");
     o.constraints = pc == "obey" ? builder::PrecisionConstraints::kObey
                     : pc == "prefer" ? builder::PrecisionConstraints::kPrefer : builder::PrecisionConstraints::kNone;
@@ -58,8 +59,8 @@ NB_MODULE(_builder_ext, m) {
       nb::gil_scoped_release release;
       r = builder::build(bytes, o);
     }
-    std::vector<std::tuple<std::string, std::string, std::string>> layers;
-    for (const auto& l : r.layers) layers.emplace_back(l.name, l.kind, l.precision);
+    std::vector<std::tuple<std::string, std::string, std::string, std::string>> layers;
+    for (const auto& l : r.layers) layers.emplace_back(l.name, l.kind, l.precision, l.output);
     return std::make_tuple(nb::bytes(reinterpret_cast<const char*>(r.loadable.data()), r.loadable.size()), layers, r.scales);
   }, nb::arg("onnx"), nb::arg("options"), nb::arg("layer_precisions"), nb::arg("shapes"), nb::arg("progress").none());
 
