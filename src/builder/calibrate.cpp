@@ -16,6 +16,7 @@
 namespace softdla::builder {
 namespace {
 constexpr size_t kBins = 2048, kQuantBins = 128;
+constexpr double kMinHistogramValues = 8.0 * kBins;  // fewer: the tensor keeps its observed maximum
 }
 
 Calibrator parse_calibrator(const std::string& name) {
@@ -179,6 +180,11 @@ std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batche
       // Graph inputs and outputs keep their full range: clipping the user's data or results shows
       // directly; the calibrator's outlier suppression is for the tensors in between.
       if (amax[t] <= 0 || hist[t].empty() || graph_io[t]) continue;
+      // Too few values to estimate a distribution (a global average gives one per channel and sample):
+      // the histogram is mostly empty bins and any threshold looks as good as another. Keep the range.
+      double seen = 0;
+      for (double h : hist[t]) seen += h;
+      if (seen < kMinHistogramValues) continue;
       if (c == Calibrator::kEntropy) {
         amax[t] = std::min(amax[t], entropy_threshold(hist[t], amax[t]));
       } else {

@@ -1,6 +1,7 @@
 #include "lower.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -305,10 +306,13 @@ class Lowering {
   void lower_eltwise(Node& n);
   void lower_pool(Node& n);
   void lower_shuffle(Node& n);
+  bool lower_channel_shuffle(Node& n);
   void lower_reduce(Node& n);
   void lower_resize(Node& n);
   void lower_split_slice(Node& n);
   void global_average(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape = {});
+  void average_as_depthwise(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape,
+                            uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, std::array<uint32_t, 4> pads);
   void alias(const Node& n, const std::string& from, const std::string& to) {
     out_.tensor_of[to] = tensor(n, from);
   }
@@ -523,6 +527,12 @@ void Lowering::lower_pool(Node& n) {
   pp.pad_top = uint32_t(p[0]), pp.pad_left = uint32_t(p[1]), pp.pad_bottom = uint32_t(p[2]), pp.pad_right = uint32_t(p[3]);
   pp.exclude_padding = n.op == "AveragePool" && n.get_int("count_include_pad", 0) == 0 &&
                        std::any_of(p.begin(), p.end(), [](int64_t v) { return v > 0; });
+  // Average windows beyond the pooling limit of 8 (TensorRT splits them too): a depthwise convolution,
+  // exact when no padding has to be left out of the count.
+  if (pp.kind == PoolKind::kAverage && (k[0] > 8 || k[1] > 8) && !pp.exclude_padding && k[0] <= 32 && k[1] <= 32 &&
+      s[0] <= 8 && s[1] <= 8)
+    return average_as_depthwise(n, in, n.outputs[0], {}, uint32_t(k[0]), uint32_t(k[1]), uint32_t(s[0]), uint32_t(s[1]),
+                                {uint32_t(p[0]), uint32_t(p[1]), uint32_t(p[2]), uint32_t(p[3])});
   if (pp.exclude_padding && out_.model.target == Target::kXavier)
     bad(n, "Xavier's DLA averages with padding included; set count_include_pad=1 or build for --target=orin");
   emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), pp);
@@ -530,6 +540,20 @@ void Lowering::lower_pool(Node& n) {
 
 // Average over H x W as a chain of pools whose windows are at most 8 (the DLA's limit): an average
 // of averages over equal blocks is the average.
+// Average pooling as a depthwise convolution (windows beyond the pooling limit): zero padding is
+// counted, as count_include_pad does.
+void Lowering::average_as_depthwise(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape,
+                                    uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, std::array<uint32_t, 4> pads) {
+  const uint32_t c = out_.model.tensors[in].shape[1];
+  ConvParams p;
+  p.weights = uint32_t(float_constant(std::vector<float>(size_t(c) * kh * kw, 1.f / float(kh * kw)), {c, 1, kh, kw}));
+  p.groups = c;
+  p.stride_h = sh, p.stride_w = sw;
+  p.pad_top = pads[0], p.pad_left = pads[1], p.pad_bottom = pads[2], p.pad_right = pads[3];
+  const uint32_t out = out_shape ? new_tensor(out_name, {}, out_shape) : new_tensor(out_name, g_.value(out_name).dims);
+  emit(n.name, {in}, out, p);
+}
+
 void Lowering::global_average(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape) {
   const Shape s = out_.model.tensors[in].shape;
   auto factors = [&](uint32_t v) {
@@ -537,11 +561,19 @@ void Lowering::global_average(const Node& n, uint32_t in, const std::string& out
     for (uint32_t d = 8; d >= 2 && v > 1;)
       if (v % d == 0) f.push_back(d), v /= d;
       else --d;
-    if (v != 1) bad(n, "global average over " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
-                           " needs pooling windows above 8 (a prime factor > 8); resize the feature map first");
+    if (v != 1) f.clear();
     return f;
   };
   std::vector<uint32_t> fh = factors(s[2]), fw = factors(s[3]);
+  if ((fh.empty() && s[2] > 1) || (fw.empty() && s[3] > 1)) {
+    // A prime factor above the pooling window limit (SqueezeNet's 13x13): one depthwise convolution with
+    // an HxW kernel of 1/(HW) weights computes the same mean within the convolution's 32x32 limit.
+    if (s[2] > 32 || s[3] > 32)
+      bad(n, "global average over " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
+                 " needs pooling windows above 8 (a prime factor > 8) and is larger than a 32x32 convolution; "
+                 "resize the feature map first");
+    return average_as_depthwise(n, in, out_name, out_shape, s[2], s[3], 1, 1, {0, 0, 0, 0});
+  }
   const size_t steps = std::max<size_t>(1, std::max(fh.size(), fw.size()));
   fh.resize(steps, 1), fw.resize(steps, 1);
   uint32_t cur = in;
@@ -559,7 +591,33 @@ void Lowering::global_average(const Node& n, uint32_t in, const std::string& out
   }
 }
 
+// ShuffleNet's channel shuffle, Reshape [N,C,H,W] -> [N,g,C/g,H,W], Transpose (0,2,1,3,4), Reshape back
+// to [N,C,H,W]: a rank-5 view the DLA does not have, but only a permutation of channels, which a 1x1
+// convolution with 0/1 weights computes exactly (in INT8 too: each output is one input times 1).
+bool Lowering::lower_channel_shuffle(Node& n) {
+  const Value& x = g_.value(n.inputs[0]);
+  const Value& y = g_.value(n.outputs[0]);
+  if (n.op != "Reshape" || y.dims.size() != 5 || x.dims.size() != 4) return false;
+  Node* t = sole_consumer(n.outputs[0]);
+  if (!t || t->op != "Transpose" || t->inputs[0] != n.outputs[0]) return false;
+  const std::vector<int64_t> perm = t->get_ints("perm");
+  if (perm != std::vector<int64_t>{0, 2, 1, 3, 4}) return false;
+  Node* back = sole_consumer(t->outputs[0]);
+  if (!back || back->op != "Reshape" || back->inputs[0] != t->outputs[0] || g_.value(back->outputs[0]).dims != x.dims) return false;
+  if (y.dims[0] != x.dims[0] || y.dims[1] * y.dims[2] != x.dims[1] || y.dims[3] != x.dims[2] || y.dims[4] != x.dims[3]) return false;
+  const uint32_t c = uint32_t(x.dims[1]), groups = uint32_t(y.dims[1]), per = uint32_t(y.dims[2]);
+  std::vector<float> w(size_t(c) * c, 0.f);
+  for (uint32_t i = 0; i < per; ++i)
+    for (uint32_t j = 0; j < groups; ++j) w[size_t(i * groups + j) * c + (j * per + i)] = 1.f;  // out (i,j) <- in (j,i)
+  ConvParams p;
+  p.weights = uint32_t(float_constant(w, {c, c, 1, 1}));
+  consumed_[t] = consumed_[back] = true;
+  emit(n.name, {tensor(n, n.inputs[0])}, new_tensor(back->outputs[0], x.dims), p);
+  return true;
+}
+
 void Lowering::lower_shuffle(Node& n) {
+  if (lower_channel_shuffle(n)) return;
   const Value& x = g_.value(n.inputs[0]);
   const Value& y = g_.value(n.outputs[0]);
   const uint32_t in = tensor(n, n.inputs[0]);

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "builder.h"
+#include "op_rules.h"
 #include "commands.h"
 #include "error.h"
 
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   checkc->add_option("model", check_path, "ONNX model")->required()->check(CLI::ExistingFile);
   checkc->add_option("--target", check_target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
   checkc->add_option("--shapes", check_shapes, "fix input shapes: name:1x3x224x224[,...]");
+  CLI::App* ops = app.add_subcommand("ops", "Print the table of ONNX ops the builder accepts, with the inputs and attributes it honours (Markdown)");
   // compare runs the Python implementation (it needs ONNX Runtime): every argument after the
   // subcommand goes to it untouched, --help included.
   CLI::App* compare = app.add_subcommand("compare", "Compare a loadable with ONNX Runtime FP32 layer by layer (Python: softdla.compare)");
@@ -71,6 +73,10 @@ int main(int argc, char** argv) {
   if (*compare) return softdla::cli::compare_command(compare->remaining());
   try {
     if (*inspect) return softdla::cli::inspect_command(path);
+    if (*ops) {
+      std::cout << softdla::builder::op_rules_markdown();
+      return 0;
+    }
     if (*checkc) {
       const auto rows = softdla::builder::check(softdla::builder::read_file_bytes(check_path),
                                                 check_target == "xavier" ? softdla::Target::kXavier : softdla::Target::kOrin,

@@ -156,10 +156,26 @@ def case_standalone(g):
     return [a, b, c, d, e]
 
 
+def case_trt_rewrites(g):
+    """The DLA rewrites TensorRT performs: one-input Concat, Neg, ReduceSum, ShuffleNet's rank-5 channel
+    shuffle, and average windows beyond the pooling limit of 8."""
+    x = g.input("x", [1, 8, 13, 13])
+    y = g.node("Relu", [g.conv(x, 8, 8)])
+    a = g.node("Concat", [y], axis=1)
+    b = g.node("Neg", [a])
+    c = g.node("ReduceSum", [y, g.const(np.array([2, 3], np.int64))], keepdims=1)
+    d = g.node("ReduceSum", [y, g.const(np.array([1], np.int64))], keepdims=1)
+    r5 = g.node("Reshape", [y, g.const(np.array([1, 2, 4, 13, 13], np.int64))])
+    e = g.node("Reshape", [g.node("Transpose", [r5], perm=[0, 2, 1, 3, 4]), g.const(np.array([1, 8, 13, 13], np.int64))])
+    f = g.node("GlobalAveragePool", [y])                                    # 13 x 13: a prime above 8
+    h = g.node("AveragePool", [y], kernel_shape=[10, 10], strides=[3, 3])  # a window above 8
+    return [b, c, d, e, f, h]
+
+
 CASES = [case_conv_variants, case_conv_bn_relu, case_conv_activations, case_sigmoid_tanh, case_residual, case_deconv,
          case_gemm_flatten, case_matmul_add, case_pooling, case_global_pools, case_eltwise, case_constant_operands,
          case_concat_split_slice, case_reshape_transpose, case_squeeze_unsqueeze, case_resize, case_lrn_softmax,
-         case_standalone]
+         case_standalone, case_trt_rewrites]
 
 
 def make(case):
