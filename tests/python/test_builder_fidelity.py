@@ -1,0 +1,175 @@
+"""No silent wrong results: every input and attribute the builder does not honour is rejected by name;
+inferred shapes agree with the model's; `check` and `build` give one verdict; I/O names survive the build;
+the operator table in docs/BUILDER.md is the one the code enforces. References: ONNX Runtime."""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import softdla
+from sdla_testkit.onnx_models import SOFTDLA, G, ort_run, rel_l2, run_loadable
+
+import test_builder_models
+import test_builder_ops
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def build_error(model, **kw):
+    with pytest.raises(softdla.BuildError) as e:
+        softdla.build(model, fp16=True, progress=False, **kw)
+    return str(e.value)
+
+
+# ------------------------------------------------------------------ inputs/attributes never ignored
+def clip_with_graph_bounds():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])
+    lo = helper.make_tensor_value_info("lo", TensorProto.FLOAT, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("Clip", ["x", "lo"], ["y"], name="clip")
+    return helper.make_model(helper.make_graph([node], "g", [x, lo], [y]), opset_imports=[helper.make_opsetid("", 17)])
+
+
+def dropout_training():
+    g = G()
+    x = g.input("x", [1, 4, 4, 4])
+    y = g.node("Dropout", [x, g.const(np.float32(0.5)), g.const(np.bool_(True))])
+    return g.model([y])
+
+
+def maxpool_with_indices():
+    g = G()
+    x = g.input("x", [1, 4, 4, 4])
+    y, idx = g.node("MaxPool", [x], n_out=2, kernel_shape=[2, 2], strides=[2, 2])
+    m = g.model([y])
+    return m
+
+
+def integer_division():
+    g = G()
+    x = g.input("x", [1, 4, 4, 4])
+    xi = g.node("Cast", [x], to=TensorProto.INT32)
+    q = g.node("Div", [xi, g.const(np.int32(3))])
+    return g.model([g.node("Cast", [q], to=TensorProto.FLOAT)])
+
+
+def unknown_attribute():
+    g = G()
+    x = g.input("x", [1, 4, 4, 4])
+    return g.model([g.node("Relu", [x], frobnicate=1)])
+
+
+@pytest.mark.parametrize("make, expected", [
+    (clip_with_graph_bounds, "input 'min' ('lo') must be a constant"),
+    (dropout_training, "'training_mode' must be a constant false"),
+    (maxpool_with_indices, "output 1"),
+    (integer_division, "computes int32 values at run time"),
+    (unknown_attribute, "attribute 'frobnicate' is not supported"),
+])
+def test_unhonoured_inputs_and_attributes_are_rejected_by_name(make, expected):
+    msg = build_error(make())
+    assert expected in msg and "node '" in msg, msg
+
+
+def test_conv_transpose_output_shape_is_honoured():
+    g = G(seed=2)
+    x = g.input("x", [1, 4, 3, 3])
+    w = g.weight(4, 2, 3, 3)
+    exact = g.node("ConvTranspose", [x, w], strides=[3, 3], output_shape=[9, 9])  # no padding needed
+    m = g.model([exact])
+    xs = np.random.default_rng(0).standard_normal((1, 4, 3, 3)).astype(np.float32)
+    got = run_loadable(softdla.build(m, fp16=True, progress=False), xs)[0]
+    ref = ort_run(m, xs)[0]
+    assert got.shape == ref.shape and rel_l2(got, ref) < 1e-3
+    g = G(seed=2)
+    x = g.input("x", [1, 4, 3, 3])
+    cropped = g.node("ConvTranspose", [x, g.weight(4, 2, 3, 3)], strides=[3, 3], output_shape=[8, 8])
+    assert "padding must be 0" in build_error(g.model([cropped]))
+
+
+def test_declared_shapes_must_match():
+    g = G()
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    m = g.model([y])
+    m.graph.value_info.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 4, 3, 3]))
+    msg = build_error(m)
+    assert "declares [1, 4, 3, 3]" in msg and "[1, 4, 4, 4]" in msg, msg
+
+
+def test_graph_io_must_be_float():
+    x = helper.make_tensor_value_info("x", TensorProto.INT8, [1, 4, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT8, None)
+    m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    assert "input 'x' is int8" in build_error(m)
+
+
+# ------------------------------------------------------------------ names
+def test_output_names_survive_conversions_and_copies(tmp_path):
+    g = G(seed=4)
+    x = g.input("images", [1, 3, 8, 8])
+    y = g.node("Relu", [g.conv(x, 3, 8)])
+    same = g.node("Identity", [x])
+    m = g.model([y, same])  # one output converted to fp16, one aliasing the input
+    m.graph.output[0].name, m.graph.output[1].name = "output", "passthrough"
+    m.graph.node[-2].output[0], m.graph.node[-1].output[0] = "output", "passthrough"
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((8, 3, 8, 8)).astype(np.float32))
+    loadable = softdla.build(m, int8=True, fp16=True, calib_data=calib, output_formats="fp16:chw16", progress=False)
+    info = softdla.inspect(loadable)
+    names = [t["name"] for t in info["outputs"]]
+    assert names == ["output", "passthrough"], names
+    assert [t["name"] for t in info["inputs"]] == ["images"]
+
+
+# ------------------------------------------------------------------ check goes on, and agrees with build
+def test_check_infers_past_an_unsupported_node():
+    g = G()
+    x = g.input("x", [1, 4, 8, 8])
+    h = g.node("HardSwish", [g.conv(x, 4, 8)])
+    y = g.node("Relu", [g.conv(h, 8, 8)])
+    rows = softdla.check(g.model([y]))
+    by_op = {r["op"]: r for r in rows}
+    assert not by_op["HardSwish"]["supported"] and "does not run on the DLA" in by_op["HardSwish"]["reason"]
+    later = [r for r in rows if r["op"] in ("Conv", "Relu")]
+    assert all(r["supported"] for r in later), later
+
+
+def _suite_models():
+    for case in test_builder_ops.CASES:
+        yield case.__name__, test_builder_ops.make(case)[0]
+    for net in test_builder_models.NETS:
+        yield net.__name__, test_builder_models.make(net)[0]
+    for make in (clip_with_graph_bounds, dropout_training, maxpool_with_indices, integer_division, unknown_attribute):
+        yield make.__name__, make()
+    g = G()
+    x = g.input("x", [1, 4, 8, 8])
+    yield "hardswish", g.model([g.node("HardSwish", [g.conv(x, 4, 8)])])
+    yield "digits", onnx.load(os.path.join(ROOT, "examples", "models", "digits.onnx"))
+
+
+@pytest.mark.parametrize("name, model", list(_suite_models()), ids=lambda v: v if isinstance(v, str) else "")
+def test_check_verdict_equals_build_verdict(name, model):
+    rows = softdla.check(model)
+    check_ok = all(r["supported"] for r in rows)
+    try:
+        softdla.build(model, fp16=True, progress=False)
+        build_ok, why = True, ""
+    except softdla.BuildError as e:
+        build_ok, why = False, str(e)
+    assert check_ok == build_ok, f"check says {check_ok}, build says {build_ok}: {why} / {[r for r in rows if not r['supported']]}"
+    for r in rows:
+        assert r["supported"] or r["reason"], r
+
+
+# ------------------------------------------------------------------ the documented table is the enforced one
+def test_builder_doc_carries_the_generated_op_table():
+    table = subprocess.run([SOFTDLA, "ops"], capture_output=True, text=True, check=True).stdout
+    doc = open(os.path.join(ROOT, "docs", "BUILDER.md")).read()
+    begin, end = "<!-- op table: begin -->\n", "<!-- op table: end -->"
+    assert doc[doc.index(begin) + len(begin):doc.index(end)] == table, "regenerate with: build/softdla ops"
