@@ -2,6 +2,7 @@
 // all constant and whose op is pure data/shape arithmetic is evaluated and removed.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -176,6 +177,24 @@ class Folder {
   }
 
   void infer(Node& n);
+  void infer_constant(Node& n);
+  void infer_shape(Node& n);
+  void infer_gather(Node& n);
+  void infer_cast(Node& n);
+  void infer_constant_of_shape(Node& n);
+  void infer_concat(Node& n);
+  void infer_transpose(Node& n);
+  void infer_range(Node& n);
+  void infer_gemm(Node& n);
+  void infer_matmul(Node& n);
+  void infer_dequantize(Node& n);
+  void infer_same_shape(Node& n);
+  void infer_reduce(Node& n);
+  void infer_split(Node& n);
+  void infer_expand(Node& n);
+  void infer_unsupported(Node& n);
+  void infer_conv_node(Node& n) { infer_conv(n, false); }
+  void infer_deconv_node(Node& n) { infer_conv(n, true); }
   void infer_elementwise(Node& n);
   void infer_conv(Node& n, bool transpose);
   void infer_pool(Node& n);
@@ -446,264 +465,42 @@ void Folder::infer_resize(Node& n) {
   set(n, o);
 }
 
+// Shape inference (and folding) per op: one function each, chosen by table.
 void Folder::infer(Node& n) {
+  using Infer = void (Folder::*)(Node&);
+  static const std::map<std::string, Infer> table = {
+      {"Constant", &Folder::infer_constant}, {"Shape", &Folder::infer_shape}, {"Gather", &Folder::infer_gather},
+      {"Cast", &Folder::infer_cast}, {"ConstantOfShape", &Folder::infer_constant_of_shape},
+      {"Concat", &Folder::infer_concat}, {"Transpose", &Folder::infer_transpose}, {"Range", &Folder::infer_range},
+      {"Reshape", &Folder::infer_reshape_like}, {"Flatten", &Folder::infer_reshape_like},
+      {"Squeeze", &Folder::infer_reshape_like}, {"Unsqueeze", &Folder::infer_reshape_like},
+      {"Identity", &Folder::infer_reshape_like}, {"Dropout", &Folder::infer_reshape_like},
+      {"Slice", &Folder::infer_slice}, {"Conv", &Folder::infer_conv_node}, {"ConvTranspose", &Folder::infer_deconv_node},
+      {"MaxPool", &Folder::infer_pool}, {"AveragePool", &Folder::infer_pool}, {"GlobalAveragePool", &Folder::infer_pool},
+      {"GlobalMaxPool", &Folder::infer_pool}, {"Resize", &Folder::infer_resize}, {"Upsample", &Folder::infer_resize},
+      {"Gemm", &Folder::infer_gemm}, {"MatMul", &Folder::infer_matmul}, {"DequantizeLinear", &Folder::infer_dequantize},
+      {"Softmax", &Folder::infer_same_shape}, {"LRN", &Folder::infer_same_shape},
+      {"BatchNormalization", &Folder::infer_same_shape}, {"Relu", &Folder::infer_same_shape},
+      {"LeakyRelu", &Folder::infer_same_shape}, {"Sigmoid", &Folder::infer_same_shape}, {"Tanh", &Folder::infer_same_shape},
+      {"Clip", &Folder::infer_same_shape}, {"Abs", &Folder::infer_same_shape}, {"QuantizeLinear", &Folder::infer_same_shape},
+      {"PRelu", &Folder::infer_elementwise}, {"Add", &Folder::infer_elementwise}, {"Sub", &Folder::infer_elementwise},
+      {"Mul", &Folder::infer_elementwise}, {"Div", &Folder::infer_elementwise}, {"Max", &Folder::infer_elementwise},
+      {"Min", &Folder::infer_elementwise}, {"Sum", &Folder::infer_elementwise}, {"Pow", &Folder::infer_elementwise},
+      {"Equal", &Folder::infer_elementwise}, {"Where", &Folder::infer_elementwise}, {"Floor", &Folder::infer_elementwise},
+      {"Ceil", &Folder::infer_elementwise}, {"Sqrt", &Folder::infer_elementwise}, {"Neg", &Folder::infer_elementwise},
+      {"Reciprocal", &Folder::infer_elementwise}, {"Expand", &Folder::infer_expand},
+      {"ReduceMean", &Folder::infer_reduce}, {"ReduceMax", &Folder::infer_reduce}, {"ReduceSum", &Folder::infer_reduce},
+      {"ReduceMin", &Folder::infer_reduce}, {"ReduceProd", &Folder::infer_reduce}, {"Split", &Folder::infer_split},
+  };
+  const auto it = table.find(n.op);
+  (this->*(it == table.end() ? &Folder::infer_unsupported : it->second))(n);
+}
+
+void Folder::infer_expand(Node& n) { set(n, broadcast(n, in(n, 0).dims, ints_of(n, 1))); }
+
+// Ops the DLA cannot run: their shapes still let `check` judge the nodes after them.
+void Folder::infer_unsupported(Node& n) {
   const std::string& op = n.op;
-  if (op == "Constant") {
-    auto it = n.attrs.find("value");
-    if (it != n.attrs.end() && it->second.tensor) {
-      Value v = *it->second.tensor;
-      return set_const(n, v.dims, *v.constant, v.elem_type);
-    }
-    ConstData c;
-    if (n.has("value_float")) return set_const(n, {}, ConstData{true, {n.get_float("value_float", 0)}, {}}, 1);
-    if (n.has("value_int")) return set_const(n, {}, ConstData{false, {}, {n.get_int("value_int", 0)}}, 7);
-    if (n.has("value_ints")) {
-      const Dims v = n.get_ints("value_ints");
-      return set_const(n, {int64_t(v.size())}, ConstData{false, {}, v}, 7);
-    }
-    bad(n, "unsupported Constant form");
-  }
-  if (op == "Shape") {
-    const Dims& d = in(n, 0).dims;
-    int64_t start = n.get_int("start", 0), end = n.get_int("end", int64_t(d.size()));
-    const int64_t r = int64_t(d.size());
-    start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
-    end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
-    ConstData c{false, {}, Dims(d.begin() + start, d.begin() + std::max(start, end))};
-    const int64_t len = int64_t(c.i.size());  // before the move below
-    return set_const(n, {len}, std::move(c), 7);
-  }
-  if (op == "Gather") {
-    const Value& data = in(n, 0);
-    const Dims idx = ints_of(n, 1);
-    const int64_t axis = norm_axis(n, n.get_int("axis", 0), data.dims.size());
-    if (!data.constant) bad(n, "Gather runs on the DLA only when it can be folded (constant data)");
-    const Value& iv = in(n, 1);
-    Dims d;
-    for (int64_t k = 0; k < axis; ++k) d.push_back(data.dims[size_t(k)]);
-    d.insert(d.end(), iv.dims.begin(), iv.dims.end());
-    for (size_t k = size_t(axis) + 1; k < data.dims.size(); ++k) d.push_back(data.dims[k]);
-    const Dims ds = strides_of(data.dims);
-    const int64_t outer = std::accumulate(data.dims.begin(), data.dims.begin() + axis, int64_t(1), std::multiplies<>());
-    const int64_t inner = ds[size_t(axis)];
-    ConstData c;
-    c.is_float = data.constant->is_float;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j : idx) {
-        const int64_t dim = data.dims[size_t(axis)];
-        const int64_t jj = j < 0 ? j + dim : j;
-        if (jj < 0 || jj >= dim) bad(n, "index out of range");
-        for (int64_t in_ = 0; in_ < inner; ++in_) {
-          const size_t src = size_t((o * dim + jj) * inner + in_);
-          if (c.is_float) c.f.push_back(data.constant->f[src]);
-          else c.i.push_back(data.constant->i[src]);
-        }
-      }
-    return set_const(n, d, std::move(c), data.elem_type);
-  }
-  if (op == "Cast") {
-    const Value& x = in(n, 0);
-    const int64_t to = n.get_int("to", 1);
-    out(n).elem_type = int32_t(to);
-    if (!x.constant) return set(n, x.dims);
-    ConstData c;
-    c.is_float = to == 1 || to == 10 || to == 11 || to == 16;
-    for (size_t k = 0; k < x.constant->size(); ++k) {
-      if (c.is_float) c.f.push_back(x.constant->at(k));
-      else c.i.push_back(int64_t(x.constant->at(k)));
-    }
-    return set_const(n, x.dims, std::move(c), int32_t(to));
-  }
-  if (op == "ConstantOfShape") {
-    const Dims d = ints_of(n, 0);
-    ConstData c;
-    double v = 0;
-    int32_t elem = 1;
-    auto it = n.attrs.find("value");
-    if (it != n.attrs.end() && it->second.tensor) {
-      v = it->second.tensor->constant->at(0);
-      elem = it->second.tensor->elem_type;
-      c.is_float = it->second.tensor->constant->is_float;
-    }
-    const int64_t count = std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
-    if (count > (int64_t(1) << 24)) bad(n, "constant too large to fold");
-    if (c.is_float) c.f.assign(size_t(count), v);
-    else c.i.assign(size_t(count), int64_t(v));
-    return set_const(n, d, std::move(c), elem);
-  }
-  if (op == "Concat") {
-    const int64_t axis = norm_axis(n, n.get_int("axis", 0), in(n, 0).dims.size());
-    Dims d = in(n, 0).dims;
-    d[size_t(axis)] = 0;
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const Dims& e = in(n, k).dims;
-      if (e.size() != d.size()) bad(n, "inputs differ in rank");
-      for (size_t a = 0; a < d.size(); ++a)
-        if (a != size_t(axis) && e[a] != d[a]) bad(n, "inputs differ outside the concat axis");
-      d[size_t(axis)] += e[size_t(axis)];
-    }
-    out(n).elem_type = in(n, 0).elem_type;
-    if (!all_const(n)) return set(n, d);
-    ConstData c;
-    c.is_float = in(n, 0).constant->is_float;
-    const int64_t outer = std::accumulate(d.begin(), d.begin() + axis, int64_t(1), std::multiplies<>());
-    for (int64_t o = 0; o < outer; ++o)
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const Value& v = in(n, k);
-        const int64_t chunk = v.count() / std::max<int64_t>(outer, 1);
-        for (int64_t j = 0; j < chunk; ++j) {
-          const size_t src = size_t(o * chunk + j);
-          if (c.is_float) c.f.push_back(v.constant->at(src));
-          else c.i.push_back(v.constant->int_at(src));
-        }
-      }
-    return set_const(n, d, std::move(c), in(n, 0).elem_type);
-  }
-  if (op == "Transpose") {
-    const Value& x = in(n, 0);
-    Dims perm = n.get_ints("perm");
-    if (perm.empty())
-      for (int64_t k = int64_t(x.dims.size()) - 1; k >= 0; --k) perm.push_back(k);
-    if (perm.size() != x.dims.size()) bad(n, "perm length differs from the rank");
-    Dims d;
-    for (int64_t& p : perm) {
-      p = norm_axis(n, p, x.dims.size());
-      d.push_back(x.dims[size_t(p)]);
-    }
-    if (std::set<int64_t>(perm.begin(), perm.end()).size() != perm.size()) bad(n, "perm repeats an axis");
-    n.attrs["perm"].kind = Attribute::kInts;
-    n.attrs["perm"].ints = perm;
-    out(n).elem_type = x.elem_type;
-    if (!x.constant) return set(n, d);
-    const Dims is = strides_of(x.dims), os = strides_of(d);
-    ConstData c;
-    c.is_float = x.constant->is_float;
-    for (int64_t i = 0; i < x.count(); ++i) {
-      size_t src = 0;
-      for (size_t k = 0; k < d.size(); ++k) src += size_t((i / os[k] % d[k]) * is[size_t(perm[k])]);
-      if (c.is_float) c.f.push_back(x.constant->f[src]);
-      else c.i.push_back(x.constant->i[src]);
-    }
-    return set_const(n, d, std::move(c), x.elem_type);
-  }
-  if (op == "Range") {
-    for (size_t k = 0; k < 3; ++k)
-      if (!in(n, k).constant || in(n, k).constant->size() != 1)
-        bad(n, "Range runs only at build time: start, limit and delta must be scalar constants");
-    const double s = in(n, 0).constant->at(0), l = in(n, 1).constant->at(0), dl = in(n, 2).constant->at(0);
-    if (dl == 0) bad(n, "delta 0");
-    ConstData c;
-    c.is_float = in(n, 0).constant->is_float;
-    if (!std::isfinite(s) || !std::isfinite(l) || std::fabs((l - s) / dl) > double(1 << 24)) bad(n, "range too large to fold");
-    for (double v = s; dl > 0 ? v < l : v > l; v += dl) {
-      if (c.is_float) c.f.push_back(v);
-      else c.i.push_back(int64_t(v));
-    }
-    const int64_t len = int64_t(c.size());  // before the move below
-    return set_const(n, {len}, std::move(c), in(n, 0).elem_type);
-  }
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Dropout")
-    return infer_reshape_like(n);
-  if (op == "Slice") return infer_slice(n);
-  if (op == "Conv") return infer_conv(n, false);
-  if (op == "ConvTranspose") return infer_conv(n, true);
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return infer_pool(n);
-  if (op == "Resize" || op == "Upsample") return infer_resize(n);
-  if (op == "Gemm") {
-    const Dims& a = in(n, 0).dims;
-    const Dims& b = in(n, 1).dims;
-    if (a.size() != 2 || b.size() != 2) bad(n, "Gemm needs 2-D inputs");
-    const int64_t m = n.get_int("transA", 0) ? a[1] : a[0];
-    const int64_t k = n.get_int("transB", 0) ? b[0] : b[1];
-    const int64_t inner_a = n.get_int("transA", 0) ? a[0] : a[1], inner_b = n.get_int("transB", 0) ? b[1] : b[0];
-    if (inner_a != inner_b) bad(n, "inner dimensions of A and B differ");
-    return set(n, {m, k});
-  }
-  if (op == "MatMul") {
-    Dims a = in(n, 0).dims;
-    const Dims& b = in(n, 1).dims;
-    if (b.size() != 2 || a.empty()) bad(n, "MatMul runs on the DLA only with a 2-D constant right-hand side");
-    if (a.back() != b[0]) bad(n, "inner dimensions differ");
-    a.back() = b[1];
-    return set(n, a);
-  }
-  if (op == "DequantizeLinear" && all_const(n)) {
-    // Q/DQ weights: fold x_q -> (x_q - zero_point) * scale, per tensor or per axis.
-    const Value& x = in(n, 0);
-    const Value& sc = in(n, 1);
-    const int64_t axis = sc.count() > 1 ? norm_axis(n, n.get_int("axis", 1), x.dims.size()) : 0;
-    const Dims xs = strides_of(x.dims);
-    ConstData c;
-    for (int64_t i = 0; i < x.count(); ++i) {
-      const size_t ch = sc.count() > 1 ? size_t(i / xs[size_t(axis)] % x.dims[size_t(axis)]) : 0;
-      const double zp = has_in(n, 2) ? in(n, 2).constant->at(ch) : 0.0;
-      c.f.push_back((x.constant->at(size_t(i)) - zp) * sc.constant->at(ch));
-    }
-    return set_const(n, x.dims, std::move(c), 1);
-  }
-  if (op == "Softmax" || op == "LRN" || op == "BatchNormalization" || op == "Relu" || op == "LeakyRelu" ||
-      op == "Sigmoid" || op == "Tanh" || op == "Clip" || op == "Abs" || op == "QuantizeLinear" ||
-      op == "DequantizeLinear" || op == "HardSigmoid" || op == "Elu" || op == "Selu" || op == "Exp" ||
-      op == "Log" || op == "Erf" || op == "Not" || op == "Sin" || op == "Cos") {
-    out(n).elem_type = op == "QuantizeLinear" ? 3 : 1;
-    if (op == "BatchNormalization")
-      for (size_t k = 1; k < n.outputs.size(); ++k)
-        if (!n.outputs[k].empty()) set(n, {in(n, 0).dims.size() > 1 ? in(n, 0).dims[1] : 1}, k);
-    return set(n, in(n, 0).dims);
-  }
-  if (op == "PRelu" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" ||
-      op == "Sum" || op == "Pow" || op == "Equal" || op == "Where" || op == "Floor" || op == "Ceil" || op == "Sqrt" ||
-      op == "Neg" || op == "Reciprocal" || op == "Expand")
-    return op == "Expand" ? set(n, broadcast(n, in(n, 0).dims, ints_of(n, 1))) : infer_elementwise(n);
-  if (op == "ReduceMean" || op == "ReduceMax" || op == "ReduceSum" || op == "ReduceMin" || op == "ReduceProd") {
-    const Value& x = in(n, 0);
-    Dims axes = n.get_ints("axes");
-    const bool axes_input = (op == "ReduceSum" && g_.opset >= 13) || g_.opset >= 18;
-    if (axes_input && has_in(n, 1)) axes = ints_of(n, 1);
-    if (axes.empty())
-      for (size_t k = 0; k < x.dims.size(); ++k) axes.push_back(int64_t(k));
-    for (int64_t& a : axes) a = norm_axis(n, a, x.dims.size());
-    const bool keep = n.get_int("keepdims", 1) != 0;
-    Dims d;
-    for (size_t k = 0; k < x.dims.size(); ++k) {
-      const bool red = std::count(axes.begin(), axes.end(), int64_t(k)) > 0;
-      if (!red) d.push_back(x.dims[k]);
-      else if (keep) d.push_back(1);
-    }
-    n.attrs["_axes"] = Attribute{Attribute::kInts, 0, 0, {}, axes, {}, {}};
-    if (x.constant && op == "ReduceProd") {
-      double p = 1;
-      for (size_t k = 0; k < x.constant->size(); ++k) p *= x.constant->at(k);
-      return set_const(n, d, ConstData{false, {}, {int64_t(p)}}, 7);
-    }
-    return set(n, d);
-  }
-  if (op == "Split") {
-    const Value& x = in(n, 0);
-    const int64_t axis = norm_axis(n, n.get_int("axis", 0), x.dims.size());
-    Dims parts = g_.opset >= 13 && has_in(n, 1) ? ints_of(n, 1) : n.get_ints("split");
-    if (parts.empty()) {
-      const int64_t k = int64_t(n.outputs.size());
-      const int64_t total = x.dims[size_t(axis)], each = (total + k - 1) / k;
-      for (int64_t j = 0; j < k; ++j) parts.push_back(std::min(each, total - j * each));
-    }
-    if (parts.size() != n.outputs.size()) bad(n, "split sizes do not match the outputs");
-    int64_t sum = 0;
-    for (int64_t v : parts) {
-      if (v < 0) bad(n, "negative split size");
-      sum += v;
-    }
-    if (sum != x.dims[size_t(axis)]) bad(n, "split sizes do not add up to the dimension");
-    for (size_t k = 0; k < parts.size(); ++k) {
-      Dims d = x.dims;
-      d[size_t(axis)] = parts[k];
-      set(n, d, k);
-    }
-    n.attrs["_split"] = Attribute{Attribute::kInts, 0, 0, {}, parts, {}, {}};
-    n.attrs["_axis"] = Attribute{Attribute::kInt, axis, 0, {}, {}, {}, {}};
-    return;
-  }
-  // Ops the DLA cannot run: their shapes still let `check` judge the nodes after them.
   static const char* const same_shape[] = {"HardSigmoid", "HardSwish", "Gelu", "Elu", "Selu", "Exp", "Log", "Erf",
                                            "Not", "Sin", "Cos", "Softplus", "Softsign", "Mish", "Celu", "ThresholdedRelu",
                                            "Round", "Sign", "IsNaN", "IsInf", "LogSoftmax", "Hardmax",
@@ -717,6 +514,265 @@ void Folder::infer(Node& n) {
     return set(n, d);
   }
   bad(n, "operator '" + op + "' is not supported by the DLA builder");
+}
+
+void Folder::infer_constant(Node& n) {
+  auto it = n.attrs.find("value");
+  if (it != n.attrs.end() && it->second.tensor) {
+    Value v = *it->second.tensor;
+    return set_const(n, v.dims, *v.constant, v.elem_type);
+  }
+  ConstData c;
+  if (n.has("value_float")) return set_const(n, {}, ConstData{true, {n.get_float("value_float", 0)}, {}}, 1);
+  if (n.has("value_int")) return set_const(n, {}, ConstData{false, {}, {n.get_int("value_int", 0)}}, 7);
+  if (n.has("value_ints")) {
+    const Dims v = n.get_ints("value_ints");
+    return set_const(n, {int64_t(v.size())}, ConstData{false, {}, v}, 7);
+  }
+  bad(n, "unsupported Constant form");
+}
+
+void Folder::infer_shape(Node& n) {
+  const Dims& d = in(n, 0).dims;
+  int64_t start = n.get_int("start", 0), end = n.get_int("end", int64_t(d.size()));
+  const int64_t r = int64_t(d.size());
+  start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
+  end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
+  ConstData c{false, {}, Dims(d.begin() + start, d.begin() + std::max(start, end))};
+  const int64_t len = int64_t(c.i.size());  // before the move below
+  return set_const(n, {len}, std::move(c), 7);
+}
+
+void Folder::infer_gather(Node& n) {
+  const Value& data = in(n, 0);
+  const Dims idx = ints_of(n, 1);
+  const int64_t axis = norm_axis(n, n.get_int("axis", 0), data.dims.size());
+  if (!data.constant) bad(n, "Gather runs on the DLA only when it can be folded (constant data)");
+  const Value& iv = in(n, 1);
+  Dims d;
+  for (int64_t k = 0; k < axis; ++k) d.push_back(data.dims[size_t(k)]);
+  d.insert(d.end(), iv.dims.begin(), iv.dims.end());
+  for (size_t k = size_t(axis) + 1; k < data.dims.size(); ++k) d.push_back(data.dims[k]);
+  const Dims ds = strides_of(data.dims);
+  const int64_t outer = std::accumulate(data.dims.begin(), data.dims.begin() + axis, int64_t(1), std::multiplies<>());
+  const int64_t inner = ds[size_t(axis)];
+  ConstData c;
+  c.is_float = data.constant->is_float;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j : idx) {
+      const int64_t dim = data.dims[size_t(axis)];
+      const int64_t jj = j < 0 ? j + dim : j;
+      if (jj < 0 || jj >= dim) bad(n, "index out of range");
+      for (int64_t in_ = 0; in_ < inner; ++in_) {
+        const size_t src = size_t((o * dim + jj) * inner + in_);
+        if (c.is_float) c.f.push_back(data.constant->f[src]);
+        else c.i.push_back(data.constant->i[src]);
+      }
+    }
+  return set_const(n, d, std::move(c), data.elem_type);
+}
+
+void Folder::infer_cast(Node& n) {
+  const Value& x = in(n, 0);
+  const int64_t to = n.get_int("to", 1);
+  out(n).elem_type = int32_t(to);
+  if (!x.constant) return set(n, x.dims);
+  ConstData c;
+  c.is_float = to == 1 || to == 10 || to == 11 || to == 16;
+  for (size_t k = 0; k < x.constant->size(); ++k) {
+    if (c.is_float) c.f.push_back(x.constant->at(k));
+    else c.i.push_back(int64_t(x.constant->at(k)));
+  }
+  return set_const(n, x.dims, std::move(c), int32_t(to));
+}
+
+void Folder::infer_constant_of_shape(Node& n) {
+  const Dims d = ints_of(n, 0);
+  ConstData c;
+  double v = 0;
+  int32_t elem = 1;
+  auto it = n.attrs.find("value");
+  if (it != n.attrs.end() && it->second.tensor) {
+    v = it->second.tensor->constant->at(0);
+    elem = it->second.tensor->elem_type;
+    c.is_float = it->second.tensor->constant->is_float;
+  }
+  const int64_t count = std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
+  if (count > (int64_t(1) << 24)) bad(n, "constant too large to fold");
+  if (c.is_float) c.f.assign(size_t(count), v);
+  else c.i.assign(size_t(count), int64_t(v));
+  return set_const(n, d, std::move(c), elem);
+}
+
+void Folder::infer_concat(Node& n) {
+  const int64_t axis = norm_axis(n, n.get_int("axis", 0), in(n, 0).dims.size());
+  Dims d = in(n, 0).dims;
+  d[size_t(axis)] = 0;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const Dims& e = in(n, k).dims;
+    if (e.size() != d.size()) bad(n, "inputs differ in rank");
+    for (size_t a = 0; a < d.size(); ++a)
+      if (a != size_t(axis) && e[a] != d[a]) bad(n, "inputs differ outside the concat axis");
+    d[size_t(axis)] += e[size_t(axis)];
+  }
+  out(n).elem_type = in(n, 0).elem_type;
+  if (!all_const(n)) return set(n, d);
+  ConstData c;
+  c.is_float = in(n, 0).constant->is_float;
+  const int64_t outer = std::accumulate(d.begin(), d.begin() + axis, int64_t(1), std::multiplies<>());
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Value& v = in(n, k);
+      const int64_t chunk = v.count() / std::max<int64_t>(outer, 1);
+      for (int64_t j = 0; j < chunk; ++j) {
+        const size_t src = size_t(o * chunk + j);
+        if (c.is_float) c.f.push_back(v.constant->at(src));
+        else c.i.push_back(v.constant->int_at(src));
+      }
+    }
+  return set_const(n, d, std::move(c), in(n, 0).elem_type);
+}
+
+void Folder::infer_transpose(Node& n) {
+  const Value& x = in(n, 0);
+  Dims perm = n.get_ints("perm");
+  if (perm.empty())
+    for (int64_t k = int64_t(x.dims.size()) - 1; k >= 0; --k) perm.push_back(k);
+  if (perm.size() != x.dims.size()) bad(n, "perm length differs from the rank");
+  Dims d;
+  for (int64_t& p : perm) {
+    p = norm_axis(n, p, x.dims.size());
+    d.push_back(x.dims[size_t(p)]);
+  }
+  if (std::set<int64_t>(perm.begin(), perm.end()).size() != perm.size()) bad(n, "perm repeats an axis");
+  n.attrs["perm"].kind = Attribute::kInts;
+  n.attrs["perm"].ints = perm;
+  out(n).elem_type = x.elem_type;
+  if (!x.constant) return set(n, d);
+  const Dims is = strides_of(x.dims), os = strides_of(d);
+  ConstData c;
+  c.is_float = x.constant->is_float;
+  for (int64_t i = 0; i < x.count(); ++i) {
+    size_t src = 0;
+    for (size_t k = 0; k < d.size(); ++k) src += size_t((i / os[k] % d[k]) * is[size_t(perm[k])]);
+    if (c.is_float) c.f.push_back(x.constant->f[src]);
+    else c.i.push_back(x.constant->i[src]);
+  }
+  return set_const(n, d, std::move(c), x.elem_type);
+}
+
+void Folder::infer_range(Node& n) {
+  for (size_t k = 0; k < 3; ++k)
+    if (!in(n, k).constant || in(n, k).constant->size() != 1)
+      bad(n, "Range runs only at build time: start, limit and delta must be scalar constants");
+  const double s = in(n, 0).constant->at(0), l = in(n, 1).constant->at(0), dl = in(n, 2).constant->at(0);
+  if (dl == 0) bad(n, "delta 0");
+  ConstData c;
+  c.is_float = in(n, 0).constant->is_float;
+  if (!std::isfinite(s) || !std::isfinite(l) || std::fabs((l - s) / dl) > double(1 << 24)) bad(n, "range too large to fold");
+  for (double v = s; dl > 0 ? v < l : v > l; v += dl) {
+    if (c.is_float) c.f.push_back(v);
+    else c.i.push_back(int64_t(v));
+  }
+  const int64_t len = int64_t(c.size());  // before the move below
+  return set_const(n, {len}, std::move(c), in(n, 0).elem_type);
+}
+
+void Folder::infer_gemm(Node& n) {
+  const Dims& a = in(n, 0).dims;
+  const Dims& b = in(n, 1).dims;
+  if (a.size() != 2 || b.size() != 2) bad(n, "Gemm needs 2-D inputs");
+  const int64_t m = n.get_int("transA", 0) ? a[1] : a[0];
+  const int64_t k = n.get_int("transB", 0) ? b[0] : b[1];
+  const int64_t inner_a = n.get_int("transA", 0) ? a[0] : a[1], inner_b = n.get_int("transB", 0) ? b[1] : b[0];
+  if (inner_a != inner_b) bad(n, "inner dimensions of A and B differ");
+  return set(n, {m, k});
+}
+
+void Folder::infer_matmul(Node& n) {
+  Dims a = in(n, 0).dims;
+  const Dims& b = in(n, 1).dims;
+  if (b.size() != 2 || a.empty()) bad(n, "MatMul runs on the DLA only with a 2-D constant right-hand side");
+  if (a.back() != b[0]) bad(n, "inner dimensions differ");
+  a.back() = b[1];
+  return set(n, a);
+}
+
+void Folder::infer_dequantize(Node& n) {
+  if (!all_const(n)) return infer_same_shape(n);  // an activation's Q/DQ pair: a scale only
+  // Q/DQ weights: fold x_q -> (x_q - zero_point) * scale, per tensor or per axis.
+  const Value& x = in(n, 0);
+  const Value& sc = in(n, 1);
+  const int64_t axis = sc.count() > 1 ? norm_axis(n, n.get_int("axis", 1), x.dims.size()) : 0;
+  const Dims xs = strides_of(x.dims);
+  ConstData c;
+  for (int64_t i = 0; i < x.count(); ++i) {
+    const size_t ch = sc.count() > 1 ? size_t(i / xs[size_t(axis)] % x.dims[size_t(axis)]) : 0;
+    const double zp = has_in(n, 2) ? in(n, 2).constant->at(ch) : 0.0;
+    c.f.push_back((x.constant->at(size_t(i)) - zp) * sc.constant->at(ch));
+  }
+  return set_const(n, x.dims, std::move(c), 1);
+}
+
+void Folder::infer_same_shape(Node& n) {
+  const std::string& op = n.op;
+  out(n).elem_type = op == "QuantizeLinear" ? 3 : 1;
+  if (op == "BatchNormalization")
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) set(n, {in(n, 0).dims.size() > 1 ? in(n, 0).dims[1] : 1}, k);
+  return set(n, in(n, 0).dims);
+}
+
+void Folder::infer_reduce(Node& n) {
+  const std::string& op = n.op;
+  const Value& x = in(n, 0);
+  Dims axes = n.get_ints("axes");
+  const bool axes_input = (op == "ReduceSum" && g_.opset >= 13) || g_.opset >= 18;
+  if (axes_input && has_in(n, 1)) axes = ints_of(n, 1);
+  if (axes.empty())
+    for (size_t k = 0; k < x.dims.size(); ++k) axes.push_back(int64_t(k));
+  for (int64_t& a : axes) a = norm_axis(n, a, x.dims.size());
+  const bool keep = n.get_int("keepdims", 1) != 0;
+  Dims d;
+  for (size_t k = 0; k < x.dims.size(); ++k) {
+    const bool red = std::count(axes.begin(), axes.end(), int64_t(k)) > 0;
+    if (!red) d.push_back(x.dims[k]);
+    else if (keep) d.push_back(1);
+  }
+  n.attrs["_axes"] = Attribute{Attribute::kInts, 0, 0, {}, axes, {}, {}};
+  if (x.constant && op == "ReduceProd") {
+    if (axes.size() != x.dims.size()) bad(n, "ReduceProd is folded over all axes only");
+    double p = 1;
+    for (size_t k = 0; k < x.constant->size(); ++k) p *= x.constant->at(k);
+    return set_const(n, d, ConstData{false, {}, {int64_t(p)}}, 7);
+  }
+  return set(n, d);
+}
+
+void Folder::infer_split(Node& n) {
+  const Value& x = in(n, 0);
+  const int64_t axis = norm_axis(n, n.get_int("axis", 0), x.dims.size());
+  Dims parts = g_.opset >= 13 && has_in(n, 1) ? ints_of(n, 1) : n.get_ints("split");
+  if (parts.empty()) {
+    const int64_t k = int64_t(n.outputs.size());
+    const int64_t total = x.dims[size_t(axis)], each = (total + k - 1) / k;
+    for (int64_t j = 0; j < k; ++j) parts.push_back(std::min(each, total - j * each));
+  }
+  if (parts.size() != n.outputs.size()) bad(n, "split sizes do not match the outputs");
+  int64_t sum = 0;
+  for (int64_t v : parts) {
+    if (v < 0) bad(n, "negative split size");
+    sum += v;
+  }
+  if (sum != x.dims[size_t(axis)]) bad(n, "split sizes do not add up to the dimension");
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Dims d = x.dims;
+    d[size_t(axis)] = parts[k];
+    set(n, d, k);
+  }
+  n.attrs["_split"] = Attribute{Attribute::kInts, 0, 0, {}, parts, {}, {}};
+  n.attrs["_axis"] = Attribute{Attribute::kInt, axis, 0, {}, {}, {}, {}};
+  return;
 }
 
 }  // namespace
