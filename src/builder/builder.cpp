@@ -10,6 +10,7 @@
 
 #include "calibrate.h"
 #include "error.h"
+#include "int8_range.h"
 #include "format_version.h"
 #include "io_formats.h"
 #include "ir.h"
@@ -104,7 +105,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
       const auto cache = read_calibration_cache(o.calib_cache);
       for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-        if (auto it = cache.find(onnx_name[t]); it != cache.end()) amax[t] = it->second * 127.f;
+        if (auto it = cache.find(onnx_name[t]); it != cache.end()) amax[t] = float(amax_from_scale(it->second));
       have_cache = true;
     }
     if (!o.calib_data.empty() && !have_cache) {
@@ -237,7 +238,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     r.layers.push_back({fp32.ops[i].name, op_kind_name(fp32.ops[i].params), to_string(plan.op_precision[i]),
                         fp32.tensors[fp32.ops[i].outputs[0]].name});
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-    if (amax[t] > 0 && fp32.tensors[t].constant < 0) r.scales[onnx_name[t]] = amax[t] / 127.f;
+    if (amax[t] > 0 && fp32.tensors[t].constant < 0) r.scales[onnx_name[t]] = float(scale_from_amax(amax[t]));
   if (!o.write_calib_cache.empty())
     write_calibration_cache(o.write_calib_cache, r.scales,
                             o.calibrator == "minmax" ? "MinMaxCalibration" : "EntropyCalibration2");

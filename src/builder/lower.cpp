@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "error.h"
+#include "int8_range.h"
 #include "model_checks.h"
 #include "op_rules.h"
 
@@ -794,7 +795,7 @@ void Lowering::lower_qdq(Node& n) {
     if (scale.size() != 1) bad(n, "activations use per-tensor scales on the DLA");
     if (n.inputs.size() > 2 && !n.inputs[2].empty() && constant(n, 2, "the zero point").at(0) != 0)
       bad(n, "the DLA quantizes symmetrically: zero points must be 0");
-    out_.qdq_amax[in] = float(scale.at(0) * 127.0);
+    out_.qdq_amax[in] = float(amax_from_scale(scale.at(0)));
     consumed_[dq] = true;
     out_.tensor_of[dq->outputs[0]] = in;
 }

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "error.h"
+#include "int8_range.h"
 #include "numerics.h"
 
 namespace softdla::builder {
@@ -127,7 +128,7 @@ class Converter {
 
   float scale_of(uint32_t t) const {
     const float a = plan_.amax[t];
-    return a > 0 ? a / 127.f : 1.f;
+    return a > 0 ? float(scale_from_amax(a)) : 1.f;
   }
   uint32_t add_tensor(const Tensor& like, DataType dtype, float scale, const std::string& suffix = "") {
     Tensor t = like;
@@ -186,7 +187,7 @@ uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k
   std::vector<double> amax(K, 0.0);
   for (size_t i = 0; i < count; ++i) amax[k_of(i)] = std::max(amax[k_of(i)], double(std::fabs(f32_at(w, i))));
   wscale.resize(K);
-  for (size_t k = 0; k < K; ++k) wscale[k] = amax[k] > 0 ? amax[k] / 127.0 : 1.0;
+  for (size_t k = 0; k < K; ++k) wscale[k] = amax[k] > 0 ? scale_from_amax(amax[k]) : 1.0;
   Constant q{DataType::kInt8, w.dims, std::vector<uint8_t>(count)};
   for (size_t i = 0; i < count; ++i) q.data[i] = uint8_t(num::quantize(float(double(f32_at(w, i)) / wscale[k_of(i)])));
   out_.constants.push_back(std::move(q));
@@ -308,7 +309,7 @@ void Converter::convert_op(size_t i) {
   double demanded = 0;
   auto clip_hi = [&](const SdpParams& p) {
     for (const SdpStep& s : p.steps)
-      if (s.kind == SdpKind::kClip && s.lo == 0.f) demanded = double(s.hi) / 127.0;
+      if (s.kind == SdpKind::kClip && s.lo == 0.f) demanded = scale_from_amax(double(s.hi));
   };
   OpParams params = op.params;
   if (P == DataType::kInt8) {
