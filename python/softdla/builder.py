@@ -28,7 +28,7 @@ def _progress_bar(stage, done, total):
 
 
 def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=None, calib_cache=None,
-          write_calib_cache=None, calibrator="entropy", input_formats="", output_formats="", layer_precisions=None,
+          write_calib_cache=None, calibrator="auto", input_formats="", output_formats="", layer_precisions=None,
           precision_constraints="none", target="orin", shapes=None, save=None, progress=True) -> bytes:
     """Builds an ONNX model (path, bytes or onnx.ModelProto) into a DLA standalone loadable and returns
     its bytes (also written to `save` if given). Arguments mirror `softdla build` / trtexec:

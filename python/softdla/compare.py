@@ -267,7 +267,7 @@ class _Builder:
         o = self.opts
         ext = {"fp16": "1" if o["fp16"] else "0", "int8": "1" if o["int8"] else "0", "fp32_reference": "0",
                "target": o.get("target", "orin"), "input_formats": o.get("input_formats", ""),
-               "output_formats": o.get("output_formats", ""), "calibrator": o.get("calibrator", "entropy"),
+               "output_formats": o.get("output_formats", ""), "calibrator": o.get("calibrator", "auto"),
                "precision_constraints": o.get("precision_constraints", "none"),
                "expose_intermediates": "1" if expose else "0"}
         if self.cache and os.path.exists(self.cache):
@@ -712,7 +712,7 @@ def _parser():
     b.add_argument("--int8", action="store_true", help="allow INT8 layers (default with --calib-data/--calib)")
     b.add_argument("--calib-data", help="directory of .npy/.npz calibration inputs")
     b.add_argument("--calib", help="TensorRT calibration cache: read if it exists, else written after calibrating")
-    b.add_argument("--calibrator", choices=["entropy", "minmax", "percentile"], default="entropy")
+    b.add_argument("--calibrator", choices=["auto", "entropy", "minmax", "percentile", "mse"], default="auto")
     b.add_argument("--inputIOFormats", default="", help="type:format[,...]")
     b.add_argument("--outputIOFormats", default="", help="type:format[,...]")
     b.add_argument("--layerPrecisions", default="", help="layer:fp16|int8[,...]")

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "calibrate.h"
+#include "engine.h"
 #include "error.h"
 #include "int8_range.h"
 #include "format_version.h"
@@ -54,96 +55,40 @@ void expose_intermediates(Lowered& low, PrecisionPlan& plan) {
   }
 }
 
-}  // namespace
-
-std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot open '", path, "'");
-  return {(std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()};
-}
-
-std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
-                            const std::map<std::string, std::vector<int64_t>>& shapes) {
-  std::vector<NodeIssue> issues;
-  Graph g = prepare_graph(onnx, shapes, &issues);
-  std::vector<NodeIssue> lowering_issues;
-  lower(g, target, &lowering_issues);
-  issues.insert(issues.end(), lowering_issues.begin(), lowering_issues.end());
-  std::vector<CheckRow> rows;
-  for (const Node& n : g.nodes) {
-    CheckRow r{n.name, n.op, true, n.removed ? "folded at build time" : ""};
-    for (const NodeIssue& i : issues)
-      if (i.node == n.name) {
-        r.supported = false;
-        r.reason = i.message;
-        const std::string prefix = "node '" + n.label() + "' (" + n.op + "): ";
-        if (r.reason.rfind(prefix, 0) == 0) r.reason = r.reason.substr(prefix.size());
-      }
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
-  if (!o.fp16 && !o.int8 && !o.fp32_reference)
-    fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
-  Graph g = prepare_graph(onnx, o.shapes, nullptr);
-  Lowered low = lower(g, o.target, nullptr);
-  Model& fp32 = low.model;
-  fp32.build_info.source_model_sha256 = sha256_hex(onnx);
-  if (o.progress) o.progress("import and lowering", 1, 1);
-
-  // ---- ranges for INT8 ----
-  std::vector<float> amax(fp32.tensors.size(), 0.f);
-  std::vector<std::string> onnx_name(fp32.tensors.size());
-  for (const auto& [name, t] : low.tensor_of) onnx_name[t] = name;
+// Ranges no calibrator should choose: constant operands take the range of their data, a clip's output
+// its bounds (exact, where a calibrator would cut off the mass at the bound).
+void complete_ranges(const Lowered& low, std::vector<float>& amax) {
+  const Model& fp32 = low.model;
+  // Constant operands (element-wise with a constant tensor) take the range of their data.
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-    if (onnx_name[t].empty()) onnx_name[t] = fp32.tensors[t].name;
-  bool have_cache = false;
-  if (o.int8) {
-    for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
-    if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
-      const auto cache = read_calibration_cache(o.calib_cache);
-      for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-        if (auto it = cache.find(onnx_name[t]); it != cache.end()) amax[t] = float(amax_from_scale(it->second));
-      have_cache = true;
-    }
-    if (!o.calib_data.empty() && !have_cache) {
-      const auto batches = load_calibration_data(o.calib_data, fp32, low.input_names);
-      const auto found = calibrate(fp32, batches, parse_calibrator(o.calibrator), o.percentile, o.progress);
-      for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-        if (found[t] > 0 && !low.qdq_amax.count(t)) amax[t] = found[t];
-    } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {
-      fail("--int8 needs scales: give calibration data (--calib-data DIR), a calibration cache (--calib FILE), "
-           "or a model with Q/DQ nodes; or add --fp16");
-    }
-    // Constant operands (element-wise with a constant tensor) take the range of their data.
-    for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-      if (const int32_t c = fp32.tensors[t].constant; c >= 0) {
-        const Constant& k = fp32.constants[size_t(c)];
-        float a = 0;
-        for (size_t i = 0; i + 4 <= k.data.size(); i += 4) {
-          float v;
-          std::memcpy(&v, &k.data[i], 4);
-          a = std::max(a, std::fabs(v));
-        }
-        amax[t] = a > 0 ? a : 1e-6f;
+    if (const int32_t c = fp32.tensors[t].constant; c >= 0) {
+      const Constant& k = fp32.constants[size_t(c)];
+      float a = 0;
+      for (size_t i = 0; i + 4 <= k.data.size(); i += 4) {
+        float v;
+        std::memcpy(&v, &k.data[i], 4);
+        a = std::max(a, std::fabs(v));
       }
-    // A clip's output range is its bounds: exact, where a calibrator would cut off the mass at the bound.
-    for (const Op& op : fp32.ops) {
-      const SdpParams* post = nullptr;
-      if (const auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
-      if (const auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
-      if (const auto* s = std::get_if<SdpParams>(&op.params)) post = s;
-      if (post && !post->steps.empty() && post->steps.back().kind == SdpKind::kClip && amax[op.outputs[0]] > 0 &&
-          !low.qdq_amax.count(op.outputs[0])) {
-        const SdpStep& c = post->steps.back();
-        amax[op.outputs[0]] = std::max(std::fabs(c.lo), std::fabs(c.hi));
-      }
+      amax[t] = a > 0 ? a : 1e-6f;
+    }
+  // A clip's output range is its bounds: exact, where a calibrator would cut off the mass at the bound.
+  for (const Op& op : fp32.ops) {
+    const SdpParams* post = nullptr;
+    if (const auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
+    if (const auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
+    if (const auto* s = std::get_if<SdpParams>(&op.params)) post = s;
+    if (post && !post->steps.empty() && post->steps.back().kind == SdpKind::kClip && amax[op.outputs[0]] > 0 &&
+        !low.qdq_amax.count(op.outputs[0])) {
+      const SdpStep& c = post->steps.back();
+      amax[op.outputs[0]] = std::max(std::fabs(c.lo), std::fabs(c.hi));
     }
   }
+}
 
-  // ---- precision per op ----
+// Each op's precision (INT8 where allowed and ranged, else FP16), shared-range groups and I/O formats.
+// `float_io`: float32 linear I/O instead of the requested formats (to run the result in the engine).
+PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const BuildOptions& o, bool float_io) {
+  const Model& fp32 = low.model;
   PrecisionPlan plan;
   plan.op_precision.resize(fp32.ops.size());
   const DataType fallback = o.fp16 ? DataType::kFloat16 : DataType::kFloat32;
@@ -209,6 +154,11 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   plan.inputs = io_list(o.input_formats, fp32.inputs.size(), {}, "input");
   plan.outputs = io_list(o.output_formats, fp32.outputs.size(), {}, "output");
   const bool ref_only = o.fp32_reference && !o.fp16 && !o.int8;
+  if (float_io) {  // for measuring candidates in the engine: float32 in and out
+    plan.inputs.assign(fp32.inputs.size(), IoFormat{DataType::kFloat32, TensorFormat::kLinear});
+    plan.outputs.assign(fp32.outputs.size(), IoFormat{DataType::kFloat32, TensorFormat::kLinear});
+    return plan;
+  }
   for (size_t i = 0; i < fp32.inputs.size(); ++i) {
     if (o.input_formats.empty()) plan.inputs[i] = default_format(first_precision(fp32.inputs[i].tensor, true));
     if (!ref_only) check_standalone_format(plan.inputs[i], true, low.input_names[i]);
@@ -221,6 +171,166 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     if (plan.outputs[i].dtype == DataType::kInt8 && amax[fp32.outputs[i].tensor] <= 0)
       fail("output '", low.output_names[i], "' is int8 but has no scale: calibrate or give a cache entry for it");
   }
+
+  return plan;
+}
+
+// Calibrated ranges fill every tensor a Q/DQ pair did not range already.
+std::vector<float> with_calibrated(const Lowered& low, std::vector<float> amax, const std::vector<float>& found) {
+  for (uint32_t t = 0; t < amax.size(); ++t)
+    if (found[t] > 0 && !low.qdq_amax.count(t)) amax[t] = found[t];
+  return amax;
+}
+
+const char* rule_name(Calibrator c) {
+  switch (c) {
+    case Calibrator::kEntropy: return "entropy";
+    case Calibrator::kMinMax: return "minmax";
+    case Calibrator::kPercentile: return "percentile";
+    case Calibrator::kMse: return "mse";
+    case Calibrator::kAuto: return "auto";
+  }
+  return "";
+}
+
+// The calibrator named in a written cache's header, as TensorRT names its calibrators where one matches.
+std::string cache_header_name(Calibrator c) {
+  if (c == Calibrator::kEntropy) return "EntropyCalibration2";
+  if (c == Calibrator::kMinMax) return "MinMaxCalibration";
+  return std::string("softdla-") + rule_name(c);
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+// Runs a model with float32 linear I/O on one batch; outputs per binding.
+std::vector<std::vector<float>> run_float(const Engine& e, const Batch& batch) {
+  const Model& m = e.model();
+  std::vector<std::vector<float>> outs(m.outputs.size());
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (const auto& v : batch) in.push_back(v.data());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    outs[i].resize(element_count(m.tensors[m.outputs[i].tensor].shape));
+    out.push_back(outs[i].data());
+  }
+  e.run(in, out);
+  return outs;
+}
+
+// --calibrator=auto (the default): every range rule comes from the same histograms; the INT8 model each
+// gives is run on (up to 16 of) the calibration batches and the rule whose outputs agree best with the
+// FP32 reference (mean cosine) is kept. Which rule suits a network depends on how much of its signal
+// lives in the tails of its activations (entropy clips them hardest, min-max not at all), and the
+// calibration data is there to measure it.
+constexpr double kRuleMargin = 0.002;  // mean output cosine
+
+Calibrator choose_rule(const Lowered& low, const std::vector<float>& base, CalibratedRanges& ranges,
+                       const std::vector<Batch>& batches, const BuildOptions& o) {
+  Model ref_model = low.model;
+  ref_model.memory_plan = {};
+  finalize_model(ref_model);
+  const Engine reference(std::move(ref_model));
+  const size_t n = std::min<size_t>(batches.size(), 16);
+  std::vector<std::vector<std::vector<float>>> expected;
+  for (size_t b = 0; b < n; ++b) expected.push_back(run_float(reference, batches[b]));
+  const Calibrator rules[] = {Calibrator::kEntropy, Calibrator::kPercentile, Calibrator::kMse, Calibrator::kMinMax};
+  Calibrator best = Calibrator::kEntropy;
+  double best_score = -INFINITY;
+  for (size_t k = 0; k < std::size(rules); ++k) {
+    std::vector<float> amax = with_calibrated(low, base, ranges.of(rules[k]));
+    complete_ranges(low, amax);
+    Model m = apply_precision(low, plan_precisions(low, amax, o, true));
+    finalize_model(m);
+    const Engine candidate(std::move(m));
+    double score = 0;
+    for (size_t b = 0; b < n; ++b) {
+      const auto got = run_float(candidate, batches[b]);
+      for (size_t i = 0; i < got.size(); ++i) score += cosine(got[i], expected[b][i]) / double(n * got.size());
+    }
+    if (o.verbose) o.verbose("calibration rule " + std::string(rule_name(rules[k])) + ": mean output cosine " + std::to_string(score));
+    if (o.progress) o.progress("choosing the calibration rule", k + 1, std::size(rules));
+    // Entropy is TensorRT's rule: another one replaces it only when clearly better, not by sampling noise.
+    if (k == 0 || score > best_score + kRuleMargin) best_score = score, best = rules[k];
+  }
+  if (o.verbose) o.verbose(std::string("calibration rule chosen: ") + rule_name(best));
+  return best;
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot open '", path, "'");
+  return {(std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()};
+}
+
+std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
+                            const std::map<std::string, std::vector<int64_t>>& shapes) {
+  std::vector<NodeIssue> issues;
+  Graph g = prepare_graph(onnx, shapes, &issues);
+  std::vector<NodeIssue> lowering_issues;
+  lower(g, target, &lowering_issues);
+  issues.insert(issues.end(), lowering_issues.begin(), lowering_issues.end());
+  std::vector<CheckRow> rows;
+  for (const Node& n : g.nodes) {
+    CheckRow r{n.name, n.op, true, n.removed ? "folded at build time" : ""};
+    for (const NodeIssue& i : issues)
+      if (i.node == n.name) {
+        r.supported = false;
+        r.reason = i.message;
+        const std::string prefix = "node '" + n.label() + "' (" + n.op + "): ";
+        if (r.reason.rfind(prefix, 0) == 0) r.reason = r.reason.substr(prefix.size());
+      }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
+  if (!o.fp16 && !o.int8 && !o.fp32_reference)
+    fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
+  Graph g = prepare_graph(onnx, o.shapes, nullptr);
+  Lowered low = lower(g, o.target, nullptr);
+  Model& fp32 = low.model;
+  fp32.build_info.source_model_sha256 = sha256_hex(onnx);
+  if (o.progress) o.progress("import and lowering", 1, 1);
+
+  // ---- ranges for INT8 ----
+  std::vector<float> amax(fp32.tensors.size(), 0.f);
+  std::vector<std::string> onnx_name(fp32.tensors.size());
+  for (const auto& [name, t] : low.tensor_of) onnx_name[t] = name;
+  for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+    if (onnx_name[t].empty()) onnx_name[t] = fp32.tensors[t].name;
+  bool have_cache = false;
+  Calibrator chosen_rule = Calibrator::kEntropy;
+  if (o.int8) {
+    for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
+    if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
+      const auto cache = read_calibration_cache(o.calib_cache);
+      for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
+        if (auto it = cache.find(onnx_name[t]); it != cache.end()) amax[t] = float(amax_from_scale(it->second));
+      have_cache = true;
+    }
+    if (!o.calib_data.empty() && !have_cache) {
+      const auto batches = load_calibration_data(o.calib_data, fp32, low.input_names);
+      const Calibrator rule = parse_calibrator(o.calibrator);
+      CalibratedRanges ranges = calibrate_all(fp32, batches, rule != Calibrator::kMinMax, o.percentile, o.progress);
+      chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : rule;
+      amax = with_calibrated(low, amax, ranges.of(chosen_rule));
+    } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {
+      fail("--int8 needs scales: give calibration data (--calib-data DIR), a calibration cache (--calib FILE), "
+           "or a model with Q/DQ nodes; or add --fp16");
+    }
+    complete_ranges(low, amax);
+  }
+
+  PrecisionPlan plan = plan_precisions(low, amax, o, false);
+  amax = plan.amax;
+  const bool ref_only = o.fp32_reference && !o.fp16 && !o.int8;
 
   if (o.expose_intermediates) expose_intermediates(low, plan);
   Model m = apply_precision(low, plan);
@@ -240,8 +350,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (amax[t] > 0 && fp32.tensors[t].constant < 0) r.scales[onnx_name[t]] = float(scale_from_amax(amax[t]));
   if (!o.write_calib_cache.empty())
-    write_calibration_cache(o.write_calib_cache, r.scales,
-                            o.calibrator == "minmax" ? "MinMaxCalibration" : "EntropyCalibration2");
+    write_calibration_cache(o.write_calib_cache, r.scales, cache_header_name(chosen_rule));
   r.loadable = write_loadable(std::move(m));
   if (o.progress) o.progress("write loadable", 1, 1);
   return r;

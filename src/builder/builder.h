@@ -23,7 +23,7 @@ struct BuildOptions {
   PrecisionConstraints constraints = PrecisionConstraints::kNone;
   std::string calib_cache;            // read scales from this TensorRT cache if it exists
   std::string calib_data;             // directory of .npy/.npz calibration inputs
-  std::string calibrator = "entropy";  // entropy | minmax | percentile
+  std::string calibrator = "auto";  // auto | entropy | minmax | percentile | mse (calibrate.h)
   double percentile = 99.99;
   std::string write_calib_cache;      // write the scales used here
   std::map<std::string, std::vector<int64_t>> shapes;   // fix dynamic input shapes (--shapes)

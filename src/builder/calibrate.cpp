@@ -23,7 +23,9 @@ Calibrator parse_calibrator(const std::string& name) {
   if (name == "entropy") return Calibrator::kEntropy;
   if (name == "minmax") return Calibrator::kMinMax;
   if (name == "percentile") return Calibrator::kPercentile;
-  fail("unknown calibrator '", name, "' (entropy, minmax or percentile)");
+  if (name == "mse") return Calibrator::kMse;
+  if (name == "auto") return Calibrator::kAuto;
+  fail("unknown calibrator '", name, "' (auto, entropy, minmax, percentile or mse)");
 }
 
 std::vector<Batch> load_calibration_data(const std::string& dir, const Model& m, const std::vector<std::string>& names) {
@@ -121,8 +123,36 @@ double entropy_threshold(const std::vector<double>& observed, double max) {
   return double(best) * width;
 }
 
-std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c, double percentile,
-                             const Progress& progress) {
+double percentile_threshold(const std::vector<double>& hist, double max, double percentile) {
+  double total = 0, acc = 0;
+  for (double h : hist) total += h;
+  size_t k = 0;
+  for (; k < hist.size(); ++k)
+    if ((acc += hist[k]) >= total * percentile / 100.0) break;
+  return (double(k) + 1) * max / double(hist.size());
+}
+
+double mse_threshold(const std::vector<double>& hist, double max) {
+  const size_t nb = hist.size();
+  const double width = max / double(nb);
+  double best_err = INFINITY;
+  size_t best = nb;
+  for (size_t i = 1; i <= nb; ++i) {
+    const double t = double(i) * width, step = t / 127.0, noise = step * step / 12.0;
+    double err = 0;
+    for (size_t k = 0; k < nb; ++k) {
+      if (hist[k] == 0) continue;
+      const double c = (double(k) + 0.5) * width;
+      // Inside the range: rounding noise (values below half a step all round to 0); beyond it: clipping.
+      err += hist[k] * (k < i ? std::min(noise, c * c) : (c - t) * (c - t));
+    }
+    if (err < best_err) best_err = err, best = i;
+  }
+  return double(best) * width;
+}
+
+CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, bool histograms, double percentile,
+                               const Progress& progress) {
   // Expose every computed tensor as an output of a copy of the model.
   Model probe = fp32;
   probe.outputs.clear();
@@ -150,7 +180,7 @@ std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batche
     for (size_t i = 0; i < pm.outputs.size(); ++i) fn(pm.outputs[i].tensor, outs[i]);
   };
   std::vector<double> amax(fp32.tensors.size(), 0.0);
-  const size_t passes = c == Calibrator::kMinMax ? 1 : 2;
+  const size_t passes = histograms ? 2 : 1;
   for (size_t i = 0; i < batches.size(); ++i) {  // pass 1: ranges
     run(batches[i]);
     for_each_tensor(batches[i], [&](uint32_t t, const std::vector<float>& v) {
@@ -159,7 +189,10 @@ std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batche
     });
     if (progress) progress("calibration pass 1/" + std::to_string(passes), i + 1, batches.size());
   }
-  if (c != Calibrator::kMinMax) {  // pass 2: histograms of |x| over [0, amax]
+  CalibratedRanges r;
+  r.minmax.assign(amax.begin(), amax.end());
+  r.entropy = r.percentile = r.mse = r.minmax;
+  if (histograms) {  // pass 2: histograms of |x| over [0, amax]
     std::vector<std::vector<double>> hist(fp32.tensors.size());
     for (size_t i = 0; i < batches.size(); ++i) {
       run(batches[i]);
@@ -185,20 +218,21 @@ std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batche
       double seen = 0;
       for (double h : hist[t]) seen += h;
       if (seen < kMinHistogramValues) continue;
-      if (c == Calibrator::kEntropy) {
-        amax[t] = std::min(amax[t], entropy_threshold(hist[t], amax[t]));
-      } else {
-        double total = 0, acc = 0;
-        for (double h : hist[t]) total += h;
-        size_t k = 0;
-        for (; k < kBins; ++k)
-          if ((acc += hist[t][k]) >= total * percentile / 100.0) break;
-        amax[t] = std::min(amax[t], (double(k) + 1) * amax[t] / double(kBins));
-      }
+      const auto cut = [&](std::vector<float>& v, double threshold) { v[t] = float(std::min(amax[t], threshold)); };
+      cut(r.entropy, entropy_threshold(hist[t], amax[t]));
+      cut(r.mse, mse_threshold(hist[t], amax[t]));
+      cut(r.percentile, percentile_threshold(hist[t], amax[t], percentile));
     }
   }
-  return {amax.begin(), amax.end()};
+  return r;
 }
+
+std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c, double percentile,
+                             const Progress& progress) {
+  CalibratedRanges r = calibrate_all(fp32, batches, c != Calibrator::kMinMax, percentile, progress);
+  return std::move(r.of(c));
+}
+
 
 std::map<std::string, float> read_calibration_cache(const std::string& path) {
   std::ifstream f(path);

@@ -10,7 +10,9 @@
 
 namespace softdla::builder {
 
-enum class Calibrator { kEntropy, kMinMax, kPercentile };
+// kAuto: every rule from the same histograms, and the build keeps the one whose INT8 model matches the
+// FP32 reference best on the calibration samples (builder.cpp).
+enum class Calibrator { kAuto, kEntropy, kMinMax, kPercentile, kMse };
 Calibrator parse_calibrator(const std::string& name);
 
 // One batch: per model input, NCHW float values of the input's full shape.
@@ -23,12 +25,30 @@ std::vector<Batch> load_calibration_data(const std::string& dir, const Model& fp
 
 using Progress = std::function<void(const std::string& stage, size_t done, size_t total)>;
 
-// |range| per tensor of the FP32 model (0 for tensors never seen, e.g. constants).
+// |range| per tensor of the FP32 model under each rule (0 for tensors never seen, e.g. constants).
+struct CalibratedRanges {
+  std::vector<float> entropy, minmax, percentile, mse;
+  std::vector<float>& of(Calibrator c) {
+    return c == Calibrator::kMinMax ? minmax : c == Calibrator::kPercentile ? percentile : c == Calibrator::kMse ? mse : entropy;
+  }
+};
+// One FP32 run per pass over the batches; `histograms` false: min-max only (one pass).
+CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, bool histograms, double percentile,
+                               const Progress& progress);
+
+// |range| per tensor of the FP32 model under one rule.
 std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c,
                              double percentile, const Progress& progress);
 
 // The range chosen from a histogram of |x| (2048 bins over [0, max]) by the entropy rule.
 double entropy_threshold(const std::vector<double>& hist, double max);
+
+// The smallest range holding `percentile` % of the histogram's values.
+double percentile_threshold(const std::vector<double>& hist, double max, double percentile);
+
+// The range that minimises the expected squared error of symmetric 8-bit quantization (rounding noise
+// inside the range, clipping beyond it), estimated from the same histogram.
+double mse_threshold(const std::vector<double>& hist, double max);
 
 // TensorRT calibration caches: first line "TRT-<version>-<Calibrator>", then "<tensor>: <hex>" where
 // <hex> is the big-endian IEEE float32 scale (= amax / 127).

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   CLI::App* inspect = app.add_subcommand("inspect", "Print a loadable's I/O descriptors, ops and build metadata");
   inspect->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
   // build: trtexec's DLA flags, so a trtexec command line works with the program name swapped.
-  std::string onnx_path, save, calib, calib_data, calibrator = "entropy", in_fmt, out_fmt, layer_prec, constraints = "none",
+  std::string onnx_path, save, calib, calib_data, calibrator = "auto", in_fmt, out_fmt, layer_prec, constraints = "none",
                                                        target = "orin", shapes, mem_pool;
   bool fp16 = false, int8 = false, standalone = false, verbose = false, fp32_ref = false, gpu_fallback = false,
        skip_inference = false, expose = false;
@@ -42,8 +42,11 @@ int main(int argc, char** argv) {
   build->add_flag("--fp32-reference", fp32_ref, "softdla: an FP32 reference loadable (not a DLA precision)");
   build->add_option("--calib", calib, "TensorRT calibration cache: read if it exists, else written after calibrating");
   build->add_option("--calib-data", calib_data, "directory of .npy/.npz calibration inputs")->check(CLI::ExistingDirectory);
-  build->add_option("--calibrator", calibrator, "entropy (TensorRT EntropyCalibrator2) | minmax | percentile")
-      ->check(CLI::IsMember({"entropy", "minmax", "percentile"}));
+  double percentile = 99.99;
+  build->add_option("--percentile", percentile, "softdla: the percentile of |x| the percentile rule keeps (default 99.99)")
+      ->check(CLI::Range(50.0, 100.0));
+  build->add_option("--calibrator", calibrator, "auto (default: the rule whose INT8 model best matches FP32 on the calibration data) | entropy (TensorRT EntropyCalibrator2) | minmax | percentile | mse")
+      ->check(CLI::IsMember({"auto", "entropy", "minmax", "percentile", "mse"}));
   build->add_option("--inputIOFormats", in_fmt, "type:format[,...], e.g. int8:dla_hwc4");
   build->add_option("--outputIOFormats", out_fmt, "type:format[,...], e.g. fp16:chw16");
   build->add_option("--layerPrecisions", layer_prec, "layer:fp16|int8[,...]");
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
                       : constraints == "prefer" ? softdla::builder::PrecisionConstraints::kPrefer
                                                 : softdla::builder::PrecisionConstraints::kNone;
       o.calibrator = calibrator;
+      o.percentile = percentile;
       o.calib_data = calib_data;
       if (!calib.empty()) {
         o.calib_cache = calib;

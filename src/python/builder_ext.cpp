@@ -40,7 +40,7 @@ NB_MODULE(_builder_ext, m) {
     o.target = target_of(get("target", "orin"));
     o.input_formats = get("input_formats"), o.output_formats = get("output_formats");
     o.calib_cache = get("calib_cache"), o.calib_data = get("calib_data"), o.write_calib_cache = get("write_calib_cache");
-    o.calibrator = get("calibrator", "entropy");
+    o.calibrator = get("calibrator", "auto");
     o.expose_intermediates = get("expose_intermediates") == "1";  // softdla.compare's probe variant
     const std::string pc = get("precision_constraints", "none");
     o.constraints = pc == "obey" ? builder::PrecisionConstraints::kObey

@@ -147,7 +147,7 @@ def deep_resnet(g, res=64):
     return g.node("Gemm", [g.node("Flatten", [g.node("GlobalAveragePool", [y])]), g.weight(100, c), g.weight(100)], transB=1)
 
 
-@pytest.mark.parametrize("calibrator", ["entropy", "minmax", "percentile"])
+@pytest.mark.parametrize("calibrator", ["auto", "entropy", "minmax", "percentile", "mse"])
 def test_calibrators_on_relu_network(calibrator, tmp_path):
     """A ResNet-18-shaped net whose BN statistics match image-like data: every ReLU output has its spike of
     exact zeros. Every calibrator, the default entropy one included, must keep INT8 close to FP32."""
