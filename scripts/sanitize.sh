@@ -8,7 +8,7 @@ cmake --build --preset asan
 ctest --preset asan
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 SOFTDLA_BUILD_DIR=build-asan \
-  .venv/bin/python -m pytest -q -p no:faulthandler tests/python
+  .venv/bin/python -m pytest -q -p no:faulthandler -m "not slow and not zoo" tests/python
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan
 ctest --preset tsan
