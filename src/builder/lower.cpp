@@ -55,9 +55,11 @@ class Lowering {
       try {
         lower_node(n);
         // Validate the new ops against the DLA rules now, so problems name this ONNX node.
-        for (size_t k = ops_before; k < out_.model.ops.size(); ++k) infer_output_shape(out_.model, out_.model.ops[k]);
+        for (size_t k = ops_before; k < out_.model.ops.size(); ++k) check_op(out_.model, out_.model.ops[k]);
       } catch (const Error& e) {
-        const std::string msg = e.what();
+        std::string msg = e.what();
+        // The DLA op the node became ("op 'x' (sdp): SDP step 0 (...)") is internal: the node names it.
+        if (msg.rfind("op '", 0) == 0 && msg.find("): ") != std::string::npos) msg = msg.substr(msg.find("): ") + 3);
         // Every error of a node's lowering names that node, also those raised by shared helpers.
         if (!issues_) {
           if (msg.rfind("node '", 0) == 0) throw;

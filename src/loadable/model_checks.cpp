@@ -374,6 +374,12 @@ Shape infer_output_shape(const Model& m, const Op& op) {
   return infer(k);
 }
 
+Shape check_op(const Model& m, const Op& op) {
+  OpChecker k{m, op, "op '" + op.name + "' (" + op_kind_name(op.params) + ")"};
+  check_op_rules(k);
+  return infer(k);
+}
+
 void check_graph(const Model& m) {
   for (size_t i = 0; i < m.constants.size(); ++i) check_constant(m, i);
   for (size_t i = 0; i < m.tensors.size(); ++i) check_tensor(m, i);

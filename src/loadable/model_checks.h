@@ -12,6 +12,8 @@ void check_memory_plan(const Model& m);
 
 // Output shape of an op from its input shapes and params (also used by the builder).
 Shape infer_output_shape(const Model& m, const Op& op);
+// The DLA rules of one op (parameter tables, limits) and its output shape; throws Error naming the op.
+Shape check_op(const Model& m, const Op& op);
 
 // Helper for checks and execution: which tensors an op reads (data inputs, then element-wise operands).
 struct TensorLifetime {
