@@ -27,22 +27,34 @@ def _progress_bar(stage, done, total):
         sys.stderr.write("\n")
 
 
+def _progress_callback(progress):
+    """progress=None (default): a bar only when stderr is a terminal, never in logs or notebooks' captured
+    output; True: always; False: never; a callable(stage, done, total): yours."""
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if progress is True:
+        return _progress_bar
+    return progress or None
+
+
 def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=None, calib_cache=None,
           write_calib_cache=None, calibrator="auto", input_formats="", output_formats="", layer_precisions=None,
-          precision_constraints="none", target="orin", shapes=None, save=None, progress=True) -> bytes:
+          precision_constraints="none", target="orin", shapes=None, save=None, progress=None,
+          expose_intermediates=False) -> bytes:
     """Builds an ONNX model (path, bytes or onnx.ModelProto) into a DLA standalone loadable and returns
     its bytes (also written to `save` if given). Arguments mirror `softdla build` / trtexec:
     input_formats="int8:dla_hwc4", layer_precisions={"conv1": "fp16"}, shapes={"x": [1, 3, 224, 224]}.
     Raises BuildError (a ValueError) naming the node and rule when the model cannot be built."""
     opts = {"fp16": "1" if fp16 else "0", "int8": "1" if int8 else "0", "fp32_reference": "1" if fp32_reference else "0",
             "target": target, "input_formats": input_formats, "output_formats": output_formats,
-            "calibrator": calibrator, "precision_constraints": precision_constraints}
+            "calibrator": calibrator, "precision_constraints": precision_constraints,
+            "expose_intermediates": "1" if expose_intermediates else "0"}
     for key, value in (("calib_data", calib_data), ("calib_cache", calib_cache), ("write_calib_cache", write_calib_cache)):
         if value:
             opts[key] = os.fspath(value)
     loadable, _layers, _scales = _build(_read(model), opts, dict(layer_precisions or {}),
                                         {k: list(v) for k, v in (shapes or {}).items()},
-                                        _progress_bar if progress is True else (progress or None))
+                                        _progress_callback(progress))
     if save:
         with open(save, "wb") as f:
             f.write(loadable)
