@@ -26,11 +26,13 @@ from sdla_testkit import zoo  # noqa: E402
 CALIB, EVAL = 16, 8
 ORT_METHODS = ("MinMax", "Percentile")
 
-# Builds that fail today, with the builder's message (tools/model_zoo.py --resolution ci).
-KNOWN_BUILD_FAILURES = {
-    ("yolov8n", "fp16"): "node '/model.22/Concat_3' (Concat): the DLA concatenates along the channel axis only",
-    ("yolov8n", "int8"): "node '/model.22/Concat_3' (Concat): the DLA concatenates along the channel axis only",
+# Builds the DLA cannot do, with the rule the builder must name: `yolov8n` keeps the decode's first step,
+# a Concat along axis 2 (the per-level predictions viewed as N x 144 x HW); the DLA concatenates channels
+# only. (`yolov8n_levels` is the same detector cut before its decode, and builds.)
+EXPECTED_REJECTIONS = {
+    "yolov8n": "node '/model.22/Concat_3' (Concat): the DLA concatenates along the channel axis only",
 }
+KNOWN_BUILD_FAILURES = {}  # (name, precision) -> message: builds that fail today and should not
 # INT8 below ONNX Runtime's INT8 by more than the allowance, cause not yet found (not the calibration rule:
 # entropy, percentile, MSE and min-max all give 0.96-0.97 at this resolution; not the DLA's shared concat
 # ranges: ONNX Runtime with its concat scales tied stays at 0.983).
@@ -57,6 +59,8 @@ def result(name, tmp_path_factory):
 def params(precision):
     out = []
     for name in zoo.ZOO:
+        if name in EXPECTED_REJECTIONS:
+            continue
         marks = [pytest.mark.slow] if name in SLOW else []
         msg = KNOWN_BUILD_FAILURES.get((name, precision))
         if msg:
@@ -89,6 +93,13 @@ def test_int8_cosine_against_onnxruntime_int8(name, tmp_path_factory):
     assert r["int8_cosine"] >= need, (
         f"{name}: softdla INT8 cosine {r['int8_cosine']:.4f} (min {r['int8_cosine_min']:.4f}) < {need:.4f}; "
         f"ONNX Runtime INT8 {ort_cos:.4f} ({r['ort_int8_method']})")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_REJECTIONS))
+def test_dla_impossible_models_are_rejected_by_rule(name, tmp_path_factory):
+    r = result(name, tmp_path_factory)
+    for key in ("fp16_error", "int8_error"):
+        assert EXPECTED_REJECTIONS[name] in r.get(key, ""), (key, r.get(key))
 
 
 def test_fp16_storage_floor_model_rounds_every_tensor():
