@@ -537,6 +537,15 @@ def _bottleneck(z, x, cin, width, stride):
     return z.node("Relu", [z.node("Add", [y, x])])
 
 
+def _gap_fc_head(z, x, c):
+    """torchvision's classifier head: adaptive average pool to 1x1, flatten, Linear to 1000 classes."""
+    with z.scope("avgpool"):
+        x = z.gap(x)
+    x = z.flatten(x)
+    with z.scope("fc"):
+        return z.linear(x, c, 1000, final=True)
+
+
 def _resnet(z, resolution, batch, bottleneck, layers):
     x = _input(z, batch, resolution)
     with z.scope("conv1"):
@@ -554,12 +563,7 @@ def _resnet(z, resolution, batch, bottleneck, layers):
                 else:
                     x = _basic_block(z, x, c, width, stride)
                     c = width
-    with z.scope("avgpool"):
-        x = z.gap(x)
-    x = z.flatten(x)
-    with z.scope("fc"):
-        x = z.linear(x, c, 1000, final=True)
-    return x
+    return _gap_fc_head(z, x, c)
 
 
 @_zoo
@@ -622,12 +626,7 @@ def googlenet(z, resolution, batch):
                 x = z.maxpool(x, 3 if name == "maxpool3" else 2, 2, 0, ceil=True)
             else:
                 x, c = inception(x, c, *p)
-    with z.scope("avgpool"):
-        x = z.gap(x)
-    x = z.flatten(x)
-    with z.scope("fc"):
-        x = z.linear(x, c, 1000, final=True)
-    return x
+    return _gap_fc_head(z, x, c)
 
 
 @_zoo
@@ -656,12 +655,7 @@ def regnet_y_400mf(z, resolution, batch):
                     y = z.cbn(y, w, w, 1, 1, 0, act=None, gamma=z.res_gamma(w))
                 x = z.node("Relu", [z.node("Add", [skip, y])])
             c = w
-    with z.scope("avgpool"):
-        x = z.gap(x)
-    x = z.flatten(x)
-    with z.scope("fc"):
-        x = z.linear(x, c, 1000, final=True)
-    return x
+    return _gap_fc_head(z, x, c)
 
 
 @_zoo
