@@ -206,37 +206,18 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
 }
 
-// Runs a model with float32 linear I/O on one batch; outputs per binding.
-std::vector<std::vector<float>> run_float(const Engine& e, const Batch& batch) {
-  const Model& m = e.model();
-  std::vector<std::vector<float>> outs(m.outputs.size());
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (const auto& v : batch) in.push_back(v.data());
-  for (size_t i = 0; i < outs.size(); ++i) {
-    outs[i].resize(element_count(m.tensors[m.outputs[i].tensor].shape));
-    out.push_back(outs[i].data());
-  }
-  e.run(in, out);
-  return outs;
-}
-
 // --calibrator=auto (the default): every range rule comes from the same histograms; the INT8 model each
 // gives is run on (up to 16 of) the calibration batches and the rule whose outputs agree best with the
 // FP32 reference (mean cosine) is kept. Which rule suits a network depends on how much of its signal
 // lives in the tails of its activations (entropy clips them hardest, min-max not at all), and the
 // calibration data is there to measure it.
 constexpr double kRuleMargin = 0.002;  // mean output cosine
+constexpr size_t kRuleBatches = 16;     // calibration batches each candidate runs
 
 Calibrator choose_rule(const Lowered& low, const std::vector<float>& base, CalibratedRanges& ranges,
                        const std::vector<Batch>& batches, const BuildOptions& o) {
-  Model ref_model = low.model;
-  ref_model.memory_plan = {};
-  finalize_model(ref_model);
-  const Engine reference(std::move(ref_model));
-  const size_t n = std::min<size_t>(batches.size(), 16);
-  std::vector<std::vector<std::vector<float>>> expected;
-  for (size_t b = 0; b < n; ++b) expected.push_back(run_float(reference, batches[b]));
+  const auto& expected = ranges.reference_outputs;  // FP32 outputs, from calibration's first pass
+  const size_t n = expected.size();
   const Calibrator rules[] = {Calibrator::kEntropy, Calibrator::kPercentile, Calibrator::kMse, Calibrator::kMinMax};
   Calibrator best = Calibrator::kEntropy;
   double best_score = -INFINITY;
@@ -247,8 +228,9 @@ Calibrator choose_rule(const Lowered& low, const std::vector<float>& base, Calib
     finalize_model(m);
     const Engine candidate(std::move(m));
     double score = 0;
+    std::vector<std::vector<float>> got;
     for (size_t b = 0; b < n; ++b) {
-      const auto got = run_float(candidate, batches[b]);
+      run_float(candidate, batches[b], got);
       for (size_t i = 0; i < got.size(); ++i) score += cosine(got[i], expected[b][i]) / double(n * got.size());
     }
     if (o.verbose) o.verbose("calibration rule " + std::string(rule_name(rules[k])) + ": mean output cosine " + std::to_string(score));
@@ -318,7 +300,8 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     if (!o.calib_data.empty() && !have_cache) {
       const auto batches = load_calibration_data(o.calib_data, fp32, low.input_names);
       const Calibrator rule = parse_calibrator(o.calibrator);
-      CalibratedRanges ranges = calibrate_all(fp32, batches, rule != Calibrator::kMinMax, o.percentile, o.progress);
+      CalibratedRanges ranges =
+          calibrate_all(fp32, batches, rule, o.percentile, rule == Calibrator::kAuto ? kRuleBatches : 0, o.progress);
       chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : rule;
       amax = with_calibrated(low, amax, ranges.of(chosen_rule));
     } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {

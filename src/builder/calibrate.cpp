@@ -151,8 +151,33 @@ double mse_threshold(const std::vector<double>& hist, double max) {
   return double(best) * width;
 }
 
-CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, bool histograms, double percentile,
-                               const Progress& progress) {
+namespace {
+// The model's own outputs among the probe's (which binds every op output), in the model's output order.
+std::vector<std::vector<float>> graph_outputs(const Model& fp32, const Model& probe,
+                                              const std::vector<std::vector<float>>& probe_outputs) {
+  std::vector<std::vector<float>> r;
+  for (const IoBinding& io : fp32.outputs)
+    for (size_t i = 0; i < probe.outputs.size(); ++i)
+      if (probe.outputs[i].tensor == io.tensor) r.push_back(probe_outputs[i]);
+  return r;
+}
+}  // namespace
+
+void run_float(const Engine& e, const Batch& batch, std::vector<std::vector<float>>& outputs) {
+  const Model& m = e.model();
+  outputs.resize(m.outputs.size());
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (const auto& v : batch) in.push_back(v.data());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outputs[i].resize(element_count(m.tensors[m.outputs[i].tensor].shape));
+    out.push_back(outputs[i].data());
+  }
+  e.run(in, out);
+}
+
+CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, Calibrator rule, double percentile,
+                               size_t reference_batches, const Progress& progress) {
   // Expose every computed tensor as an output of a copy of the model.
   Model probe = fp32;
   probe.outputs.clear();
@@ -166,30 +191,25 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
   finalize_model(probe);
   const Engine engine(std::move(probe));
   const Model& pm = engine.model();
-  std::vector<std::vector<float>> outs(pm.outputs.size());
-  for (size_t i = 0; i < outs.size(); ++i) outs[i].resize(element_count(pm.tensors[pm.outputs[i].tensor].shape));
-  auto run = [&](const Batch& b) {
-    std::vector<const void*> ip;
-    std::vector<void*> op;
-    for (const auto& v : b) ip.push_back(v.data());
-    for (auto& v : outs) op.push_back(v.data());
-    engine.run(ip, op);
-  };
+  std::vector<std::vector<float>> outs;
+  auto run = [&](const Batch& b) { run_float(engine, b, outs); };
   auto for_each_tensor = [&](const Batch& b, const auto& fn) {
     for (size_t i = 0; i < pm.inputs.size(); ++i) fn(pm.inputs[i].tensor, b[i]);
     for (size_t i = 0; i < pm.outputs.size(); ++i) fn(pm.outputs[i].tensor, outs[i]);
   };
   std::vector<double> amax(fp32.tensors.size(), 0.0);
+  const bool histograms = rule != Calibrator::kMinMax;
   const size_t passes = histograms ? 2 : 1;
+  CalibratedRanges r;
   for (size_t i = 0; i < batches.size(); ++i) {  // pass 1: ranges
     run(batches[i]);
     for_each_tensor(batches[i], [&](uint32_t t, const std::vector<float>& v) {
       for (float x : v)
         if (std::isfinite(x)) amax[t] = std::max(amax[t], double(std::fabs(x)));
     });
+    if (i < reference_batches) r.reference_outputs.push_back(graph_outputs(fp32, pm, outs));
     if (progress) progress("calibration pass 1/" + std::to_string(passes), i + 1, batches.size());
   }
-  CalibratedRanges r;
   r.minmax.assign(amax.begin(), amax.end());
   r.entropy = r.percentile = r.mse = r.minmax;
   if (histograms) {  // pass 2: histograms of |x| over [0, amax]
@@ -218,10 +238,12 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
       double seen = 0;
       for (double h : hist[t]) seen += h;
       if (seen < kMinHistogramValues) continue;
-      const auto cut = [&](std::vector<float>& v, double threshold) { v[t] = float(std::min(amax[t], threshold)); };
-      cut(r.entropy, entropy_threshold(hist[t], amax[t]));
-      cut(r.mse, mse_threshold(hist[t], amax[t]));
-      cut(r.percentile, percentile_threshold(hist[t], amax[t], percentile));
+      const auto cut = [&](Calibrator c, std::vector<float>& v, auto threshold) {
+        if (rule == c || rule == Calibrator::kAuto) v[t] = float(std::min(amax[t], threshold()));
+      };
+      cut(Calibrator::kEntropy, r.entropy, [&] { return entropy_threshold(hist[t], amax[t]); });
+      cut(Calibrator::kMse, r.mse, [&] { return mse_threshold(hist[t], amax[t]); });
+      cut(Calibrator::kPercentile, r.percentile, [&] { return percentile_threshold(hist[t], amax[t], percentile); });
     }
   }
   return r;
@@ -229,7 +251,7 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
 
 std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c, double percentile,
                              const Progress& progress) {
-  CalibratedRanges r = calibrate_all(fp32, batches, c != Calibrator::kMinMax, percentile, progress);
+  CalibratedRanges r = calibrate_all(fp32, batches, c, percentile, 0, progress);
   return std::move(r.of(c));
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine.h"
 #include "model.h"
 
 namespace softdla::builder {
@@ -28,13 +29,19 @@ using Progress = std::function<void(const std::string& stage, size_t done, size_
 // |range| per tensor of the FP32 model under each rule (0 for tensors never seen, e.g. constants).
 struct CalibratedRanges {
   std::vector<float> entropy, minmax, percentile, mse;
+  // The FP32 model's outputs on the first `reference_batches` batches (pass 1 computes them anyway).
+  std::vector<std::vector<std::vector<float>>> reference_outputs;
   std::vector<float>& of(Calibrator c) {
     return c == Calibrator::kMinMax ? minmax : c == Calibrator::kPercentile ? percentile : c == Calibrator::kMse ? mse : entropy;
   }
 };
-// One FP32 run per pass over the batches; `histograms` false: min-max only (one pass).
-CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, bool histograms, double percentile,
-                               const Progress& progress);
+// One FP32 run per pass over the batches. Computes the ranges of `rule` (min-max only: one pass), or of
+// every rule for kAuto; the others are left at min-max.
+CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, Calibrator rule, double percentile,
+                               size_t reference_batches, const Progress& progress);
+
+// Runs a model whose I/O is float32 linear on one batch; `outputs` per output binding (resized here).
+void run_float(const Engine& e, const Batch& batch, std::vector<std::vector<float>>& outputs);
 
 // |range| per tensor of the FP32 model under one rule.
 std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c,

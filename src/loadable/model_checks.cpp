@@ -369,11 +369,6 @@ std::vector<bool> intermediate_mask(const Model& m) {
   return inter;
 }
 
-Shape infer_output_shape(const Model& m, const Op& op) {
-  OpChecker k{m, op, "op '" + op.name + "' (" + op_kind_name(op.params) + ")"};
-  return infer(k);
-}
-
 Shape check_op(const Model& m, const Op& op) {
   OpChecker k{m, op, "op '" + op.name + "' (" + op_kind_name(op.params) + ")"};
   check_op_rules(k);

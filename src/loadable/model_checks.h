@@ -10,8 +10,6 @@ void check_model(const Model& m);  // check_graph + check_memory_plan
 void check_graph(const Model& m);
 void check_memory_plan(const Model& m);
 
-// Output shape of an op from its input shapes and params (also used by the builder).
-Shape infer_output_shape(const Model& m, const Op& op);
 // The DLA rules of one op (parameter tables, limits) and its output shape; throws Error naming the op.
 Shape check_op(const Model& m, const Op& op);
 
