@@ -18,6 +18,7 @@
 #include "loadable.h"
 #include "lower.h"
 #include "precision.h"
+#include "sdp_stage.h"
 #include "sha256.h"
 
 namespace softdla::builder {
@@ -73,10 +74,7 @@ void complete_ranges(const Lowered& low, std::vector<float>& amax) {
     }
   // A clip's output range is its bounds: exact, where a calibrator would cut off the mass at the bound.
   for (const Op& op : fp32.ops) {
-    const SdpParams* post = nullptr;
-    if (const auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
-    if (const auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
-    if (const auto* s = std::get_if<SdpParams>(&op.params)) post = s;
+    const SdpParams* post = sdp_stage(op.params);
     if (post && !post->steps.empty() && post->steps.back().kind == SdpKind::kClip && amax[op.outputs[0]] > 0 &&
         !low.qdq_amax.count(op.outputs[0])) {
       const SdpStep& c = post->steps.back();

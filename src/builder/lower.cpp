@@ -10,6 +10,7 @@
 #include "int8_range.h"
 #include "model_checks.h"
 #include "op_rules.h"
+#include "sdp_stage.h"
 
 namespace softdla::builder {
 
@@ -125,10 +126,7 @@ class Lowering {
       for (Op& op : m.ops) {
         for (uint32_t& t : op.inputs) fn(t);
         for (uint32_t& t : op.outputs) fn(t);
-        SdpParams* post = std::get_if<SdpParams>(&op.params);
-        if (auto* c = std::get_if<ConvParams>(&op.params)) post = &c->post;
-        if (auto* d = std::get_if<DeconvParams>(&op.params)) post = &d->post;
-        if (post)
+        if (SdpParams* post = sdp_stage(op.params))
           for (SdpStep& st : post->steps)
             if (st.tensor >= 0) {
               uint32_t t = uint32_t(st.tensor);
