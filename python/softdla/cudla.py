@@ -5,6 +5,12 @@ Jetson). Names, signatures, classes, dtypes, enums and errors follow NVIDIA's mo
 defects fixed: fence arrays round-trip as lists, Task keeps the event wrappers assigned to it, standalone
 mode is allowed, CudlaError accepts any status code. The 13.5 conveniences are accepted too (wrapper
 objects wherever an address is taken, ``None`` as p_module, the new enum member names).
+
+Memory safety (docs/PYTHON.md): an object that aliases Python memory keeps it alive *and* holds a
+buffer export on it, so a ``bytearray`` cannot be resized (BufferError) and a NumPy array cannot be
+resized in place while the wrapper lives; views a wrapper hands out (``stride``, pointer arrays, fence
+lists) keep their memory alive after the field is reassigned; ``submit_task`` checks ``num_tasks``
+against the tasks the object holds. Raw int addresses remain the caller's responsibility, as in C.
 """
 import ctypes as _ctypes
 import enum as _enum
@@ -165,6 +171,16 @@ def _address_of(buffer):
     return _np.frombuffer(buffer, _np.uint8).ctypes.data if len(buffer) else 0
 
 
+def _pin(obj):
+    """What a wrapper keeps to alias obj's memory: a memoryview export of it where it has the buffer
+    protocol (which keeps it alive and stops a bytearray, mmap or NumPy array from being resized or
+    closed underneath), else obj itself."""
+    try:
+        return memoryview(obj)
+    except TypeError:
+        return obj
+
+
 def _index(value):
     """An integer argument: ints and IntEnums; anything else is a TypeError, as in NVIDIA's bindings."""
     return _operator.index(value)
@@ -211,7 +227,8 @@ class _Struct(_ext.StructBase):
         if view.nbytes != cls._dtype.itemsize:
             raise ValueError(f"buffer holds {view.nbytes} bytes; {cls.__name__} needs {cls._dtype.itemsize}")
         obj = cls._new()
-        obj._borrow(_address_of(view.cast("B")), cls._dtype.itemsize, buffer, view.readonly)
+        # Owner: the export itself, so the buffer stays alive and cannot be resized while obj lives.
+        obj._borrow(_address_of(view.cast("B")), cls._dtype.itemsize, view, view.readonly)
         return obj
 
     @classmethod
@@ -222,19 +239,20 @@ class _Struct(_ext.StructBase):
         if data.size != 1 or data.dtype != cls._dtype:
             raise ValueError(f"data must be a single element of dtype {cls._dtype}")
         obj = cls._new()
-        obj._borrow(data.ctypes.data, cls._dtype.itemsize, data, not data.flags.writeable)
+        obj._borrow(data.ctypes.data, cls._dtype.itemsize, _pin(data), not data.flags.writeable)
         return obj
 
     @classmethod
     def from_ptr(cls, ptr, readonly=False, owner=None):
-        """Copies the struct at ptr (owner=None), or wraps it and keeps owner alive."""
+        """Copies the struct at ptr (owner=None), or wraps it and keeps owner alive (and, when owner
+        has the buffer protocol, unresizable)."""
         if ptr == 0:
             raise ValueError("ptr must not be null (0)")
         obj = cls._new()
         if owner is None:
             obj._copy_from(int(ptr), cls._dtype.itemsize, bool(readonly))
         else:
-            obj._borrow(int(ptr), cls._dtype.itemsize, owner, bool(readonly))
+            obj._borrow(int(ptr), cls._dtype.itemsize, _pin(owner), bool(readonly))
         return obj
 
     # -- protocol
@@ -279,10 +297,25 @@ def _field(name, doc=""):
     return property(get, set_, doc=doc)
 
 
-def _int64_array(address, count):
+def _kept_array(obj, key, address, count, what):
+    """The array obj keeps under key when the struct's pointer is that array's (a view that keeps it
+    alive after the field is reassigned), or None when the pointer is foreign memory."""
+    array = obj._keep.get(key)
+    if array is None or not address or array.ctypes.data != address:
+        return None
+    if count > len(array):
+        raise ValueError(f"{type(obj).__name__} says {count} {what} but holds {len(array)}")
+    return array[:count]
+
+
+def _int64_array(obj, key, address, count, what):
+    """A field's int64 array: a live view of the array obj keeps, or a copy of foreign memory."""
     if not address or not count:
         return _np.zeros(0, _np.int64)
-    return _np.frombuffer((_ctypes.c_int64 * count).from_address(address), _np.int64)
+    array = _kept_array(obj, key, address, count, what)
+    if array is not None:
+        return array
+    return _np.frombuffer((_ctypes.c_int64 * count).from_address(address), _np.int64).copy()
 
 
 class ExternalMemoryHandleDesc(_Struct):
@@ -366,7 +399,9 @@ def _fence_list_property(ptr_field, count_field):
         ptr, count = int(self._record()[ptr_field]), int(self._record()[count_field])
         if not ptr or not count:
             return []
-        return [Fence.from_ptr(ptr + k * fence_dtype.itemsize, owner=self) for k in range(count)]
+        array = _kept_array(self, ptr_field, ptr, count, "fences")
+        # Views of the array this object keeps (they keep it alive); copies of foreign memory.
+        return [Fence.from_ptr(ptr + k * fence_dtype.itemsize, owner=array) for k in range(count)]
 
     def set_(self, fences):
         fences = [fences] if isinstance(fences, Fence) else list(fences)
@@ -396,7 +431,7 @@ class SignalEvents(_Struct):
     @property
     def dev_ptrs(self):
         rec = self._record()
-        return _int64_array(int(rec["dev_ptrs"]), int(rec["num_events"]))
+        return _int64_array(self, "dev_ptrs", int(rec["dev_ptrs"]), int(rec["num_events"]), "events")
 
     @dev_ptrs.setter
     def dev_ptrs(self, values):
@@ -411,7 +446,7 @@ class SignalEvents(_Struct):
 def _pointer_list_property(ptr_field, count_field):
     def get(self):
         rec = self._record()
-        return _int64_array(int(rec[ptr_field]), int(rec[count_field]))
+        return _int64_array(self, ptr_field, int(rec[ptr_field]), int(rec[count_field]), "tensors")
 
     def set_(self, values):
         self._writable()
@@ -431,8 +466,9 @@ def _event_property(field):
 
     def set_(self, value):
         self._writable()
-        self._keep[field] = value  # retain the wrapper so its memory outlives the task
-        self._record()[field] = _as_address(value)
+        address = _as_address(value)
+        self._keep[field] = _pin(value)  # the wrapper (exported: its memory outlives the task)
+        self._record()[field] = address
 
     return property(get, set_, doc="address of the events struct (int, or a wrapper object which is retained)")
 
@@ -524,11 +560,70 @@ def module_unload(h_module: int, flags: int) -> None:
     check_status(_ext.module_unload(_as_address(h_module), _index(flags)))
 
 
+def _keepalive(obj, out, seen=None):
+    """References to obj's memory and to everything it points to through fields it keeps (pointer
+    arrays, fence arrays, event wrappers), with buffer exports on the structs: held during a call that
+    releases the GIL, so another thread reassigning a field cannot free memory the call reads."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return out
+    seen.add(id(obj))
+    if isinstance(obj, _Struct):
+        out.append(memoryview(obj))
+        for value in obj._keep.values():
+            _keepalive(value.obj if isinstance(value, memoryview) else value, out, seen)
+    elif obj is not None:
+        out.append(obj)
+    return out
+
+
+def _check_task(task):
+    """The counts of a Task that points to arrays it keeps must not exceed those arrays."""
+    rec = task._record()
+    for field, count_field in (("input_tensor", "num_input_tensors"), ("output_tensor", "num_output_tensors")):
+        _kept_array(task, field, int(rec[field]), int(rec[count_field]), count_field[4:].replace("_", " "))
+
+
+def _tasks_argument(ptr_to_tasks, num_tasks):
+    """(address, objects to keep alive) for submit_task, with num_tasks checked against the tasks the
+    object holds: a Task holds 1, a task_dtype array or a sequence of Task its length. An int address
+    is the caller's to get right, as in C."""
+    if isinstance(ptr_to_tasks, Task):
+        held, tasks, address = 1, [ptr_to_tasks], ptr_to_tasks.ptr
+    elif isinstance(ptr_to_tasks, _Struct):
+        raise TypeError(f"ptr_to_tasks must be a Task, a sequence of Task, a task_dtype array or an int address, "
+                        f"not {type(ptr_to_tasks).__name__}")
+    elif isinstance(ptr_to_tasks, _np.ndarray):
+        if ptr_to_tasks.dtype != task_dtype or not ptr_to_tasks.flags.c_contiguous:
+            raise ValueError(f"a task array must be C-contiguous with dtype task_dtype, not {ptr_to_tasks.dtype}")
+        held, tasks, address = ptr_to_tasks.size, [ptr_to_tasks], ptr_to_tasks.ctypes.data if ptr_to_tasks.size else 0
+    elif isinstance(ptr_to_tasks, (list, tuple)):
+        if not all(isinstance(t, Task) for t in ptr_to_tasks):
+            raise TypeError("a sequence passed as ptr_to_tasks must hold Task objects only")
+        array = _np.zeros(len(ptr_to_tasks), task_dtype)
+        for k, t in enumerate(ptr_to_tasks):
+            array[k:k + 1].view(_np.uint8)[:] = _np.frombuffer(bytes(memoryview(t)), _np.uint8)
+        held, tasks, address = len(ptr_to_tasks), [array, *ptr_to_tasks], array.ctypes.data if len(array) else 0
+    else:
+        return _as_address(ptr_to_tasks), []
+    if num_tasks > held:
+        raise ValueError(f"num_tasks is {num_tasks} but ptr_to_tasks holds {held} task(s)")
+    keep = []
+    for t in tasks:
+        if isinstance(t, Task):
+            _check_task(t)
+        _keepalive(t, keep)
+    return address, keep
+
+
 def submit_task(dev_handle: int, ptr_to_tasks, num_tasks: int, stream, flags: int) -> None:
-    """cudlaSubmitTask. ptr_to_tasks: the address of a cudlaTask array (Task().ptr, or
-    ndarray(dtype=task_dtype).ctypes.data), or a Task. stream: a cudaStream_t as int (0: none)."""
-    check_status(_ext.submit_task(_as_address(dev_handle), _as_address(ptr_to_tasks), _index(num_tasks),
-                                  _as_address(stream), _index(flags)))
+    """cudlaSubmitTask. ptr_to_tasks: a Task, a sequence of Task, a task_dtype ndarray, or the
+    address of a cudlaTask array (int). num_tasks may not exceed the tasks the object holds (a Task:
+    1), else ValueError. stream: a cudaStream_t as int (0: none)."""
+    num_tasks = _index(num_tasks)
+    address, keep = _tasks_argument(ptr_to_tasks, num_tasks)
+    check_status(_ext.submit_task(_as_address(dev_handle), address, num_tasks, _as_address(stream), _index(flags)))
+    del keep
 
 
 def device_get_attribute(dev_handle: int, attrib: int) -> DevAttribute:
@@ -550,11 +645,13 @@ def set_task_timeout_in_ms(dev_handle: int, timeout: int) -> None:
 
 def import_external_memory(dev_handle: int, desc, flags: int) -> int:
     """cudlaImportExternalMemory (standalone mode, NvSci)."""
+    keep = _keepalive(desc, [])  # noqa: F841 (held until the GIL-free call returns)
     return _checked(_ext.import_external_memory(_as_address(dev_handle), _as_address(desc), _index(flags)))
 
 
 def import_external_semaphore(dev_handle: int, desc, flags: int) -> int:
     """cudlaImportExternalSemaphore (standalone mode, NvSci)."""
+    keep = _keepalive(desc, [])  # noqa: F841 (held until the GIL-free call returns)
     return _checked(_ext.import_external_semaphore(_as_address(dev_handle), _as_address(desc), _index(flags)))
 
 

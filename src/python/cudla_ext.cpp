@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cudla.h"
 #include "softdla/cudla_ext.h"
@@ -76,12 +77,29 @@ Fn symbol(const char* name) {
   }()
 
 // ---------------------------------------------------------------- struct memory
+// Views of an object's memory (memoryview, NumPy arrays, whose base is the object itself once NumPy has
+// released the export) stay valid as long as the object: replacing the memory (obj[0] = array) copies
+// in place when the object owns memory of that size, and otherwise retires the old memory and its
+// owner until the object dies. (At most one retirement per borrowed object in practice: after it the
+// object owns memory of its size and later replacements are in place.)
+struct Storage {
+  std::unique_ptr<uint8_t[]> owned;
+  nb::object owner;  // keeps borrowed memory alive (and, for a memoryview, unresizable)
+};
+
 struct StructBase {
   uint8_t* data = nullptr;
   size_t size = 0;
-  std::unique_ptr<uint8_t[]> owned;
-  nb::object owner;  // keeps borrowed memory alive
+  Storage storage;
+  std::vector<Storage> retired;  // replaced memory that views may still point into
   bool readonly = false;
+
+  void replace(Storage next, uint8_t* p, size_t n, bool ro) {
+    Storage old = std::move(storage);
+    storage = std::move(next);
+    data = p, size = n, readonly = ro;
+    if (old.owned || old.owner.is_valid()) retired.push_back(std::move(old));
+  }
 };
 
 int struct_getbuffer(PyObject* self, Py_buffer* view, int flags) {
@@ -105,22 +123,36 @@ NB_MODULE(_cudla_ext, m) {
   nb::class_<StructBase>(m, "StructBase", nb::type_slots(struct_slots))
       .def(nb::init<>())
       .def("_allocate", [](StructBase& s, size_t n) {
-        s.owned.reset(new uint8_t[n]());
-        s.data = s.owned.get(), s.size = n, s.owner = nb::none(), s.readonly = false;
+        Storage next;
+        next.owned.reset(new uint8_t[n]());
+        uint8_t* p = next.owned.get();
+        s.replace(std::move(next), p, n, false);
       }, "Zero-filled memory owned by this object.")
       .def("_borrow", [](StructBase& s, uintptr_t ptr, size_t n, nb::object owner, bool readonly) {
-        s.owned.reset();
-        s.data = reinterpret_cast<uint8_t*>(ptr), s.size = n, s.owner = owner, s.readonly = readonly;
+        if (!ptr) throw nb::value_error("cannot borrow a null pointer");
+        Storage next;
+        next.owner = std::move(owner);
+        s.replace(std::move(next), reinterpret_cast<uint8_t*>(ptr), n, readonly);
       }, "Wrap memory kept alive by `owner`.")
       .def("_copy_from", [](StructBase& s, uintptr_t ptr, size_t n, bool readonly) {
-        s.owned.reset(new uint8_t[n]);
-        std::memcpy(s.owned.get(), reinterpret_cast<const void*>(ptr), n);
-        s.data = s.owned.get(), s.size = n, s.owner = nb::none(), s.readonly = readonly;
+        if (!ptr && n) throw nb::value_error("cannot copy from a null pointer");
+        if (s.storage.owned && s.size == n) {  // in place: views of this object stay valid and live
+          std::memmove(s.data, reinterpret_cast<const void*>(ptr), n);
+          s.readonly = readonly;
+          return;
+        }
+        Storage next;
+        next.owned.reset(new uint8_t[n]);
+        std::memcpy(next.owned.get(), reinterpret_cast<const void*>(ptr), n);
+        uint8_t* p = next.owned.get();
+        s.replace(std::move(next), p, n, readonly);
       }, "Own a copy of `n` bytes at `ptr`.")
       .def_prop_ro("ptr", [](const StructBase& s) { return reinterpret_cast<uintptr_t>(s.data); },
                    "Address of the struct (int).")
       .def_prop_ro("_readonly", [](const StructBase& s) { return s.readonly; })
-      .def_prop_ro("_size", [](const StructBase& s) { return s.size; });
+      .def_prop_ro("_size", [](const StructBase& s) { return s.size; })
+      .def_prop_ro("_retired", [](const StructBase& s) { return s.retired.size(); },
+                   "Replaced memory blocks kept for views that may point into them.");
 
   m.def("library_path", [] {
     Library& lib = library();
