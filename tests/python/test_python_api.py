@@ -52,7 +52,7 @@ def test_fp16_build_matches_onnxruntime():
 def test_run_argument_errors(digits_int8):
     with softdla.Device() as dev:
         m = dev.load(digits_int8)
-        with pytest.raises(KeyError, match="pixels"):
+        with pytest.raises(ValueError, match="pixels"):
             m.run({"wrong": np.zeros((1, 1, 8, 8))})
         with pytest.raises(ValueError, match="needs shape"):
             m.run([np.zeros((2, 1, 8, 8))])
