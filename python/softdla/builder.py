@@ -43,7 +43,8 @@ def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=Non
           expose_intermediates=False) -> bytes:
     """Builds an ONNX model (path, bytes or onnx.ModelProto) into a DLA standalone loadable and returns
     its bytes (also written to `save` if given). Arguments mirror `softdla build` / trtexec:
-    input_formats="int8:dla_hwc4", layer_precisions={"conv1": "fp16"}, shapes={"x": [1, 3, 224, 224]}.
+    input_formats="int8:dla_hwc4", layer_precisions={"conv1": "fp16"}, shapes={"x": [1, 3, 224, 224]},
+    precision_constraints="none" | "prefer" | "obey" (anything else raises BuildError).
     Raises BuildError (a ValueError) naming the node and rule when the model cannot be built."""
     opts = {"fp16": "1" if fp16 else "0", "int8": "1" if int8 else "0", "fp32_reference": "1" if fp32_reference else "0",
             "target": target, "input_formats": input_formats, "output_formats": output_formats,

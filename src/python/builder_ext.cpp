@@ -43,6 +43,8 @@ NB_MODULE(_builder_ext, m) {
     o.calibrator = get("calibrator", "auto");
     o.expose_intermediates = get("expose_intermediates") == "1";  // softdla.compare's probe variant
     const std::string pc = get("precision_constraints", "none");
+    if (pc != "none" && pc != "prefer" && pc != "obey")
+      fail("precision_constraints must be 'none', 'prefer' or 'obey', not '", pc, "'");
     o.constraints = pc == "obey" ? builder::PrecisionConstraints::kObey
                     : pc == "prefer" ? builder::PrecisionConstraints::kPrefer : builder::PrecisionConstraints::kNone;
     o.layer_precisions = layer_precisions;
