@@ -3,6 +3,7 @@
 #include "numerics.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SOFTDLA_X86 1
 #endif
@@ -12,7 +13,11 @@ namespace {
 
 #ifdef SOFTDLA_X86
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // CPUID leaf 1, ECX bit 29 (F16C); asked directly because clang's __builtin_cpu_supports has no "f16c".
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  }();
   return yes;
 }
 
