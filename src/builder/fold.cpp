@@ -91,6 +91,7 @@ class Folder {
         // `check` goes on past an unsupported node with the shapes the model itself declares.
         if (!declared_shapes(n)) {
           issues_->push_back({n.name, n.op, problem});
+          n.unsupported = true;
           continue;
         }
       }
@@ -104,6 +105,7 @@ class Folder {
       }
       if (!problem.empty()) {
         issues_->push_back({n.name, n.op, problem});
+        n.unsupported = true;
         continue;
       }
       const bool outputs_const = std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {

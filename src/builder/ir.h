@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "checked.h"
+
 namespace softdla::builder {
 
 // A constant's values, kept as doubles for floats and as int64 for integer/bool tensors.
@@ -16,7 +18,9 @@ struct ConstData {
   std::vector<int64_t> i;
   size_t size() const { return is_float ? f.size() : i.size(); }
   double at(size_t k) const { return is_float ? f[k] : double(i[k]); }
-  int64_t int_at(size_t k) const { return is_float ? int64_t(f[k]) : i[k]; }
+  // An integer use of a float constant (a shape, an axis, an index): NaN, infinities and values beyond
+  // int64 are errors, not undefined conversions.
+  int64_t int_at(size_t k) const { return is_float ? checked_int<int64_t>(f[k], "an integer taken from a float constant") : i[k]; }
 };
 
 struct Value {
@@ -25,11 +29,8 @@ struct Value {
   int32_t elem_type = 1;      // ONNX TensorProto.DataType (1 float, 7 int64, 10 float16, ...)
   std::optional<ConstData> constant;
   bool known_shape = false;
-  int64_t count() const {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return n;
-  }
+  // The element count; negative dims and products beyond int64 are errors naming the value.
+  int64_t count() const { return checked_product<int64_t>(dims, "the shape of '" + name + "'"); }
 };
 
 struct Attribute {
@@ -48,6 +49,9 @@ struct Node {
   std::vector<std::string> outputs;
   std::map<std::string, Attribute> attrs;
   bool removed = false;
+  // `check` only: an earlier stage recorded why this node cannot be built. Later stages skip it (its
+  // attributes may be exactly what made it fail) and keep going with the shapes the model declares.
+  bool unsupported = false;
 
   bool has(const std::string& a) const { return attrs.count(a) > 0; }
   int64_t get_int(const std::string& a, int64_t def) const;

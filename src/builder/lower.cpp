@@ -52,6 +52,10 @@ class Lowering {
     }
     for (Node& n : g_.nodes) {
       if (n.removed || consumed_.count(&n)) continue;
+      if (n.unsupported) {
+        keep_outputs_of_failed(n);
+        continue;
+      }
       const size_t ops_before = out_.model.ops.size();
       try {
         lower_node(n);
@@ -68,8 +72,7 @@ class Lowering {
         }
         issues_->push_back({n.name, n.op, msg.rfind("node '", 0) == 0 ? msg.substr(msg.find(": ") + 2) : msg});
         out_.model.ops.resize(ops_before);
-        for (const std::string& o : n.outputs)
-          if (!o.empty() && !out_.tensor_of.count(o) && g_.value(o).known_shape) new_tensor(o, g_.value(o).dims);
+        keep_outputs_of_failed(n);
       }
     }
     for (const std::string& name : g_.outputs) {
@@ -153,6 +156,13 @@ class Lowering {
   }
 
  private:
+  // `check` past a node that cannot be built: its outputs whose shapes are known (inferred or declared)
+  // become tensors, so later nodes are still checked against them.
+  void keep_outputs_of_failed(const Node& n) {
+    for (const std::string& o : n.outputs)
+      if (!o.empty() && !out_.tensor_of.count(o) && g_.value(o).known_shape) new_tensor(o, g_.value(o).dims);
+  }
+
   Graph& g_;
   std::vector<NodeIssue>* issues_;
   Lowered out_;

@@ -1,6 +1,7 @@
 #include "op_rules.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "error.h"
@@ -10,20 +11,30 @@ namespace {
 
 using U = InputUse;
 
-// Shorthands keep the table one line per op where possible.
-AttrRule A(const char* name, const char* note = "") { return {name, std::nullopt, std::nullopt, note}; }
-AttrRule Ai(const char* name, int64_t only, const char* note = "") { return {name, only, std::nullopt, note}; }
-AttrRule As(const char* name, const char* only, const char* note = "") { return {name, std::nullopt, std::string(only), note}; }
+using D = AttrDomain;
+using K = Attribute::Kind;
+
+// Shorthands keep the table one line per op where possible: I an int, Is ints, F a float, S a string,
+// T a tensor; Ionly/Sonly an attribute honoured at one value only.
+AttrRule I(const char* name, D d = D::kAny, const char* note = "") { return {name, K::kInt, d, std::nullopt, std::nullopt, note}; }
+AttrRule Is(const char* name, D d = D::kAny, const char* note = "") { return {name, K::kInts, d, std::nullopt, std::nullopt, note}; }
+AttrRule F(const char* name, D d = D::kFinite, const char* note = "") { return {name, K::kFloat, d, std::nullopt, std::nullopt, note}; }
+AttrRule S(const char* name, const char* note = "") { return {name, K::kString, D::kAny, std::nullopt, std::nullopt, note}; }
+AttrRule T(const char* name) { return {name, K::kTensor, D::kAny, std::nullopt, std::nullopt, ""}; }
+AttrRule Ionly(const char* name, int64_t only, const char* note = "") { return {name, K::kInt, D::kAny, only, std::nullopt, note}; }
+AttrRule Sonly(const char* name, const char* only, const char* note = "") {
+  return {name, K::kString, D::kAny, std::nullopt, std::string(only), note};
+}
 
 std::vector<OpRule> make_rules() {
   const std::vector<InputRule> x{{"X", U::kData}};
   const std::vector<InputRule> ab{{"A", U::kData}, {"B", U::kData}};
-  const std::vector<AttrRule> conv_attrs{A("auto_pad"), A("dilations"), A("group"), A("kernel_shape"), A("pads"),
-                                         A("strides")};
+  const std::vector<AttrRule> conv_attrs{S("auto_pad"), Is("dilations", D::kSpatial), I("group", D::kPositive),
+                                         Is("kernel_shape", D::kSpatial), Is("pads", D::kPads), Is("strides", D::kSpatial)};
   std::vector<AttrRule> deconv_attrs = conv_attrs;
-  deconv_attrs.push_back(A("output_padding", "0 only on the DLA"));
-  deconv_attrs.push_back(A("output_shape", "resolved into padding, which must come out 0"));
-  const std::vector<AttrRule> reduce_attrs{A("axes"), A("keepdims"), Ai("noop_with_empty_axes", 0)};
+  deconv_attrs.push_back(Is("output_padding", D::kSpatialNonNeg, "0 only on the DLA"));
+  deconv_attrs.push_back(Is("output_shape", D::kSpatial, "resolved into padding, which must come out 0"));
+  const std::vector<AttrRule> reduce_attrs{Is("axes", D::kAxes), I("keepdims", D::kBool), Ionly("noop_with_empty_axes", 0)};
   const std::vector<InputRule> reduce_inputs{{"data", U::kData}, {"axes", U::kConstant}};
   const std::vector<InputRule> shape_axes{{"data", U::kData}, {"axes", U::kConstant}};
   const std::vector<InputRule> unary_const{{"input", U::kConstant}};
@@ -31,7 +42,7 @@ std::vector<OpRule> make_rules() {
       {"Conv", "Conv (BN, bias and activation fused)", {{"X", U::kData}, {"W", U::kConstant}, {"B", U::kConstant}}, conv_attrs},
       {"ConvTranspose", "Deconv", {{"X", U::kData}, {"W", U::kConstant}, {"B", U::kConstant}}, deconv_attrs},
       {"Gemm", "1x1 Conv (or HxW Conv over a flattened 4-D tensor)", {{"A", U::kData}, {"B", U::kConstant}, {"C", U::kConstant}},
-       {A("alpha"), A("beta"), Ai("transA", 0), A("transB")}},
+       {F("alpha"), F("beta"), Ionly("transA", 0), I("transB", D::kBool)}},
       {"MatMul", "1x1 Conv", {{"A", U::kData}, {"B", U::kConstant}}, {}},
       {"Add", "SDP bias / element-wise add", ab, {}},
       {"Sub", "SDP bias / element-wise subtract", ab, {}},
@@ -42,66 +53,68 @@ std::vector<OpRule> make_rules() {
       {"Sum", "SDP element-wise adds", {{"data_0", U::kData}}, {}, 1, true},
       {"Neg", "SDP scale by -1", x, {}},
       {"MaxPool", "Pool (max)", x,
-       {A("auto_pad"), A("ceil_mode"), A("dilations", "1 only"), A("kernel_shape"), A("pads"),
-        A("storage_order", "affects only the Indices output, which is rejected"), A("strides")}},
+       {S("auto_pad"), I("ceil_mode", D::kBool), Is("dilations", D::kSpatial, "1 only"), Is("kernel_shape", D::kSpatial),
+        Is("pads", D::kPads), I("storage_order", D::kBool, "affects only the Indices output, which is rejected"),
+        Is("strides", D::kSpatial)}},
       {"AveragePool", "Pool (average)", x,
-       {A("auto_pad"), A("ceil_mode"), A("count_include_pad"), A("dilations", "1 only"), A("kernel_shape"), A("pads"),
-        A("strides")}},
+       {S("auto_pad"), I("ceil_mode", D::kBool), I("count_include_pad", D::kBool), Is("dilations", D::kSpatial, "1 only"),
+        Is("kernel_shape", D::kSpatial), Is("pads", D::kPads), Is("strides", D::kSpatial)}},
       {"GlobalAveragePool", "chain of average pools (windows <= 8)", x, {}},
       {"GlobalMaxPool", "ReduceMax over H, W", x, {}},
       {"ReduceMean", "average pools (H, W) or a 1x1 Conv (C)", reduce_inputs, reduce_attrs},
       {"ReduceMax", "ReduceMax", reduce_inputs, reduce_attrs},
       {"ReduceSum", "the ReduceMean lowering scaled by the element count", reduce_inputs, reduce_attrs},
-      {"Reshape", "nothing, or a Shuffle", {{"data", U::kData}, {"shape", U::kConstant}}, {A("allowzero")}},
-      {"Flatten", "nothing, or a Shuffle", {{"input", U::kData}}, {A("axis")}},
-      {"Squeeze", "nothing, or a Shuffle", shape_axes, {A("axes")}},
-      {"Unsqueeze", "nothing, or a Shuffle", shape_axes, {A("axes")}},
-      {"Transpose", "Shuffle", {{"data", U::kData}}, {A("perm")}},
+      {"Reshape", "nothing, or a Shuffle", {{"data", U::kData}, {"shape", U::kConstant}}, {I("allowzero", D::kBool)}},
+      {"Flatten", "nothing, or a Shuffle", {{"input", U::kData}}, {I("axis", D::kFlattenAxis)}},
+      {"Squeeze", "nothing, or a Shuffle", shape_axes, {Is("axes", D::kAxes)}},
+      {"Unsqueeze", "nothing, or a Shuffle", shape_axes, {Is("axes", D::kUnsqueezeAxes)}},
+      {"Transpose", "Shuffle", {{"data", U::kData}}, {Is("perm", D::kPerm)}},
       {"Identity", "nothing", {{"input", U::kData}}, {}},
       {"Dropout", "nothing (inference)", {{"data", U::kData}, {"ratio", U::kUnused}, {"training_mode", U::kFalseOnly}},
-       {A("seed", "unused in inference"), A("ratio", "unused in inference")}},
+       {I("seed", D::kAny, "unused in inference"), F("ratio", D::kAny, "unused in inference")}},
       {"Resize", "Resize (nearest or bilinear, integer factors)",
        {{"X", U::kData}, {"roi", U::kUnused}, {"scales", U::kConstant}, {"sizes", U::kConstant}},
-       {Ai("antialias", 0), A("coordinate_transformation_mode"), A("cubic_coeff_a", "cubic mode is rejected"),
-        Ai("exclude_outside", 0), A("extrapolation_value", "tf_crop_and_resize is rejected"),
-        As("keep_aspect_ratio_policy", "stretch"), A("mode"), A("nearest_mode")}},
-      {"Upsample", "Resize", {{"X", U::kData}, {"scales", U::kConstant}}, {A("mode")}},
-      {"Split", "Slices", {{"input", U::kData}, {"split", U::kConstant}}, {A("axis"), A("split"), A("num_outputs")}, -1},
+       {Ionly("antialias", 0), S("coordinate_transformation_mode"), F("cubic_coeff_a", D::kAny, "cubic mode is rejected"),
+        Ionly("exclude_outside", 0), F("extrapolation_value", D::kAny, "tf_crop_and_resize is rejected"),
+        Sonly("keep_aspect_ratio_policy", "stretch"), S("mode"), S("nearest_mode")}},
+      {"Upsample", "Resize", {{"X", U::kData}, {"scales", U::kConstant}}, {S("mode")}},
+      {"Split", "Slices", {{"input", U::kData}, {"split", U::kConstant}},
+       {I("axis", D::kAxis), Is("split"), I("num_outputs", D::kPositive)}, -1},
       {"Slice", "Slice (steps 1)",
        {{"data", U::kData}, {"starts", U::kConstant}, {"ends", U::kConstant}, {"axes", U::kConstant}, {"steps", U::kConstant}},
        {}},
-      {"Concat", "Concat (channels); one input: nothing", {{"inputs", U::kData}}, {A("axis")}, 1, true},
-      {"Softmax", "Softmax", {{"input", U::kData}}, {A("axis")}},
-      {"LRN", "Lrn", x, {A("alpha"), A("beta"), A("bias"), A("size")}},
+      {"Concat", "Concat (channels); one input: nothing", {{"inputs", U::kData}}, {I("axis", D::kAxis)}, 1, true},
+      {"Softmax", "Softmax", {{"input", U::kData}}, {I("axis", D::kAxis)}},
+      {"LRN", "Lrn", x, {F("alpha"), F("beta"), F("bias"), I("size", D::kPositive)}},
       {"Abs", "Unary", x, {}},
       {"BatchNormalization", "SDP scale + bias, or folded into the Conv before it",
        {{"X", U::kData}, {"scale", U::kConstant}, {"B", U::kConstant}, {"input_mean", U::kConstant},
         {"input_var", U::kConstant}},
-       {A("epsilon"), A("momentum", "unused in inference"), Ai("training_mode", 0)}},
+       {F("epsilon"), F("momentum", D::kAny, "unused in inference"), Ionly("training_mode", 0)}},
       {"Relu", "SDP ReLU", x, {}},
-      {"LeakyRelu", "SDP PReLU", x, {A("alpha")}},
+      {"LeakyRelu", "SDP PReLU", x, {F("alpha")}},
       {"PRelu", "SDP PReLU (per channel or one slope)", {{"X", U::kData}, {"slope", U::kConstant}}, {}},
       {"Clip", "SDP clip", {{"input", U::kData}, {"min", U::kConstant}, {"max", U::kConstant}}, {}},
       {"Sigmoid", "SDP sigmoid", x, {}},
       {"Tanh", "SDP tanh", x, {}},
       {"QuantizeLinear", "nothing: a Q/DQ pair on an activation sets its INT8 scale",
        {{"x", U::kData}, {"y_scale", U::kConstant}, {"y_zero_point", U::kConstant}},
-       {A("axis"), A("saturate"), Ai("block_size", 0)}},
+       {I("axis", D::kAxis), I("saturate", D::kBool), Ionly("block_size", 0)}},
       {"DequantizeLinear", "folded into constant weights, or the second half of a Q/DQ pair",
-       {{"x", U::kData}, {"x_scale", U::kConstant}, {"x_zero_point", U::kConstant}}, {A("axis"), Ai("block_size", 0)}},
+       {{"x", U::kData}, {"x_scale", U::kConstant}, {"x_zero_point", U::kConstant}}, {I("axis", D::kAxis), Ionly("block_size", 0)}},
       // Shape arithmetic: evaluated at build time, never on the DLA.
-      {"Constant", "folded", {}, {A("value"), A("value_float"), A("value_int"), A("value_ints")}, 1, false, true},
-      {"Shape", "folded", {{"data", U::kData}}, {A("start"), A("end")}, 1, false, true},
-      {"Gather", "folded", {{"data", U::kConstant}, {"indices", U::kConstant}}, {A("axis")}, 1, false, true},
-      {"Cast", "folded", unary_const, {A("to")}, 1, false, true},
-      {"ConstantOfShape", "folded", unary_const, {A("value")}, 1, false, true},
+      {"Constant", "folded", {}, {T("value"), F("value_float"), I("value_int"), Is("value_ints")}, 1, false, true},
+      {"Shape", "folded", {{"data", U::kData}}, {I("start"), I("end")}, 1, false, true},
+      {"Gather", "folded", {{"data", U::kConstant}, {"indices", U::kConstant}}, {I("axis", D::kAxis)}, 1, false, true},
+      {"Cast", "folded", unary_const, {I("to")}, 1, false, true},
+      {"ConstantOfShape", "folded", unary_const, {T("value")}, 1, false, true},
       {"Range", "folded", {{"start", U::kConstant}, {"limit", U::kConstant}, {"delta", U::kConstant}}, {}, 1, false, true},
       {"Floor", "folded", unary_const, {}, 1, false, true},
       {"Ceil", "folded", unary_const, {}, 1, false, true},
       {"Sqrt", "folded", unary_const, {}, 1, false, true},
       {"Reciprocal", "folded", unary_const, {}, 1, false, true},
       {"Pow", "folded", {{"X", U::kConstant}, {"Y", U::kConstant}}, {}, 1, false, true},
-      {"ReduceProd", "folded (over all axes)", {{"data", U::kConstant}, {"axes", U::kConstant}}, {A("axes"), A("keepdims")}, 1,
+      {"ReduceProd", "folded (over all axes)", {{"data", U::kConstant}, {"axes", U::kConstant}}, {Is("axes", D::kAxes), I("keepdims", D::kBool)}, 1,
        false, true},
       {"Equal", "folded", {{"A", U::kConstant}, {"B", U::kConstant}}, {}, 1, false, true},
       {"Where", "folded", {{"condition", U::kConstant}, {"X", U::kConstant}, {"Y", U::kConstant}}, {}, 1, false, true},
@@ -117,6 +130,84 @@ bool is_false_constant(const Graph& g, const std::string& v) {
   for (size_t k = 0; k < c.size(); ++k)
     if (c.at(k) != 0) return false;
   return true;
+}
+
+const char* kind_name(Attribute::Kind k) {
+  switch (k) {
+    case K::kInt: return "an int";
+    case K::kFloat: return "a float";
+    case K::kString: return "a string";
+    case K::kInts: return "a list of ints";
+    case K::kFloats: return "a list of floats";
+    case K::kTensor: return "a tensor";
+    case K::kNone: break;
+  }
+  return "of an unsupported type";
+}
+
+std::string ints_text(const std::vector<int64_t>& v) {
+  std::string t = "[";
+  for (size_t k = 0; k < v.size(); ++k) t += (k ? ", " : "") + std::to_string(v[k]);
+  return t + "]";
+}
+
+// The value rules of AttrDomain; `rank` is the first input's rank (-1 when the node has no input).
+void check_domain(const Node& n, const std::string& name, const Attribute& a, AttrDomain d, int64_t rank) {
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) bad(n, "attribute '" + name + "' must be " + what);
+  };
+  const int64_t spatial = rank - 2;
+  auto each = [&](int64_t lo, const char* what) {
+    for (int64_t v : a.ints) need(v >= lo, std::string(what) + "; it is " + ints_text(a.ints));
+  };
+  auto count = [&](int64_t want, const char* per) {
+    need(int64_t(a.ints.size()) == want,
+         std::to_string(want) + " values (" + per + " of the rank-" + std::to_string(rank) + " input); it has " +
+             std::to_string(a.ints.size()));
+  };
+  auto axis_ok = [](int64_t v, int64_t r) { return v >= -r && v < r; };
+  switch (d) {
+    case D::kAny: return;
+    case D::kBool: need(a.i == 0 || a.i == 1, "0 or 1; it is " + std::to_string(a.i)); return;
+    case D::kPositive: need(a.i >= 1, "at least 1; it is " + std::to_string(a.i)); return;
+    case D::kFinite: need(std::isfinite(a.f), "a finite number"); return;
+    case D::kSpatial:
+    case D::kSpatialNonNeg:
+    case D::kPads:
+      if (rank >= 0) count(d == D::kPads ? 2 * spatial : spatial, d == D::kPads ? "two per spatial dim" : "one per spatial dim");
+      each(d == D::kSpatial ? 1 : 0, d == D::kSpatial ? "at least 1 each" : "at least 0 each");
+      return;
+    case D::kAxis:
+      if (rank >= 0) need(axis_ok(a.i, rank), "in [" + std::to_string(-rank) + ", " + std::to_string(rank - 1) + "] for the rank-" +
+                                                 std::to_string(rank) + " input; it is " + std::to_string(a.i));
+      return;
+    case D::kFlattenAxis:
+      if (rank >= 0) need(a.i >= -rank && a.i <= rank, "in [" + std::to_string(-rank) + ", " + std::to_string(rank) +
+                                                           "]; it is " + std::to_string(a.i));
+      return;
+    case D::kAxes:
+    case D::kUnsqueezeAxes: {
+      if (rank < 0) return;
+      const int64_t r = d == D::kAxes ? rank : rank + int64_t(a.ints.size());
+      std::vector<bool> seen(size_t(std::max<int64_t>(r, 0)), false);
+      for (int64_t v : a.ints) {
+        need(axis_ok(v, r), "axes in [" + std::to_string(-r) + ", " + std::to_string(r - 1) + "]; it is " + ints_text(a.ints));
+        const size_t k = size_t(v < 0 ? v + r : v);
+        need(!seen[k], "distinct axes; it names axis " + std::to_string(k) + " twice: " + ints_text(a.ints));
+        seen[k] = true;
+      }
+      return;
+    }
+    case D::kPerm: {
+      if (rank < 0) return;
+      std::vector<int64_t> sorted = a.ints;
+      std::sort(sorted.begin(), sorted.end());
+      bool ok = int64_t(sorted.size()) == rank;
+      for (int64_t k = 0; ok && k < rank; ++k) ok = sorted[size_t(k)] == k;
+      need(ok, "a permutation of 0.." + std::to_string(rank - 1) + "; it is " + ints_text(a.ints));
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -158,8 +249,13 @@ void validate_node(const Node& n, const Graph& g) {
   // Attributes: each listed one honoured (at the value given, where restricted), none other.
   for (const auto& [name, a] : n.attrs) {
     if (name.rfind('_', 0) == 0) continue;  // the builder's own annotations
-    const auto it = std::find_if(rule->attrs.begin(), rule->attrs.end(), [&](const AttrRule& r) { return name == r.name; });
+    const std::string& key = name;  // a structured binding cannot be captured before C++20 in clang 14
+    const auto it = std::find_if(rule->attrs.begin(), rule->attrs.end(), [&](const AttrRule& r) { return key == r.name; });
     if (it == rule->attrs.end()) bad(n, "attribute '" + name + "' is not supported for " + n.op + " (it would be ignored)");
+    if (a.kind != it->kind)
+      bad(n, "attribute '" + name + "' must be " + kind_name(it->kind) + "; the model gives " + kind_name(a.kind));
+    const bool has_input = !n.inputs.empty() && !n.inputs[0].empty();
+    check_domain(n, name, a, it->domain, has_input ? int64_t(g.value(n.inputs[0]).dims.size()) : -1);
     if (it->only_int && a.i != *it->only_int)
       bad(n, "attribute '" + name + "' = " + std::to_string(a.i) + " is not supported (only " + std::to_string(*it->only_int) + ")");
     if (it->only_str && a.s != *it->only_str)

@@ -29,8 +29,28 @@ struct InputRule {
   InputUse use;
 };
 
+// What an attribute's value must be, checked when the node is validated, before any pass reads it, so
+// that no pass indexes, divides or allocates with a value a hostile model chose. `rank` is the rank of
+// the node's first input.
+enum class AttrDomain {
+  kAny,              // any value of the attribute's type
+  kBool,             // 0 or 1
+  kPositive,         // an int >= 1
+  kSpatial,          // ints, one per spatial dim (rank - 2), each >= 1: kernel_shape, strides, dilations
+  kSpatialNonNeg,    // ints, one per spatial dim, each >= 0: output_padding
+  kPads,             // ints, two per spatial dim, each >= 0
+  kAxis,             // an int in [-rank, rank - 1]
+  kFlattenAxis,      // an int in [-rank, rank]
+  kAxes,             // ints, each in [-rank, rank - 1], no axis twice
+  kUnsqueezeAxes,    // kAxes over the output's rank (rank + number of axes)
+  kPerm,             // a permutation of 0 .. rank - 1
+  kFinite,           // a finite float
+};
+
 struct AttrRule {
   const char* name;
+  Attribute::Kind kind;                // the ONNX type the attribute must have
+  AttrDomain domain = AttrDomain::kAny;
   std::optional<int64_t> only_int;     // honoured only at this value
   std::optional<std::string> only_str;  // honoured only at this value
   const char* note = "";               // how the value is honoured, for the docs
