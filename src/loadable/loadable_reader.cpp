@@ -87,6 +87,11 @@ SdpParams read_sdp(const fb::Sdp* s) {
 }
 
 OpParams read_params(const fb::Op* op) {
+  // A union whose type is set but whose table is absent passes the FlatBuffers verifier; every kernel
+  // reads its table, so an op without one is a corrupt loadable, not "default parameters".
+  if (op->params_type() != fb::OpParams::NONE && !op->params())
+    fail("op '", to_str(op->name()), "' declares ", fb::EnumNameOpParams(op->params_type()),
+         " parameters but carries no parameter table; the loadable is corrupt, rebuild it");
   switch (op->params_type()) {
     case fb::OpParams::Conv: {
       const fb::Conv* c = op->params_as_Conv();

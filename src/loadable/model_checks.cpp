@@ -382,6 +382,14 @@ void check_graph(const Model& m) {
   std::vector<int> bound(m.tensors.size(), 0);
   for (const IoBinding& io : m.inputs) check_io(m, io, "input", bound);
   for (const IoBinding& io : m.outputs) check_io(m, io, "output", bound);
+  // Programs and the Python API look I/O tensors up by name: two bindings with one name would make one
+  // of them unreachable (or, keyed in a dict, silently replaced by the other).
+  std::set<std::string> io_names;
+  for (const auto* list : {&m.inputs, &m.outputs})
+    for (const IoBinding& io : *list)
+      if (!io_names.insert(io.desc.name).second)
+        fail("I/O tensor name '", io.desc.name, "' is used by more than one input/output binding; names must be "
+             "unique");
 
   // Graph order: a tensor is available once it is an input, a constant, or produced by an earlier op.
   std::vector<bool> available(m.tensors.size(), false), produced(m.tensors.size(), false);
