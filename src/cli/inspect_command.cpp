@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "engine.h"
 #include "error.h"
+#include "file_bytes.h"
 #include "io_convert.h"
 #include "io_layout.h"
 #include "loadable.h"
@@ -21,7 +22,7 @@
 namespace softdla::cli {
 
 int inspect_command(const std::string& path) {
-  const Model m = read_loadable_file(path);
+  const Model m = read_loadable(read_file_bytes(path, "loadable", kMaxModelFileBytes));
   std::cout << "loadable " << path << "\n  format " << m.version.major << "." << m.version.minor << "." << m.version.patch
             << ", target " << to_string(m.target) << ", built by '" << m.build_info.builder << "'\n";
   if (!m.build_info.precisions.empty()) std::cout << "  precisions: " << m.build_info.precisions << "\n";

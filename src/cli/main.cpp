@@ -12,6 +12,18 @@
 #include "op_rules.h"
 #include "commands.h"
 #include "error.h"
+#include "file_bytes.h"
+
+namespace {
+// Numeric option values with messages that say what is expected (CLI11's own say "Could not convert").
+CLI::Validator whole_number(int64_t min, int64_t max) {
+  return {[=](std::string& s) { return softdla::cli::check_whole_number(s, min, max); },
+          "INT in [" + std::to_string(min) + ", " + std::to_string(max) + "]"};
+}
+CLI::Validator finite_number(double min, double max) {
+  return {[=](std::string& s) { return softdla::cli::check_finite_number(s, min, max); }, "NUMBER in range"};
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"softdla: a software DLA with the cuDLA API"};
@@ -23,7 +35,7 @@ int main(int argc, char** argv) {
   run->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
   run->add_option("-i,--input", inputs, "NAME=FILE.npy (NCHW; several batches run in turn; values are quantized for INT8 inputs)");
   run->add_option("-o,--output-dir", out_dir, "write each output as float32 NAME.npy here");
-  run->add_option("-r,--repeat", repeat, "run the first batch this many times and report the median time")->check(CLI::PositiveNumber);
+  run->add_option("-r,--repeat", repeat, "run the first batch this many times and report the median time")->check(whole_number(1, 1'000'000));
   std::string labels;
   run->add_option("--labels", labels, "class labels (.npy): print the top-1 accuracy of output 0")->check(CLI::ExistingFile);
   CLI::App* inspect = app.add_subcommand("inspect", "Print a loadable's I/O descriptors, ops and build metadata");
@@ -44,7 +56,7 @@ int main(int argc, char** argv) {
   build->add_option("--calib-data", calib_data, "directory of .npy/.npz calibration inputs")->check(CLI::ExistingDirectory);
   double percentile = 99.99;
   build->add_option("--percentile", percentile, "softdla: the percentile of |x| the percentile rule keeps (default 99.99)")
-      ->check(CLI::Range(50.0, 100.0));
+      ->check(finite_number(50.0, 100.0));
   build->add_option("--calibrator", calibrator, "auto (default: the rule whose INT8 model best matches FP32 on the calibration data) | entropy (TensorRT EntropyCalibrator2) | minmax | percentile | mse")
       ->check(CLI::IsMember({"auto", "entropy", "minmax", "percentile", "mse"}));
   build->add_option("--inputIOFormats", in_fmt, "type:format[,...], e.g. int8:dla_hwc4");
@@ -52,7 +64,7 @@ int main(int argc, char** argv) {
   build->add_option("--layerPrecisions", layer_prec, "layer:fp16|int8[,...]");
   build->add_option("--precisionConstraints", constraints, "none | prefer | obey")->check(CLI::IsMember({"none", "prefer", "obey"}));
   build->add_flag("--buildDLAStandalone", standalone, "build a DLA standalone loadable (always the case)");
-  build->add_option("--useDLACore", dla_core, "DLA core (recorded; a loadable runs on any core)");
+  build->add_option("--useDLACore", dla_core, "DLA core (recorded; a loadable runs on any core)")->check(whole_number(0, 63));
   build->add_option("--target", target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
   build->add_option("--shapes", shapes, "fix input shapes: name:1x3x224x224[,...]");
   build->add_option("--memPoolSize", mem_pool, "accepted for trtexec compatibility (no effect)");
@@ -81,9 +93,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*checkc) {
-      const auto rows = softdla::builder::check(softdla::builder::read_file_bytes(check_path),
+      const auto rows = softdla::builder::check(softdla::read_file_bytes(check_path, "ONNX model", softdla::kMaxModelFileBytes),
                                                 check_target == "xavier" ? softdla::Target::kXavier : softdla::Target::kOrin,
-                                                softdla::cli::parse_shapes(check_shapes));
+                                                softdla::cli::parse_shapes("--shapes", check_shapes));
       size_t w = 4, unsupported = 0;
       for (const auto& r : rows) w = std::max(w, r.node.size());
       std::cout << std::left << std::setw(int(w)) << "node" << "  " << std::setw(20) << "op" << "  " << std::setw(11)
@@ -114,13 +126,13 @@ int main(int argc, char** argv) {
         o.calib_cache = calib;
         if (!std::filesystem::exists(calib)) o.write_calib_cache = calib;
       }
-      o.shapes = softdla::cli::parse_shapes(shapes);
+      o.shapes = softdla::cli::parse_shapes("--shapes", shapes);
       o.expose_intermediates = expose;
       for (int i = 1; i < argc; ++i) o.flags_text += std::string(i > 1 ? " " : "") + argv[i];
       o.progress = softdla::cli::progress_bar;
       if (verbose) o.verbose = [](const std::string& l) { std::cerr << l << "\n"; };
       const auto t0 = std::chrono::steady_clock::now();
-      const auto r = softdla::builder::build(softdla::builder::read_file_bytes(onnx_path), o);
+      const auto r = softdla::builder::build(softdla::read_file_bytes(onnx_path, "ONNX model", softdla::kMaxModelFileBytes), o);
       std::ofstream f(save, std::ios::binary);
       if (!f) throw softdla::Error("cannot write '" + save + "'");
       f.write(reinterpret_cast<const char*>(r.loadable.data()), std::streamsize(r.loadable.size()));

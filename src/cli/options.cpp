@@ -1,5 +1,7 @@
 // Parsing of trtexec-style option values, and the progress bar of long builds.
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -20,20 +22,65 @@
 
 namespace softdla::cli {
 
-std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& spec) {
+namespace {
+// A whole number in [min, max] written in full (no sign games, no trailing text, no overflow), or the
+// reason it is not one.
+std::string whole_number_error(const std::string& text, int64_t min, int64_t max, int64_t& value) {
+  const char* const end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec == std::errc::invalid_argument || ptr != end) return "'" + text + "' is not a whole number";
+  if (ec == std::errc::result_out_of_range || value < min || value > max)
+    return "'" + text + "' is out of range (" + std::to_string(min) + " to " + std::to_string(max) + ")";
+  return {};
+}
+}  // namespace
+
+std::string check_whole_number(const std::string& text, int64_t min, int64_t max) {
+  int64_t value;
+  return whole_number_error(text, min, max, value);
+}
+
+std::string check_finite_number(const std::string& text, double min, double max) {
+  double value;
+  const char* const end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) return "'" + text + "' is not a number";
+  std::ostringstream range;
+  range << min << " to " << max;
+  if (value < min || value > max) return "'" + text + "' is out of range (" + range.str() + ")";
+  return {};
+}
+
+std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& flag, const std::string& spec) {
   // trtexec: name:1x3x224x224[,name2:...]
+  const auto bad = [&](const std::string& item, const std::string& why) {
+    fail(flag, " takes name:DIMxDIMx...[,name:...] with whole-number dimensions >= 1, e.g. input:1x3x224x224; in '",
+         item, "' ", why);
+  };
   std::map<std::string, std::vector<int64_t>> out;
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
     const size_t colon = item.rfind(':');
-    if (colon == std::string::npos) throw Error("--shapes takes name:1x3x224x224, got '" + item + "'");
-    std::vector<int64_t> dims;
-    std::stringstream ds(item.substr(colon + 1));
-    std::string d;
-    while (std::getline(ds, d, 'x')) dims.push_back(std::stoll(d));
+    if (colon == std::string::npos) bad(item, "there is no ':' between the name and the dimensions");
     std::string name = item.substr(0, colon);
-    if (name.size() >= 2 && (name.front() == '\'' || name.front() == '"')) name = name.substr(1, name.size() - 2);
+    if (name.size() >= 2 && (name.front() == '\'' || name.front() == '"') && name.back() == name.front())
+      name = name.substr(1, name.size() - 2);
+    if (name.empty()) bad(item, "the input name is empty");
+    if (out.count(name)) bad(item, "'" + name + "' is given twice");
+    std::vector<int64_t> dims;
+    const std::string text = item.substr(colon + 1);
+    size_t at = 0;
+    while (true) {  // unlike getline, keeps an empty last field ("1x3x") so it is reported
+      const size_t x = text.find('x', at);
+      int64_t d;
+      const std::string why = whole_number_error(text.substr(at, x == std::string::npos ? x : x - at), 1,
+                                                 std::numeric_limits<int32_t>::max(), d);
+      if (!why.empty()) bad(item, "dimension " + std::to_string(dims.size()) + ": " + why);
+      dims.push_back(d);
+      if (x == std::string::npos) break;
+      at = x + 1;
+    }
     out[name] = dims;
   }
   return out;

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "engine.h"
 #include "error.h"
+#include "file_bytes.h"
 #include "io_convert.h"
 #include "io_layout.h"
 #include "loadable.h"
@@ -56,7 +57,7 @@ std::vector<float> to_float(const std::vector<uint8_t>& raw, const Tensor& t) {
 
 int run_command(const std::string& path, const std::map<std::string, std::string>& input_files,
                 const std::string& out_dir, int repeat, const std::string& labels_path) {
-  Engine engine(read_loadable_file(path));
+  Engine engine(read_loadable(read_file_bytes(path, "loadable", kMaxModelFileBytes)));
   const Model& m = engine.model();
   // Inputs: each .npy may hold several batches' worth of samples; they run one batch after another.
   std::vector<NpyArray> arrays;
