@@ -10,6 +10,7 @@
 
 #include "engine.h"
 #include "error.h"
+#include "file_bytes.h"
 #include "loadable.h"
 #include "npy.h"
 
@@ -256,31 +257,58 @@ std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batche
 }
 
 
-std::map<std::string, float> read_calibration_cache(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) fail("cannot open calibration cache '", path, "'");
-  std::string line;
-  if (!std::getline(f, line) || line.rfind("TRT-", 0) != 0)
+std::map<std::string, float> parse_calibration_cache(std::string_view text, const std::string& path) {
+  // Line by line over the text itself: no stream state, no std::stoul, nothing sized from the content.
+  size_t at = 0, lineno = 0;
+  const auto next_line = [&](std::string_view& line) {
+    if (at >= text.size()) return false;
+    const size_t nl = std::min(text.find('\n', at), text.size());
+    line = text.substr(at, nl - at);
+    at = nl + 1;
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    return true;
+  };
+  std::string_view line;
+  if (!next_line(line) || !line.starts_with("TRT-"))
     fail("'", path, "' is not a TensorRT calibration cache (first line must be TRT-<version>-<Calibrator>)");
   std::map<std::string, float> scales;
-  size_t lineno = 1;
-  while (std::getline(f, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::map<std::string, size_t> defined_at;
+  while (next_line(line)) {
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
     if (line.empty()) continue;
     const size_t colon = line.rfind(':');
-    if (colon == std::string::npos) fail("'", path, "' line ", lineno, ": expected '<tensor>: <hex scale>'");
-    std::string hex = line.substr(colon + 1);
-    hex.erase(0, hex.find_first_not_of(' '));
-    if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-      fail("'", path, "' line ", lineno, ": '", hex, "' is not 8 hex digits");
-    const uint32_t bits = uint32_t(std::stoul(hex, nullptr, 16));
+    if (colon == std::string_view::npos || colon == 0)
+      fail("'", path, "' line ", lineno, ": expected '<tensor>: <8 hex digits>', got '", std::string(line.substr(0, 80)), "'");
+    const std::string name(line.substr(0, colon));
+    std::string_view hex = line.substr(colon + 1);
+    while (!hex.empty() && hex.front() == ' ') hex.remove_prefix(1);
+    uint32_t bits = 0;
+    bool ok = hex.size() == 8;
+    for (size_t k = 0; ok && k < hex.size(); ++k) {
+      const char c = hex[k];
+      const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      ok = v >= 0;
+      bits = (bits << 4) | uint32_t(ok ? v : 0);
+    }
+    if (!ok)
+      fail("'", path, "' line ", lineno, ": tensor '", name, "': '", std::string(hex.substr(0, 40)),
+           "' is not 8 hex digits (the big-endian bits of a float32 scale)");
     float scale;
     std::memcpy(&scale, &bits, 4);
-    if (!std::isfinite(scale) || scale < 0) fail("'", path, "' line ", lineno, ": scale is not a finite non-negative number");
-    scales[line.substr(0, colon)] = scale;
+    if (!std::isfinite(scale) || scale < 0)
+      fail("'", path, "' line ", lineno, ": the scale of '", name, "' (", std::string(hex), ") is not a finite non-negative number");
+    if (const auto [it, fresh] = defined_at.emplace(name, lineno); !fresh)
+      fail("'", path, "' line ", lineno, ": tensor '", name, "' already has a scale on line ", it->second,
+           "; keep one entry per tensor");
+    scales[name] = scale;
   }
   return scales;
+}
+
+std::map<std::string, float> read_calibration_cache(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "calibration cache", kMaxCalibrationCacheBytes);
+  return parse_calibration_cache(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
 }
 
 void write_calibration_cache(const std::string& path, const std::map<std::string, float>& scales,

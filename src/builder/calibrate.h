@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine.h"
@@ -60,6 +61,9 @@ double mse_threshold(const std::vector<double>& hist, double max);
 // TensorRT calibration caches: first line "TRT-<version>-<Calibrator>", then "<tensor>: <hex>" where
 // <hex> is the big-endian IEEE float32 scale (= amax / 127).
 std::map<std::string, float> read_calibration_cache(const std::string& path);  // name -> scale
+// The same from the file's text (`path` names it in errors): any bytes give a map or an Error saying
+// which line is wrong (bad hex, a missing ':', a duplicate tensor, a scale that is NaN or negative).
+std::map<std::string, float> parse_calibration_cache(std::string_view text, const std::string& path);
 void write_calibration_cache(const std::string& path, const std::map<std::string, float>& scales,
                              const std::string& calibrator_name);
 
