@@ -8,6 +8,10 @@
 using namespace softdla;
 using namespace softdla::rt;
 
+namespace {
+constexpr size_t kMaxBufferBytes = size_t(1) << 57;
+}  // namespace
+
 extern "C" cudlaStatus cudlaMemRegister(cudlaDevHandle const devHandle, const uint64_t* const ptr, size_t const size,
                                         uint64_t** const devPtr, uint32_t const flags) {
   static const char* fn = "cudlaMemRegister";
@@ -21,6 +25,14 @@ extern "C" cudlaStatus cudlaMemRegister(cudlaDevHandle const devHandle, const ui
       return fail_status(cudlaErrorUnsupportedOperation, fn,
                          "standalone handles import memory with cudlaImportExternalMemory, not cudlaMemRegister");
     if (!ptr || size == 0) return fail_status(cudlaErrorInvalidAddress, fn, "NULL pointer or zero size");
+    // No buffer is larger than the user address space (2^57 bytes covers x86-64 5-level paging and
+    // AArch64 52-bit VA) or wraps past the top of memory: such a size is a wrong argument, and would let
+    // tasks read far beyond the real buffer. (Only the size is bounded: AArch64 pointers may carry tags.)
+    uintptr_t end = 0;
+    if (size > kMaxBufferBytes || __builtin_add_overflow(reinterpret_cast<uintptr_t>(ptr), size, &end))
+      return fail_status(cudlaErrorInvalidAddress, fn, "size ", size, " at ", static_cast<const void*>(ptr),
+                         " is larger than any buffer can be (it runs past the address space); pass the buffer's "
+                         "size in bytes");
     if (reinterpret_cast<uintptr_t>(ptr) % 32)
       return fail_status(cudlaErrorInvalidAddress, fn, "pointer ", static_cast<const void*>(ptr),
                          " is not 32-byte aligned (the DLA requires it)");
@@ -44,6 +56,10 @@ extern "C" cudlaStatus cudlaMemRegister(cudlaDevHandle const devHandle, const ui
         return fail_status(cudlaErrorMemoryRegistered, fn, "pointer ", static_cast<const void*>(ptr),
                            " is already registered on this handle");
     const uint64_t addr = allocate_dla_range(size);
+    if (addr == 0)
+      return fail_status(cudlaErrorOutOfResources, fn, "the DLA address space has no room left for ", size,
+                         " bytes: addresses are never reused, and this process has registered almost 2^64 bytes "
+                         "in all; register fewer or smaller buffers");
     dev->regions[addr] = {reinterpret_cast<const uint8_t*>(ptr), size, flags, device_memory};
     *devPtr = reinterpret_cast<uint64_t*>(addr);
     return cudlaSuccess;

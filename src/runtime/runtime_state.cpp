@@ -61,9 +61,15 @@ std::shared_ptr<ModuleState> find_module(cudlaModule h) {
 uint64_t allocate_dla_range(size_t size) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  // Leave a gap after each range so an overrun never lands in the next registration. Checked: a range
+  // that would run past the top of the address space is refused rather than wrapped onto live ones.
+  const uint64_t window = ~uint64_t(0) - kDlaAddressBase;  // addresses kDlaAddressBase .. 2^64 - 1
+  uint64_t span = 0;
+  if (__builtin_add_overflow(uint64_t(size), uint64_t(4096 + 255), &span)) return 0;
+  span = span / 256 * 256;
+  if (span > window - r.next_dla_address) return 0;
   const uint64_t addr = kDlaAddressBase + r.next_dla_address;
-  // Leave a gap after each range so an overrun never lands in the next registration.
-  r.next_dla_address += (uint64_t(size) + 4096 + 255) / 256 * 256;
+  r.next_dla_address += span;
   return addr;
 }
 

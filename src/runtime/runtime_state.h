@@ -89,7 +89,8 @@ uint64_t core_count();
 std::shared_ptr<DeviceState> find_device(cudlaDevHandle h);
 std::shared_ptr<ModuleState> find_module(cudlaModule h);
 
-// A fresh range of DLA addresses (never reused, 256-byte aligned, distinct from any host pointer).
+// A fresh range of DLA addresses (never reused, 256-byte aligned, distinct from any host pointer), or 0
+// when the DLA address space has no room left for `size` bytes.
 uint64_t allocate_dla_range(size_t size);
 
 // The statistics buffer size and descriptor for a model (docs/RUNTIME.md).
