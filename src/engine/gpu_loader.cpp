@@ -1,11 +1,16 @@
 // Finds and loads libsoftdla_cuda.so: next to the shared object this code is linked into (libcudla.so.1,
 // libsoftdla_engine_c.so, a Python extension), or where SOFTDLA_CUDA_PLUGIN points. A machine without
 // the plugin, the CUDA driver or a GPU simply gets no platform, and everything runs on the CPU.
+//
+// The driver is asked first, directly (dlopen of libcuda.so.1, no link): the plugin maps the CUDA runtime
+// and cuBLASLt, ~150 MB of resident memory per process, which a machine with the CUDA toolkit but no
+// driver or no GPU would pay for nothing.
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "gpu_backend.h"
 #include "log.h"
@@ -29,8 +34,41 @@ std::string plugin_path() {
   return "libsoftdla_cuda.so";
 }
 
+// Whether the CUDA driver is installed and sees at least one device; else why not.
+bool driver_has_device(std::string* why) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cuda) {
+    *why = "no CUDA driver (libcuda.so.1 not found): install the NVIDIA driver to use a GPU";
+    return false;
+  }
+  // The driver API's C types (CUresult is an int enum); these two calls are stable since CUDA 2.0.
+  using InitFn = int (*)(unsigned int);
+  using CountFn = int (*)(int*);
+  const auto init = reinterpret_cast<InitFn>(dlsym(cuda, "cuInit"));
+  const auto count = reinterpret_cast<CountFn>(dlsym(cuda, "cuDeviceGetCount"));
+  if (!init || !count) {
+    dlclose(cuda);
+    *why = "libcuda.so.1 lacks cuInit/cuDeviceGetCount: it is not a CUDA driver";
+    return false;
+  }
+  // From here the library stays loaded even on failure: cuInit may leave driver state behind, and
+  // unloading the driver under it is riskier than the few pages it keeps.
+  if (const int rc = init(0); rc != 0) {
+    *why = "the CUDA driver found no usable GPU (cuInit error " + std::to_string(rc) + ")";
+    return false;
+  }
+  int devices = 0;
+  if (const int rc = count(&devices); rc != 0 || devices <= 0) {
+    *why = rc ? "the CUDA driver cannot count GPUs (cuDeviceGetCount error " + std::to_string(rc) + ")"
+              : std::string("the CUDA driver sees no GPU");
+    return false;
+  }
+  return true;
+}
+
 Loaded load() {
   Loaded r;
+  if (!driver_has_device(&r.why)) return r;
   const std::string path = plugin_path();
   // RTLD_LOCAL keeps the plugin's CUDA symbols out of the caller's namespace.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
