@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <span>
 
 #include "error.h"
 #include "ir.h"
@@ -126,6 +127,13 @@ class Folder {
   bool has_in(const Node& n, size_t k) { return k < n.inputs.size() && !n.inputs[k].empty(); }
   Value& out(const Node& n, size_t k = 0) { return g_.value(n.outputs.at(k)); }
   // The shapes the model declares for every output of `n` (value_info, graph outputs), if it declares all.
+  static void checked_size(const Node& n, const Dims& dims) {
+    try {
+      check_tensor_size("its output", dims);
+    } catch (const Error& e) {
+      bad(n, e.what());
+    }
+  }
   bool declared_shapes(const Node& n) {
     for (const std::string& o : n.outputs)
       if (!o.empty() && !g_.declared.count(o)) return false;
@@ -169,9 +177,11 @@ class Folder {
   void set(const Node& n, Dims dims, size_t k = 0) {
     for (int64_t d : dims)
       if (d < 0) bad(n, "computed a negative dimension");
+    checked_size(n, dims);
     out(n, k).dims = std::move(dims);
   }
   void set_const(const Node& n, Dims dims, ConstData c, int32_t elem, size_t k = 0) {
+    checked_size(n, dims);
     Value& v = out(n, k);
     v.dims = std::move(dims);
     v.constant = std::move(c);
@@ -214,7 +224,7 @@ void Folder::infer_elementwise(Node& n) {
   if (n.op == "Where") out(n).elem_type = in(n, 1).elem_type;
   if (n.op == "Equal") out(n).elem_type = 9;
   if (!all_const(n) || !foldable(n.op)) return set(n, d);
-  const size_t count = size_t(std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>()));
+  const size_t count = size_t(checked_product<int64_t>(d, "a shape"));
   ConstData c;
   const Value& a = in(n, 0);
   const bool int_math = !a.constant->is_float && (unary || !in(n, n.inputs.size() - 1).constant->is_float);
@@ -353,11 +363,13 @@ void Folder::infer_reshape_like(Node& n) {
         if (k >= x.dims.size()) bad(n, "0 in shape refers to a missing input dimension");
         shape[k] = x.dims[k];
       }
+      if (shape[k] < -1 || shape[k] > kMaxTensorElements)
+        bad(n, "target shape value " + std::to_string(shape[k]) + " is out of range");
       if (shape[k] == -1) {
         if (infer_at >= 0) bad(n, "more than one -1 in the target shape");
         infer_at = int64_t(k);
       } else {
-        known *= shape[k];
+        known = checked_mul<int64_t>(known, shape[k], "the target shape");
       }
     }
     if (infer_at >= 0) {
@@ -369,8 +381,7 @@ void Folder::infer_reshape_like(Node& n) {
     const int64_t axis = n.get_int("axis", 1);
     const int64_t a = axis < 0 ? axis + int64_t(x.dims.size()) : axis;
     if (a < 0 || a > int64_t(x.dims.size())) bad(n, "axis out of range");
-    int64_t left = 1;
-    for (int64_t k = 0; k < a; ++k) left *= x.dims[size_t(k)];
+    const int64_t left = checked_product<int64_t>(std::span(x.dims.begin(), size_t(a)), "the flattened shape");
     d = {left, left ? x.count() / left : 0};
   } else if (n.op == "Squeeze") {
     Dims axes = g_.opset >= 13 && has_in(n, 1) ? ints_of(n, 1) : n.get_ints("axes");
@@ -384,6 +395,7 @@ void Folder::infer_reshape_like(Node& n) {
     Dims axes = g_.opset >= 13 ? ints_of(n, 1) : n.get_ints("axes");
     const size_t rank = x.dims.size() + axes.size();
     for (int64_t& a : axes) a = norm_axis(n, a, rank);
+    if (std::set<int64_t>(axes.begin(), axes.end()).size() != axes.size()) bad(n, "axes name one axis twice");
     size_t src = 0;
     for (size_t k = 0; k < rank; ++k)
       d.push_back(std::count(axes.begin(), axes.end(), int64_t(k)) ? 1 : x.dims[src++]);
@@ -392,7 +404,7 @@ void Folder::infer_reshape_like(Node& n) {
   }
   for (int64_t v : d)
     if (v < 0) bad(n, "invalid target shape");
-  if (std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>()) != x.count())
+  if (checked_product<int64_t>(d, "a shape") != x.count())
     bad(n, "the target shape changes the element count");
   out(n).elem_type = x.elem_type;
   if (x.constant) return set_const(n, d, *x.constant, x.elem_type);
@@ -436,7 +448,7 @@ void Folder::infer_slice(Node& n) {
   ConstData c;
   c.is_float = x.constant->is_float;
   const Dims is = strides_of(x.dims), os = strides_of(d);
-  const int64_t count = std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
+  const int64_t count = checked_product<int64_t>(d, "a shape");
   for (int64_t i = 0; i < count; ++i) {
     size_t src = 0;
     for (size_t k = 0; k < d.size(); ++k) src += size_t((b[k] + (i / os[k] % d[k]) * st[k]) * is[k]);
@@ -556,7 +568,7 @@ void Folder::infer_gather(Node& n) {
   d.insert(d.end(), iv.dims.begin(), iv.dims.end());
   for (size_t k = size_t(axis) + 1; k < data.dims.size(); ++k) d.push_back(data.dims[k]);
   const Dims ds = strides_of(data.dims);
-  const int64_t outer = std::accumulate(data.dims.begin(), data.dims.begin() + axis, int64_t(1), std::multiplies<>());
+  const int64_t outer = checked_product<int64_t>(std::span(data.dims.begin(), size_t(axis)), "a shape");
   const int64_t inner = ds[size_t(axis)];
   ConstData c;
   c.is_float = data.constant->is_float;
@@ -599,7 +611,7 @@ void Folder::infer_constant_of_shape(Node& n) {
     elem = it->second.tensor->elem_type;
     c.is_float = it->second.tensor->constant->is_float;
   }
-  const int64_t count = std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
+  const int64_t count = checked_product<int64_t>(d, "a shape");
   if (count > (int64_t(1) << 24)) bad(n, "constant too large to fold");
   if (c.is_float) c.f.assign(size_t(count), v);
   else c.i.assign(size_t(count), int64_t(v));
@@ -621,7 +633,7 @@ void Folder::infer_concat(Node& n) {
   if (!all_const(n)) return set(n, d);
   ConstData c;
   c.is_float = in(n, 0).constant->is_float;
-  const int64_t outer = std::accumulate(d.begin(), d.begin() + axis, int64_t(1), std::multiplies<>());
+  const int64_t outer = checked_product<int64_t>(std::span(d.begin(), size_t(axis)), "a shape");
   for (int64_t o = 0; o < outer; ++o)
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const Value& v = in(n, k);

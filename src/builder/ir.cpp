@@ -23,6 +23,15 @@ std::vector<int64_t> Node::get_ints(const std::string& a, std::vector<int64_t> d
   return it == attrs.end() ? def : it->second.ints;
 }
 
+void check_tensor_size(const std::string& what, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims)
+    if (d < 0 || d > kMaxTensorElements)
+      fail(what, " has dimension ", d, "; dimensions must be between 0 and ", kMaxTensorElements);
+  if (checked_product<int64_t>(dims, what) > kMaxTensorElements)
+    fail(what, " has ", checked_product<int64_t>(dims, what), " elements, more than the builder's limit of ",
+         kMaxTensorElements);
+}
+
 bool is_float_type(int32_t t) { return t == 1 || t == 10 || t == 11 || t == 16; }
 
 std::string type_name(int32_t t) {

@@ -11,6 +11,15 @@
 
 namespace softdla::builder {
 
+// The largest tensor the builder handles, in elements and per dimension (the DLA's own limits are far
+// smaller; weights of the largest classifiers are ~10^8). Every shape entering the graph — inputs,
+// initializers, declared and inferred shapes — is checked against it, so shape arithmetic on two dims
+// cannot overflow int64.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 31;
+
+// Throws Error naming `what` when a dim is negative or above kMaxTensorElements, or their product is.
+void check_tensor_size(const std::string& what, const std::vector<int64_t>& dims);
+
 // A constant's values, kept as doubles for floats and as int64 for integer/bool tensors.
 struct ConstData {
   bool is_float = true;

@@ -222,7 +222,8 @@ class Lowering {
   Node* sole_consumer(const std::string& v) {
     if (std::count(g_.outputs.begin(), g_.outputs.end(), v)) return nullptr;
     auto cs = g_.consumers(v);
-    return cs.size() == 1 ? cs[0] : nullptr;
+    // A consumer `check` already rejected is never fused: its inputs and attributes may be anything.
+    return cs.size() == 1 && !cs[0]->unsupported ? cs[0] : nullptr;
   }
 
   // Appends activation steps of the nodes following `n` (BN handled by the caller) while they fuse;

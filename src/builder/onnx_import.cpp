@@ -16,7 +16,6 @@
 namespace softdla::builder {
 namespace {
 
-constexpr int64_t kMaxElements = int64_t(1) << 31;
 
 uint16_t load_u16(const std::string& raw, size_t k) {
   uint16_t v;
@@ -39,13 +38,9 @@ Value tensor_value(const onnx::TensorProto& t, const std::string& name) {
   v.name = name;
   v.elem_type = t.data_type();
   v.known_shape = true;
-  int64_t count = 1;
-  for (int64_t d : t.dims()) {
-    if (d < 0) fail("tensor '", name, "' has negative dimension ", d);
-    v.dims.push_back(d);
-    count *= d;
-    if (count > kMaxElements) fail("tensor '", name, "' is too large");
-  }
+  v.dims.assign(t.dims().begin(), t.dims().end());
+  check_tensor_size("tensor '" + name + "'", v.dims);
+  const int64_t count = v.count();
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     fail("tensor '", name, "' keeps its data in an external file; save the model with all tensors embedded "
          "(onnx.save(model, path, save_as_external_data=False))");
@@ -74,7 +69,7 @@ Value tensor_value(const onnx::TensorProto& t, const std::string& name) {
       if (has_raw) {
         need(raw.size(), 8);
         c.f.resize(size_t(count));
-        std::memcpy(c.f.data(), raw.data(), raw.size());
+        if (!raw.empty()) std::memcpy(c.f.data(), raw.data(), raw.size());
       } else {
         need(size_t(t.double_data_size()), 1);
         c.f.assign(t.double_data().begin(), t.double_data().end());
@@ -97,7 +92,7 @@ Value tensor_value(const onnx::TensorProto& t, const std::string& name) {
       if (has_raw) {
         need(raw.size(), 8);
         c.i.resize(size_t(count));
-        std::memcpy(c.i.data(), raw.data(), raw.size());
+        if (!raw.empty()) std::memcpy(c.i.data(), raw.data(), raw.size());
       } else {
         need(size_t(t.int64_data_size()), 1);
         c.i.assign(t.int64_data().begin(), t.int64_data().end());
@@ -196,6 +191,7 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
       for (int64_t d : fixed->second)
         if (d <= 0) fail("--shapes: dimensions of '", in.name(), "' must be positive");
       v.dims = fixed->second;
+      check_tensor_size("--shapes for input '" + in.name() + "'", v.dims);
       v.known_shape = true;
       g.inputs.push_back(v.name);
       g.values[v.name] = v;
@@ -212,6 +208,7 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
              "or export the model with fixed sizes");
       v.dims.push_back(d.dim_value());
     }
+    check_tensor_size("input '" + in.name() + "'", v.dims);
     v.known_shape = true;
     g.inputs.push_back(v.name);
     g.values[v.name] = v;
@@ -227,6 +224,7 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
       if (!d.has_dim_value() || d.dim_value() < 0) return;  // symbolic: nothing to compare with
       dims.push_back(d.dim_value());
     }
+    check_tensor_size("the declared shape of '" + vi.name() + "'", dims);
     g.declared[vi.name()] = dims;
   };
   for (const auto& vi : gp.value_info()) declare(vi);

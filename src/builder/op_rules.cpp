@@ -35,13 +35,13 @@ std::vector<OpRule> make_rules() {
   deconv_attrs.push_back(Is("output_padding", D::kSpatialNonNeg, "0 only on the DLA"));
   deconv_attrs.push_back(Is("output_shape", D::kSpatial, "resolved into padding, which must come out 0"));
   const std::vector<AttrRule> reduce_attrs{Is("axes", D::kAxes), I("keepdims", D::kBool), Ionly("noop_with_empty_axes", 0)};
-  const std::vector<InputRule> reduce_inputs{{"data", U::kData}, {"axes", U::kConstant}};
-  const std::vector<InputRule> shape_axes{{"data", U::kData}, {"axes", U::kConstant}};
+  const std::vector<InputRule> reduce_inputs{{"data", U::kData}, {"axes", U::kConstant, true}};
+  const std::vector<InputRule> shape_axes{{"data", U::kData}, {"axes", U::kConstant, true}};
   const std::vector<InputRule> unary_const{{"input", U::kConstant}};
   return {
-      {"Conv", "Conv (BN, bias and activation fused)", {{"X", U::kData}, {"W", U::kConstant}, {"B", U::kConstant}}, conv_attrs},
-      {"ConvTranspose", "Deconv", {{"X", U::kData}, {"W", U::kConstant}, {"B", U::kConstant}}, deconv_attrs},
-      {"Gemm", "1x1 Conv (or HxW Conv over a flattened 4-D tensor)", {{"A", U::kData}, {"B", U::kConstant}, {"C", U::kConstant}},
+      {"Conv", "Conv (BN, bias and activation fused)", {{"X", U::kData}, {"W", U::kConstant}, {"B", U::kConstant, true}}, conv_attrs},
+      {"ConvTranspose", "Deconv", {{"X", U::kData}, {"W", U::kConstant}, {"B", U::kConstant, true}}, deconv_attrs},
+      {"Gemm", "1x1 Conv (or HxW Conv over a flattened 4-D tensor)", {{"A", U::kData}, {"B", U::kConstant}, {"C", U::kConstant, true}},
        {F("alpha"), F("beta"), Ionly("transA", 0), I("transB", D::kBool)}},
       {"MatMul", "1x1 Conv", {{"A", U::kData}, {"B", U::kConstant}}, {}},
       {"Add", "SDP bias / element-wise add", ab, {}},
@@ -70,18 +70,19 @@ std::vector<OpRule> make_rules() {
       {"Unsqueeze", "nothing, or a Shuffle", shape_axes, {Is("axes", D::kUnsqueezeAxes)}},
       {"Transpose", "Shuffle", {{"data", U::kData}}, {Is("perm", D::kPerm)}},
       {"Identity", "nothing", {{"input", U::kData}}, {}},
-      {"Dropout", "nothing (inference)", {{"data", U::kData}, {"ratio", U::kUnused}, {"training_mode", U::kFalseOnly}},
+      {"Dropout", "nothing (inference)", {{"data", U::kData}, {"ratio", U::kUnused, true}, {"training_mode", U::kFalseOnly, true}},
        {I("seed", D::kAny, "unused in inference"), F("ratio", D::kAny, "unused in inference")}},
       {"Resize", "Resize (nearest or bilinear, integer factors)",
-       {{"X", U::kData}, {"roi", U::kUnused}, {"scales", U::kConstant}, {"sizes", U::kConstant}},
+       {{"X", U::kData}, {"roi", U::kUnused, true}, {"scales", U::kConstant, true}, {"sizes", U::kConstant, true}},
        {Ionly("antialias", 0), S("coordinate_transformation_mode"), F("cubic_coeff_a", D::kAny, "cubic mode is rejected"),
         Ionly("exclude_outside", 0), F("extrapolation_value", D::kAny, "tf_crop_and_resize is rejected"),
         Sonly("keep_aspect_ratio_policy", "stretch"), S("mode"), S("nearest_mode")}},
       {"Upsample", "Resize", {{"X", U::kData}, {"scales", U::kConstant}}, {S("mode")}},
-      {"Split", "Slices", {{"input", U::kData}, {"split", U::kConstant}},
+      {"Split", "Slices", {{"input", U::kData}, {"split", U::kConstant, true}},
        {I("axis", D::kAxis), Is("split"), I("num_outputs", D::kPositive)}, -1},
       {"Slice", "Slice (steps 1)",
-       {{"data", U::kData}, {"starts", U::kConstant}, {"ends", U::kConstant}, {"axes", U::kConstant}, {"steps", U::kConstant}},
+       {{"data", U::kData}, {"starts", U::kConstant}, {"ends", U::kConstant}, {"axes", U::kConstant, true},
+        {"steps", U::kConstant, true}},
        {}},
       {"Concat", "Concat (channels); one input: nothing", {{"inputs", U::kData}}, {I("axis", D::kAxis)}, 1, true},
       {"Softmax", "Softmax", {{"input", U::kData}}, {I("axis", D::kAxis)}},
@@ -94,14 +95,14 @@ std::vector<OpRule> make_rules() {
       {"Relu", "SDP ReLU", x, {}},
       {"LeakyRelu", "SDP PReLU", x, {F("alpha")}},
       {"PRelu", "SDP PReLU (per channel or one slope)", {{"X", U::kData}, {"slope", U::kConstant}}, {}},
-      {"Clip", "SDP clip", {{"input", U::kData}, {"min", U::kConstant}, {"max", U::kConstant}}, {}},
+      {"Clip", "SDP clip", {{"input", U::kData}, {"min", U::kConstant, true}, {"max", U::kConstant, true}}, {}},
       {"Sigmoid", "SDP sigmoid", x, {}},
       {"Tanh", "SDP tanh", x, {}},
       {"QuantizeLinear", "nothing: a Q/DQ pair on an activation sets its INT8 scale",
-       {{"x", U::kData}, {"y_scale", U::kConstant}, {"y_zero_point", U::kConstant}},
+       {{"x", U::kData}, {"y_scale", U::kConstant}, {"y_zero_point", U::kConstant, true}},
        {I("axis", D::kAxis), I("saturate", D::kBool), Ionly("block_size", 0)}},
       {"DequantizeLinear", "folded into constant weights, or the second half of a Q/DQ pair",
-       {{"x", U::kData}, {"x_scale", U::kConstant}, {"x_zero_point", U::kConstant}}, {I("axis", D::kAxis), Ionly("block_size", 0)}},
+       {{"x", U::kData}, {"x_scale", U::kConstant}, {"x_zero_point", U::kConstant, true}}, {I("axis", D::kAxis), Ionly("block_size", 0)}},
       // Shape arithmetic: evaluated at build time, never on the DLA.
       {"Constant", "folded", {}, {T("value"), F("value_float"), I("value_int"), Is("value_ints")}, 1, false, true},
       {"Shape", "folded", {{"data", U::kData}}, {I("start"), I("end")}, 1, false, true},
@@ -114,7 +115,7 @@ std::vector<OpRule> make_rules() {
       {"Sqrt", "folded", unary_const, {}, 1, false, true},
       {"Reciprocal", "folded", unary_const, {}, 1, false, true},
       {"Pow", "folded", {{"X", U::kConstant}, {"Y", U::kConstant}}, {}, 1, false, true},
-      {"ReduceProd", "folded (over all axes)", {{"data", U::kConstant}, {"axes", U::kConstant}}, {Is("axes", D::kAxes), I("keepdims", D::kBool)}, 1,
+      {"ReduceProd", "folded (over all axes)", {{"data", U::kConstant}, {"axes", U::kConstant, true}}, {Is("axes", D::kAxes), I("keepdims", D::kBool)}, 1,
        false, true},
       {"Equal", "folded", {{"A", U::kConstant}, {"B", U::kConstant}}, {}, 1, false, true},
       {"Where", "folded", {{"condition", U::kConstant}, {"X", U::kConstant}, {"Y", U::kConstant}}, {}, 1, false, true},
@@ -226,7 +227,11 @@ const OpRule* find_op_rule(const std::string& op) {
 void validate_node(const Node& n, const Graph& g) {
   const OpRule* rule = find_op_rule(n.op);
   if (!rule) bad(n, "operator '" + n.op + "' does not run on the DLA and is not a shape computation the builder can fold");
-  // Inputs: each one used as its rule says, none beyond the rule's list.
+  if (n.outputs.empty() || n.outputs[0].empty()) bad(n, "has no output");
+  // Inputs: every required one present, each one used as its rule says, none beyond the rule's list.
+  for (size_t k = 0; k < rule->inputs.size(); ++k)
+    if (!rule->inputs[k].optional && (k >= n.inputs.size() || n.inputs[k].empty()))
+      bad(n, std::string("required input '") + rule->inputs[k].name + "' (input " + std::to_string(k) + ") is missing");
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     if (n.inputs[k].empty()) continue;
     if (rule->inputs.empty() || (k >= rule->inputs.size() && !rule->variadic))

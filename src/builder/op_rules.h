@@ -27,6 +27,7 @@ enum class InputUse {
 struct InputRule {
   const char* name;
   InputUse use;
+  bool optional = false;  // may be absent ("" or past the end); a required input never is
 };
 
 // What an attribute's value must be, checked when the node is validated, before any pass reads it, so
