@@ -17,10 +17,28 @@ LOADABLE = os.path.join(MODELS, "bars.loadable")
 ONNX = os.path.join(MODELS, "digits.onnx")
 
 
+def _sanitized():
+    try:
+        with open(SOFTDLA, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False
+
+
+SANITIZED = _sanitized()
+
+
 def softdla(*args, timeout=60):
-    # A data-size cap (not -v: CUDA reserves address space) turns a runaway allocation into a failure of this test rather than of the machine.
-    return subprocess.run(["bash", "-c", 'ulimit -d 4000000; exec "$@"', "softdla", SOFTDLA, *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    # A memory cap turns a runaway allocation into a failure of this test rather than of the machine: a
+    # data-size limit (not -v: CUDA reserves address space), or under AddressSanitizer (whose shadow memory
+    # needs both) its own malloc limit.
+    env = dict(os.environ)
+    if SANITIZED:
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "malloc_limit_mb=4000"]))
+        cmd = [SOFTDLA, *map(str, args)]
+    else:
+        cmd = ["bash", "-c", 'ulimit -d 4000000; exec "$@"', "softdla", SOFTDLA, *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def rejected(r, *words):
