@@ -40,6 +40,16 @@ float interesting_float(Rng& r) {
   return values[r() % (sizeof values / sizeof values[0])];
 }
 
+// The name of some value of the graph: a node output or a graph input ("y" when there is none).
+std::string some_value(const onnx::GraphProto& g, Rng& r) {
+  if (g.node_size() && r() % 3) {
+    const onnx::NodeProto& n = g.node(int(pick(r, g.node())));
+    if (n.output_size()) return n.output(int(pick(r, n.output())));
+  }
+  if (g.input_size()) return g.input(int(pick(r, g.input()))).name();
+  return "y";
+}
+
 onnx::TensorShapeProto* shape_of(onnx::ValueInfoProto* v) {
   if (!v->type().has_tensor_type()) return nullptr;
   return v->mutable_type()->mutable_tensor_type()->mutable_shape();
@@ -67,7 +77,7 @@ void mutate_value_info(onnx::GraphProto& g, Rng& r) {
       v->mutable_type()->mutable_tensor_type()->set_elem_type(int32_t(r() % 24));
       return;
     default:
-      v->set_name(r() % 2 && g.node_size() ? g.node(int(pick(r, g.node()))).output(0) : std::string("renamed"));
+      v->set_name(r() % 2 ? some_value(g, r) : std::string("renamed"));
   }
 }
 
@@ -176,20 +186,16 @@ void mutate_node(onnx::GraphProto& g, Rng& r) {
     }
     case 1: {  // rewire one input to another value of the graph (possibly creating a cycle)
       if (n->input_size() == 0) return;
-      const auto& src = g.node(int(pick(r, g.node())));
-      const std::string name = src.output_size() && r() % 3 ? src.output(0)
-                               : g.input_size() ? g.input(int(pick(r, g.input()))).name()
-                                                : std::string("missing");
-      n->set_input(int(pick(r, n->input())), name);
+      n->set_input(int(pick(r, n->input())), r() % 8 ? some_value(g, r) : std::string("missing"));
       return;
     }
     case 2:
       if (n->input_size() && r() % 2) n->mutable_input()->RemoveLast();
-      else n->add_input(r() % 2 ? std::string() : n->input_size() ? n->input(0) : std::string("x"));
+      else n->add_input(r() % 2 ? std::string() : some_value(g, r));
       return;
     case 3:
       if (n->output_size() && r() % 2) n->mutable_output()->RemoveLast();
-      else n->add_output(r() % 2 ? std::string() : g.node(int(pick(r, g.node()))).output_size() ? g.node(0).output(0) : "y");
+      else n->add_output(r() % 2 ? std::string() : some_value(g, r));
       return;
     case 4:  // drop the node: its consumers lose their producer
       g.mutable_node()->DeleteSubrange(i, 1);

@@ -24,12 +24,14 @@ for t in "${targets[@]}"; do
   work=build-fuzz/corpus/$t
   mkdir -p "$work"
   limit=(-max_total_time="$seconds")
+  # -jobs forks workers that log to ./fuzz-N.log; one job runs in this process, logging to $log.
+  ((jobs > 1)) && limit+=(-jobs="$jobs" -workers="$jobs")
   [[ -n ${FUZZ_RUNS:-} ]] && limit=(-runs="$FUZZ_RUNS")
   log=build-fuzz/findings/$t.log
   set +e
   SOFTDLA_LOG=none ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     build-fuzz/fuzz/$t "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=262144 \
-    -print_final_stats=1 -jobs="$jobs" -workers="$jobs" -artifact_prefix=build-fuzz/findings/$t- \
+    -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$t- \
     "$work" fuzz/corpus/$t >"$log" 2>&1
   rc=$?
   set -e
