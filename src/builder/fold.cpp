@@ -595,7 +595,8 @@ void Folder::infer_cast(Node& n) {
   c.is_float = to == 1 || to == 10 || to == 11 || to == 16;
   for (size_t k = 0; k < x.constant->size(); ++k) {
     if (c.is_float) c.f.push_back(x.constant->at(k));
-    else c.i.push_back(int64_t(x.constant->at(k)));
+    else if (to == 9) c.i.push_back(x.constant->at(k) != 0);  // bool: any non-zero value is true
+    else c.i.push_back(x.constant->int_at(k));                 // NaN, inf, out of range: an error
   }
   return set_const(n, x.dims, std::move(c), int32_t(to));
 }

@@ -26,10 +26,21 @@ struct ConstData {
   std::vector<double> f;
   std::vector<int64_t> i;
   size_t size() const { return is_float ? f.size() : i.size(); }
-  double at(size_t k) const { return is_float ? f[k] : double(i[k]); }
+  // Bounds-checked: a constant with fewer values than an op needs (an empty Clip bound, a one-value
+  // tensor that is empty) is an error, not a read past the end.
+  double at(size_t k) const {
+    need(k);
+    return is_float ? f[k] : double(i[k]);
+  }
   // An integer use of a float constant (a shape, an axis, an index): NaN, infinities and values beyond
   // int64 are errors, not undefined conversions.
-  int64_t int_at(size_t k) const { return is_float ? checked_int<int64_t>(f[k], "an integer taken from a float constant") : i[k]; }
+  int64_t int_at(size_t k) const {
+    need(k);
+    return is_float ? checked_int<int64_t>(f[k], "an integer taken from a float constant") : i[k];
+  }
+  void need(size_t k) const {
+    if (k >= size()) fail("a constant has ", size(), " values where at least ", k + 1, " are needed");
+  }
 };
 
 struct Value {

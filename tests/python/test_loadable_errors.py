@@ -162,6 +162,30 @@ def test_unknown_op_params():
     expect_error(pack(o), "unknown or missing parameters")
 
 
+OP_PARAM_TYPES = ["Conv", "Deconv", "Sdp", "Pool", "Lrn", "Resize", "Concat", "Slice", "Shuffle", "Softmax", "Unary",
+                  "ReduceMax", "Convert"]
+
+
+@pytest.mark.parametrize("index,kind", list(enumerate(OP_PARAM_TYPES, start=1)), ids=OP_PARAM_TYPES)
+def test_params_type_without_table(index, kind):
+    """Issue 17: a union type with no table passed the FlatBuffers verifier and every kernel then read its
+    parameters through a null pointer."""
+    for op in (0, 1):
+        o = conv_graph().to_object()
+        o.ops[op].paramsType = index
+        o.ops[op].params = None
+        expect_error(pack(o), f"declares {kind} parameters but carries no parameter table")
+
+
+def test_duplicate_io_names_rejected():
+    g = writer.Graph()
+    x = g.input("x", (1, 2, 2, 2), np.float16)
+    y = g.tensor("x", (1, 2, 2, 2), np.float16)
+    g.op("Unary", [x], y, g.params("Unary", kind=0))
+    g.output(y)
+    expect_error(g.serialize(), "name 'x' is used by more than one")
+
+
 def test_output_not_produced():
     g = writer.Graph()
     g.input("x", (1, 2, 2, 2), np.float16)
