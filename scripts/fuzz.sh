@@ -7,17 +7,22 @@
 # a sanitizer report, a leak-free timeout (10 s) or an input over 2 GB of RSS stops the target and
 # leaves its input in build-fuzz/findings/. Turn it into a regression: copy it to
 # fuzz/regressions/<target>/, fix the defect, and the replay test (ctest -R fuzz_replay) keeps it fixed.
-# Prints one summary line per target: executions, execs/s, edges covered out of instrumented edges.
+# Prints one summary line per target: executions, execs/s, edges covered out of instrumented edges (for
+# the Python target: Python branches covered; it has no instrumented-edge total).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_loadable fuzz_onnx fuzz_npy fuzz_calib_cache)
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_loadable fuzz_onnx fuzz_npy fuzz_calib_cache fuzz_python_cudla)
+native=()
+for t in "${targets[@]}"; do [[ $t == fuzz_python_* ]] || native+=("$t"); done
 jobs=${FUZZ_JOBS:-1}
 
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target "${targets[@]}"
+if ((${#native[@]})); then
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz --target "${native[@]}"
+fi
 mkdir -p build-fuzz/findings
 status=0
 for t in "${targets[@]}"; do
@@ -28,9 +33,12 @@ for t in "${targets[@]}"; do
   ((jobs > 1)) && limit+=(-jobs="$jobs" -workers="$jobs")
   [[ -n ${FUZZ_RUNS:-} ]] && limit=(-runs="$FUZZ_RUNS")
   log=build-fuzz/findings/$t.log
+  # Python targets (atheris) run on the release build's extension: scripts/setup.sh builds it.
+  runner=(build-fuzz/fuzz/$t)
+  [[ $t == fuzz_python_* ]] && runner=(env PYTHONPATH=python SOFTDLA_BACKEND=cpu .venv/bin/python fuzz/$t.py)
   set +e
   SOFTDLA_LOG=none ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    build-fuzz/fuzz/$t "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=262144 \
+    "${runner[@]}" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=262144 \
     -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$t- \
     "$work" fuzz/corpus/$t >"$log" 2>&1
   rc=$?

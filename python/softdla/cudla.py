@@ -352,6 +352,9 @@ class ModuleTensorDescriptor(_Struct):
 
     @name.setter
     def name(self, value):
+        # bytes(int) would make that many zero bytes (a huge int: MemoryError): only text or bytes.
+        if not isinstance(value, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"name must be str or bytes, not {type(value).__name__}")
         data = value.encode() if isinstance(value, str) else bytes(value)
         if len(data) >= 81:
             raise ValueError("name must be shorter than 81 bytes")
