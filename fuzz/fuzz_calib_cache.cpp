@@ -11,6 +11,7 @@
 #include "builder.h"
 #include "calibrate.h"
 #include "error.h"
+#include "file_bytes.h"
 #include "fuzz_limits.h"
 #include "loadable.h"
 
@@ -22,7 +23,7 @@ std::vector<uint8_t> g_digits;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   softdla::fuzz::quiet_environment();
-  g_digits = softdla::builder::read_file_bytes(SOFTDLA_SOURCE_DIR "/examples/models/digits.onnx");
+  g_digits = softdla::read_file_bytes(SOFTDLA_SOURCE_DIR "/examples/models/digits.onnx", "ONNX model", softdla::kMaxModelFileBytes);
   return 0;
 }
 

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "calibrate.h"
@@ -241,12 +239,6 @@ Calibrator choose_rule(const Lowered& low, const std::vector<float>& base, Calib
 }
 
 }  // namespace
-
-std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot open '", path, "'");
-  return {(std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()};
-}
 
 std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
                             const std::map<std::string, std::vector<int64_t>>& shapes) {

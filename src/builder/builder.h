@@ -59,6 +59,4 @@ struct CheckRow {
 std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
                             const std::map<std::string, std::vector<int64_t>>& shapes = {});
 
-std::vector<uint8_t> read_file_bytes(const std::string& path);
-
 }  // namespace softdla::builder

@@ -31,6 +31,9 @@ namespace {
 
 // The DLA axis (0..3) of ONNX axis a of a rank-r tensor.
 uint32_t dla_axis(int64_t a, size_t r) {
+  // Defaults (an absent axis attribute) are not range-checked at validation: check here, for every caller.
+  if (a < 0 || a >= int64_t(r) || r > 4)
+    fail("axis ", a, " does not exist in a rank-", r, " tensor");
   static const uint32_t map3[] = {0, 1, 3}, map2[] = {0, 1}, map1[] = {1};
   if (r == 4) return uint32_t(a);
   if (r == 3) return map3[a];

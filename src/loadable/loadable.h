@@ -13,7 +13,6 @@
 namespace softdla {
 
 Model read_loadable(std::span<const uint8_t> bytes);
-Model read_loadable_file(const std::string& path);
 
 // Fills version, builder name, I/O descriptors and (if empty) the memory plan, then runs every check:
 // what the writer does before serializing, for code that executes a Model without a file.

@@ -1,8 +1,6 @@
 // FlatBuffers -> Model. Only verified buffers are read; everything is copied out so the caller's buffer
 // may be freed right after loading.
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "error.h"
 #include "format_version.h"
@@ -245,13 +243,6 @@ Model read_loadable(std::span<const uint8_t> bytes) {
   }
   check_model(m);
   return m;
-}
-
-Model read_loadable_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot open loadable '", path, "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return read_loadable(bytes);
 }
 
 }  // namespace softdla

@@ -6,12 +6,13 @@
 
 #include "builder.h"
 #include "error.h"
+#include "file_bytes.h"
 #include "loadable.h"
 
 namespace softdla::builder {
 namespace {
 
-std::vector<uint8_t> digits() { return read_file_bytes(std::string(SOFTDLA_SOURCE_DIR) + "/examples/models/digits.onnx"); }
+std::vector<uint8_t> digits() { return read_file_bytes(std::string(SOFTDLA_SOURCE_DIR) + "/examples/models/digits.onnx", "ONNX model", kMaxModelFileBytes); }
 
 BuildOptions fp16() {
   BuildOptions o;
