@@ -236,7 +236,11 @@ void Folder::infer_elementwise(Node& n) {
     if (n.op == "Add") r = x + arg(1);
     else if (n.op == "Sub") r = x - arg(1);
     else if (n.op == "Mul") r = x * arg(1);
-    else if (n.op == "Div") r = int_math ? double(int64_t(x) / std::max<int64_t>(1, int64_t(arg(1)))) : x / arg(1);
+    else if (n.op == "Div" && int_math) {
+      const double y = arg(1);
+      if (y == 0) bad(n, "integer division by zero while folding constants");
+      r = std::trunc(x / y);  // integer division truncates toward zero, also for negative divisors
+    } else if (n.op == "Div") r = x / arg(1);
     else if (n.op == "Min") r = std::min(x, arg(1));
     else if (n.op == "Max") r = std::max(x, arg(1));
     else if (n.op == "Pow") r = std::pow(x, arg(1));
@@ -248,7 +252,7 @@ void Folder::infer_elementwise(Node& n) {
     else if (n.op == "Neg") r = -x;
     else if (n.op == "Reciprocal") r = 1 / x;
     if (c.is_float) c.f.push_back(r);
-    else c.i.push_back(int64_t(r));
+    else c.i.push_back(checked_int<int64_t>(r, "node '" + n.label() + "' (" + n.op + "): an integer result"));
   }
   set_const(n, d, std::move(c), out(n).elem_type);
 }
@@ -615,7 +619,7 @@ void Folder::infer_constant_of_shape(Node& n) {
   const int64_t count = checked_product<int64_t>(d, "a shape");
   if (count > (int64_t(1) << 24)) bad(n, "constant too large to fold");
   if (c.is_float) c.f.assign(size_t(count), v);
-  else c.i.assign(size_t(count), int64_t(v));
+  else c.i.assign(size_t(count), checked_int<int64_t>(v, "node '" + n.label() + "' (ConstantOfShape): the value"));
   return set_const(n, d, std::move(c), elem);
 }
 
@@ -687,7 +691,7 @@ void Folder::infer_range(Node& n) {
   if (!std::isfinite(s) || !std::isfinite(l) || std::fabs((l - s) / dl) > double(1 << 24)) bad(n, "range too large to fold");
   for (double v = s; dl > 0 ? v < l : v > l; v += dl) {
     if (c.is_float) c.f.push_back(v);
-    else c.i.push_back(int64_t(v));
+    else c.i.push_back(checked_int<int64_t>(v, "node '" + n.label() + "' (Range): a value"));
   }
   const int64_t len = int64_t(c.size());  // before the move below
   return set_const(n, {len}, std::move(c), in(n, 0).elem_type);
@@ -759,7 +763,7 @@ void Folder::infer_reduce(Node& n) {
     if (axes.size() != x.dims.size()) bad(n, "ReduceProd is folded over all axes only");
     double p = 1;
     for (size_t k = 0; k < x.constant->size(); ++k) p *= x.constant->at(k);
-    return set_const(n, d, ConstData{false, {}, {int64_t(p)}}, 7);
+    return set_const(n, d, ConstData{false, {}, {checked_int<int64_t>(p, "node '" + n.label() + "' (ReduceProd)")}}, 7);
   }
   return set(n, d);
 }

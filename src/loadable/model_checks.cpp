@@ -94,6 +94,9 @@ struct OpChecker {
         check_values(sw, int8 ? s.ivalues.size() : s.fvalues.size(), channels);
         if (int8 && !s.fvalues.empty()) bad(sw + ": INT8 steps take integer operands");
         if (!int8 && !s.ivalues.empty()) bad(sw + ": float steps take float operands");
+      } else if (!s.fvalues.empty() || !s.ivalues.empty()) {
+        // Kernels index every step's values by channel: values on a step that takes none are corrupt.
+        bad(sw + ": this step kind takes no per-channel values");
       }
       if (s.shift > kMaxShift || s.tensor_shift > kMaxShift) bad(sw + ": shift above 62");
       if (s.kind == SdpKind::kClip && (int8 ? s.lo_i > s.hi_i : !(s.lo <= s.hi)))
