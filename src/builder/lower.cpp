@@ -639,6 +639,7 @@ void Lowering::lower_shuffle(Node& n) {
   ShuffleParams p;
   if (n.op == "Transpose") {
     auto perm = n.get_ints("perm");
+    if (x.dims.size() <= 1) return alias(n, n.inputs[0], n.outputs[0]);  // a scalar or vector: nothing moves
     if (perm.empty())
       for (int64_t k = int64_t(x.dims.size()) - 1; k >= 0; --k) perm.push_back(k);
     if (perm[0] != 0) bad(n, "the batch dimension cannot move on the DLA");
