@@ -433,6 +433,9 @@ void Folder::infer_slice(Node& n) {
     const size_t a = size_t(norm_axis(n, axes[k], x.dims.size()));
     const int64_t dim = x.dims[a];
     if (steps[k] == 0) bad(n, "step 0");
+    // A step longer than the dimension takes one element, as the dimension + 1 does; clamped so the
+    // arithmetic below cannot overflow (exporters write INT64_MAX/MIN for "to the end").
+    steps[k] = std::clamp<int64_t>(steps[k], -(dim + 1), dim + 1);
     auto clampi = [&](int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(hi, v)); };
     int64_t s0 = starts[k] < 0 ? starts[k] + dim : starts[k], e0 = ends[k] < 0 ? ends[k] + dim : ends[k];
     if (steps[k] > 0) {
@@ -781,7 +784,7 @@ void Folder::infer_split(Node& n) {
   int64_t sum = 0;
   for (int64_t v : parts) {
     if (v < 0) bad(n, "negative split size");
-    sum += v;
+    sum = checked_add<int64_t>(sum, v, "the split sizes");
   }
   if (sum != x.dims[size_t(axis)]) bad(n, "split sizes do not add up to the dimension");
   for (size_t k = 0; k < parts.size(); ++k) {

@@ -41,6 +41,15 @@ uint32_t dla_axis(int64_t a, size_t r) {
   return map1[a];
 }
 
+// Channels of a DLA tensor for which the lowering makes weights (c x c for a channel shuffle): the
+// DLA's 8,192 limit (dla-facts 1.1) checked before anything is allocated from it.
+uint32_t weight_channels(const Node& n, int64_t c) {
+  constexpr int64_t kDlaMaxChannels = 8192;
+  if (c < 1 || c > kDlaMaxChannels)
+    fail("node '", n.label(), "' (", n.op, "): ", c, " channels; the DLA takes 1 to ", kDlaMaxChannels);
+  return uint32_t(c);
+}
+
 class Lowering {
  public:
   Lowering(Graph& g, Target target, std::vector<NodeIssue>* issues) : g_(g), issues_(issues) {
@@ -559,7 +568,7 @@ void Lowering::lower_pool(Node& n) {
 // counted, as count_include_pad does.
 void Lowering::average_as_depthwise(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape,
                                     uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, std::array<uint32_t, 4> pads) {
-  const uint32_t c = out_.model.tensors[in].shape[1];
+  const uint32_t c = weight_channels(n, out_.model.tensors[in].shape[1]);
   ConvParams p;
   p.weights = uint32_t(float_constant(std::vector<float>(size_t(c) * kh * kw, 1.f / float(kh * kw)), {c, 1, kh, kw}));
   p.groups = c;
@@ -620,7 +629,7 @@ bool Lowering::lower_channel_shuffle(Node& n) {
   Node* back = sole_consumer(t->outputs[0]);
   if (!back || back->op != "Reshape" || back->inputs[0] != t->outputs[0] || g_.value(back->outputs[0]).dims != x.dims) return false;
   if (y.dims[0] != x.dims[0] || y.dims[1] * y.dims[2] != x.dims[1] || y.dims[3] != x.dims[2] || y.dims[4] != x.dims[3]) return false;
-  const uint32_t c = uint32_t(x.dims[1]), groups = uint32_t(y.dims[1]), per = uint32_t(y.dims[2]);
+  const uint32_t c = weight_channels(n, x.dims[1]), groups = uint32_t(y.dims[1]), per = uint32_t(y.dims[2]);
   std::vector<float> w(size_t(c) * c, 0.f);
   for (uint32_t i = 0; i < per; ++i)
     for (uint32_t j = 0; j < groups; ++j) w[size_t(i * groups + j) * c + (j * per + i)] = 1.f;  // out (i,j) <- in (j,i)
@@ -689,7 +698,7 @@ void Lowering::lower_reduce(Node& n) {
     return;
   }
   if (axes == std::vector<uint32_t>{1}) {  // over C: a 1x1 conv of 1/C (mean) or 1 (sum) weights
-    const uint32_t c = dla_shape(x.dims)[1];
+    const uint32_t c = weight_channels(n, dla_shape(x.dims)[1]);
     ConvParams p;
     p.weights = uint32_t(float_constant(std::vector<float>(c, sum ? 1.f : 1.f / float(c)), {1, c, 1, 1}));
     emit(n.name, {in}, new_tensor(target, g_.value(target).dims), p);

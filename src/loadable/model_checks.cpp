@@ -450,6 +450,13 @@ void check_memory_plan(const Model& m) {
       fail("memory plan places tensor '", m.tensors[t].name, "' outside the arena or unaligned");
     blocks.push_back({off, off + bytes, life[t].first, life[t].last});
   }
+  // The arena is exactly what its blocks need: the engine allocates arena_size bytes, so a small file
+  // must not be able to ask for gigabytes it never uses.
+  uint64_t needed = 0;
+  for (const Block& b : blocks) needed = std::max(needed, b.end);
+  if (plan.arena_size > (needed + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment)
+    fail("memory plan arena is ", plan.arena_size, " bytes but its tensors need ", needed,
+         "; the loadable is corrupt, rebuild it");
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
   for (size_t i = 0; i < blocks.size(); ++i)
     for (size_t j = i + 1; j < blocks.size() && blocks[j].begin < blocks[i].end; ++j)

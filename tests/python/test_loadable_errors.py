@@ -136,8 +136,15 @@ def test_memory_plan_overlap_rejected():
     out = g.tensor("out", (1, 8, 6, 6), np.float16)
     g.op("Unary", [2], out, g.params("Unary", kind=0))
     g.output(out)
-    g.plan = ([0, 0, 64, 0], 4096)  # y ends where z starts: both alive during the relu op
+    g.plan = ([0, 0, 64, 0], 640)  # y (576 B at 0) and z (576 B at 64) share bytes while both are alive
     expect_error(g.serialize(), "overlaps two tensors")
+
+
+def test_memory_plan_arena_larger_than_its_tensors():
+    """Issue 17: a 4 GB arena in a loadable whose tensors need 1 KB made the engine allocate 4 GB."""
+    g = conv_graph()
+    g.plan = ([0, 0, 576], 4 << 30)
+    expect_error(g.serialize(), "arena is 4294967296 bytes but its tensors need")
 
 
 def test_memory_plan_outside_arena():
