@@ -12,8 +12,7 @@ cudlaDevHandle g_device = nullptr;
 }
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  softdla::fuzz::quiet_environment();
-  if (cudlaCreateDevice(0, &g_device, CUDLA_CUDA_DLA) != cudlaSuccess) std::abort();
+  g_device = softdla::fuzz::open_device();
   return 0;
 }
 

@@ -38,6 +38,14 @@ inline bool tensor_descriptors(cudlaModule module, bool inputs, std::vector<cudl
                                   &a) == cudlaSuccess;
 }
 
+// The hybrid-mode device every runtime-facing target uses (the CPU engine: quiet_environment()).
+inline cudlaDevHandle open_device() {
+  quiet_environment();
+  cudlaDevHandle device = nullptr;
+  if (cudlaCreateDevice(0, &device, CUDLA_CUDA_DLA) != cudlaSuccess) std::abort();
+  return device;
+}
+
 // Registers a buffer for every binding of `module` and runs one synchronous task (no stream: the CPU
 // engine). A model whose I/O is above kMaxIoBytes is loaded but not run. Every registration is undone.
 inline void run_module(cudlaDevHandle device, cudlaModule module) {

@@ -10,19 +10,12 @@
 
 #include "calibrate.h"
 #include "error.h"
+#include "error_of.h"
 
 namespace softdla::builder {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using softdla::testing::error_of;
 
 std::string parse_error(const std::string& text) {
   return error_of([&] { parse_calibration_cache(text, "c.cache"); });

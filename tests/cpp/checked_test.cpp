@@ -3,6 +3,8 @@
 // from input.
 #include <gtest/gtest.h>
 
+#include "error_of.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,16 +15,7 @@
 namespace softdla {
 namespace {
 
-// The message of the Error `f` throws ("" when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using softdla::testing::error_of;
 
 TEST(Checked, ExactResultsWhereTheyFit) {
   EXPECT_EQ(checked_mul(uint64_t(1) << 31, uint64_t(1) << 32, "x"), uint64_t(1) << 63);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "error.h"
+#include "error_of.h"
 #include "npy.h"
 
 namespace softdla {
@@ -35,15 +36,7 @@ std::string write_temp(const std::string& name, const std::vector<uint8_t>& byte
   return path;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using softdla::testing::error_of;
 
 std::string parse_error(const std::vector<uint8_t>& bytes) {
   return error_of([&] { parse_npy(bytes, "in.npy"); });
