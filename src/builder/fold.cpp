@@ -79,6 +79,10 @@ class Folder {
         for (const std::string& in : n.inputs)
           if (!in.empty() && !g_.value(in).known_shape)
             bad(n, "depends on '" + in + "', whose shape is unknown because an earlier node is unsupported");
+        // A malformed node is never inferred: inference would read the very attributes and inputs
+        // that are wrong (check goes on with the shapes the model declares, below). A well-formed node
+        // the DLA cannot run still is, so that check can judge the nodes after it.
+        check_well_formed(n, g_);
         try {
           validate_node(n, g_);
         } catch (const Error& e) {

@@ -224,14 +224,30 @@ const OpRule* find_op_rule(const std::string& op) {
   return nullptr;
 }
 
-void validate_node(const Node& n, const Graph& g) {
-  const OpRule* rule = find_op_rule(n.op);
-  if (!rule) bad(n, "operator '" + n.op + "' does not run on the DLA and is not a shape computation the builder can fold");
+void check_well_formed(const Node& n, const Graph& g) {
   if (n.outputs.empty() || n.outputs[0].empty()) bad(n, "has no output");
-  // Inputs: every required one present, each one used as its rule says, none beyond the rule's list.
+  const OpRule* rule = find_op_rule(n.op);
+  if (!rule) return;  // an op without a rule: validate_node rejects it, and inference does not know it either
   for (size_t k = 0; k < rule->inputs.size(); ++k)
     if (!rule->inputs[k].optional && (k >= n.inputs.size() || n.inputs[k].empty()))
       bad(n, std::string("required input '") + rule->inputs[k].name + "' (input " + std::to_string(k) + ") is missing");
+  const bool has_input = !n.inputs.empty() && !n.inputs[0].empty();
+  const int64_t rank = has_input ? int64_t(g.value(n.inputs[0]).dims.size()) : -1;
+  for (const auto& [name, a] : n.attrs) {
+    const std::string& key = name;  // a structured binding cannot be captured before C++20 in clang 14
+    const auto it = std::find_if(rule->attrs.begin(), rule->attrs.end(), [&](const AttrRule& r) { return key == r.name; });
+    if (it == rule->attrs.end() || name.rfind('_', 0) == 0) continue;  // unknown ones: validate_node's business
+    if (a.kind != it->kind)
+      bad(n, "attribute '" + name + "' must be " + kind_name(it->kind) + "; the model gives " + kind_name(a.kind));
+    check_domain(n, name, a, it->domain, rank);
+  }
+}
+
+void validate_node(const Node& n, const Graph& g) {
+  check_well_formed(n, g);
+  const OpRule* rule = find_op_rule(n.op);
+  if (!rule) bad(n, "operator '" + n.op + "' does not run on the DLA and is not a shape computation the builder can fold");
+  // Inputs: each one used as its rule says, none beyond the rule's list (required ones: check_well_formed).
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     if (n.inputs[k].empty()) continue;
     if (rule->inputs.empty() || (k >= rule->inputs.size() && !rule->variadic))
@@ -257,10 +273,6 @@ void validate_node(const Node& n, const Graph& g) {
     const std::string& key = name;  // a structured binding cannot be captured before C++20 in clang 14
     const auto it = std::find_if(rule->attrs.begin(), rule->attrs.end(), [&](const AttrRule& r) { return key == r.name; });
     if (it == rule->attrs.end()) bad(n, "attribute '" + name + "' is not supported for " + n.op + " (it would be ignored)");
-    if (a.kind != it->kind)
-      bad(n, "attribute '" + name + "' must be " + kind_name(it->kind) + "; the model gives " + kind_name(a.kind));
-    const bool has_input = !n.inputs.empty() && !n.inputs[0].empty();
-    check_domain(n, name, a, it->domain, has_input ? int64_t(g.value(n.inputs[0]).dims.size()) : -1);
     if (it->only_int && a.i != *it->only_int)
       bad(n, "attribute '" + name + "' = " + std::to_string(a.i) + " is not supported (only " + std::to_string(*it->only_int) + ")");
     if (it->only_str && a.s != *it->only_str)

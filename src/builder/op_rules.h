@@ -70,8 +70,13 @@ struct OpRule {
 const std::vector<OpRule>& op_rules();
 const OpRule* find_op_rule(const std::string& op);
 
-// Throws Error ("node 'n' (Op): ...") when the node uses an input, output or attribute its rule does
-// not honour, or an op with no rule. Needs the producers of its inputs folded already (constness).
+// Throws Error ("node 'n' (Op): ...") when the node is malformed: no output, a required input missing,
+// an attribute of the wrong type or outside its domain (AttrDomain). Shape inference reads only nodes
+// that pass this: `check` may infer past a node the DLA cannot run, never past a malformed one.
+void check_well_formed(const Node& n, const Graph& g);
+
+// check_well_formed, and throws when the node uses an input, output or attribute its rule does not
+// honour, or an op with no rule. Needs the producers of its inputs folded already (constness).
 void validate_node(const Node& n, const Graph& g);
 
 // The operator table of docs/BUILDER.md, generated from op_rules().
