@@ -34,19 +34,27 @@ for t in "${targets[@]}"; do
   [[ -n ${FUZZ_RUNS:-} ]] && limit=(-runs="$FUZZ_RUNS")
   log=build-fuzz/findings/$t.log
   # Python targets (atheris) run on the release build's extension: scripts/setup.sh builds it.
-  runner=(build-fuzz/fuzz/$t)
-  [[ $t == fuzz_python_* ]] && runner=(env PYTHONPATH=python SOFTDLA_BACKEND=cpu .venv/bin/python fuzz/$t.py)
+  root=$PWD
+  runner=("$root/build-fuzz/fuzz/$t")
+  [[ $t == fuzz_python_* ]] && runner=(env PYTHONPATH="$root/python" SOFTDLA_BACKEND=cpu "$root/.venv/bin/python" "$root/fuzz/$t.py")
+  # Workers of -jobs write ./fuzz-N.log: run from a directory of their own.
+  jobdir=$root/build-fuzz/findings/$t-jobs
+  mkdir -p "$jobdir"
+  rm -f "$jobdir"/fuzz-*.log
   set +e
-  SOFTDLA_LOG=none ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  (cd "$jobdir" && SOFTDLA_LOG=none ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "${runner[@]}" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=262144 \
-    -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$t- \
-    "$work" fuzz/corpus/$t >"$log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$root/build-fuzz/findings/$t-" \
+    "$root/$work" "$root/fuzz/corpus/$t" >"$root/$log" 2>&1)
   rc=$?
   set -e
-  edges=$(grep -m1 -o 'Loaded [0-9]* modules *([0-9]* inline 8-bit counters)' "$log" | grep -o '([0-9]*' | tr -d '(' || true)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || true)
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
-  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
+  logs=("$log")
+  ((jobs > 1)) && logs=("$jobdir"/fuzz-*.log)  # each worker's statistics are in its own log
+  edges=$(grep -h -m1 -o 'Loaded [0-9]* modules *([0-9]* inline 8-bit counters)' "${logs[@]}" | head -1 | grep -o '([0-9]*' | tr -d '(' || true)
+  cov=$(grep -h -o 'cov: [0-9]*' "${logs[@]}" | grep -o '[0-9]*' | sort -n | tail -1 || true)
+  execs=$(grep -h -o 'stat::number_of_executed_units: *[0-9]*' "${logs[@]}" | grep -o '[0-9]*$' | awk '{s+=$1} END {if (NR) print s}' || true)
+  rate=$(grep -h -o 'stat::average_exec_per_sec: *[0-9]*' "${logs[@]}" | grep -o '[0-9]*$' | awk '{s+=$1} END {if (NR) print s}' || true)
   echo "$t: ${execs:-?} executions (${rate:-?}/s), ${cov:-?} of ${edges:-?} edges covered, exit $rc"
   if [[ $rc -ne 0 ]]; then
     status=1
