@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cudlaModule module = nullptr;
   if (cudlaModuleLoadFromMemory(g_device, data, size, &module, 0) != cudlaSuccess) return 0;
-  softdla::fuzz::run_module(g_device, module);
+  if (softdla::fuzz::task_work({data, size}) <= softdla::fuzz::kMaxTaskWork) softdla::fuzz::run_module(g_device, module);
   if (cudlaModuleUnload(module, 0) != cudlaSuccess) std::abort();  // a loaded module must unload
   return 0;
 }

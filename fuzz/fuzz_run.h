@@ -1,14 +1,19 @@
 // What the runtime-facing fuzz targets share: run one task of a loaded module on host buffers sized
 // from the module's own tensor descriptors.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include <span>
+#include <variant>
+
 #include "cudla.h"
 #include "fuzz_limits.h"
+#include "loadable.h"
 
 namespace softdla::fuzz {
 
@@ -36,6 +41,36 @@ inline bool tensor_descriptors(cudlaModule module, bool inputs, std::vector<cudl
   a.inputTensorDesc = out.data();  // the same union member serves both descriptor kinds
   return cudlaModuleGetAttributes(module, inputs ? CUDLA_INPUT_TENSOR_DESCRIPTORS : CUDLA_OUTPUT_TENSOR_DESCRIPTORS,
                                   &a) == cudlaSuccess;
+}
+
+// An estimate of one task's arithmetic: per op, its output elements times the weights behind each
+// (convolutions) or the window (pools). 0 when the loadable does not verify (the load will fail).
+inline uint64_t task_work(std::span<const uint8_t> bytes) {
+  Model m;
+  try {
+    m = read_loadable(bytes);
+  } catch (...) {
+    return 0;
+  }
+  uint64_t work = 0;
+  for (const Op& op : m.ops) {
+    const Shape& out = m.tensors[op.outputs[0]].shape;
+    uint64_t per = 1;
+    uint32_t weights = UINT32_MAX;
+    if (const auto* c = std::get_if<ConvParams>(&op.params)) weights = c->weights;
+    if (const auto* d = std::get_if<DeconvParams>(&op.params)) weights = d->weights;
+    if (weights != UINT32_MAX) {
+      uint64_t w = 1;
+      for (uint32_t v : m.constants[weights].dims) w *= v;
+      per = w / std::max<uint64_t>(1, out[1]);
+    } else if (const auto* p = std::get_if<PoolParams>(&op.params)) {
+      per = uint64_t(p->kernel_h) * p->kernel_w;
+    } else {
+      per = 1;
+    }
+    work += element_count(out) * std::max<uint64_t>(per, 1);
+  }
+  return work;
 }
 
 // The hybrid-mode device every runtime-facing target uses (the CPU engine: quiet_environment()).
