@@ -127,7 +127,7 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     fail("--layerPrecisions names '", *unused_overrides.begin(), "', which is not a layer of this model");
 
   // INT8 tensors in one shared-range group take the largest range of the group (as TensorRT does).
-  const std::vector<uint32_t> group = shared_range_groups(fp32);
+  const std::vector<uint32_t> group = shared_range_groups(fp32, plan.op_precision);
   std::map<uint32_t, float> group_max;
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t) group_max[group[t]] = std::max(group_max[group[t]], amax[t]);
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)

@@ -493,23 +493,27 @@ void Lowering::lower_eltwise(Node& n) {
       emit(n.name, inputs, new_tensor(cur, g_.value(cur).dims), p);
       return;
     }
-    if (op == "Div") bad(n, "Div by a tensor that is not a per-channel constant is not supported on this DLA");
   }
   if (op == "Sum" && ins.size() == 1) return alias(n, ins[0], n.outputs[0]);
   // Tensor-tensor: the full-size operand is the data; the others broadcast in NCHW, NC11 or N111 form.
   std::vector<std::string> order = ins;
-  const bool commutative = op != "Sub";
+  const bool commutative = op != "Sub" && op != "Div";
   auto full = [&](const std::string& v) { return dla_shape(g_.value(v).dims) == ys; };
   if (!full(order[0])) {
     auto it = std::find_if(order.begin(), order.end(), full);
     if (it == order.end()) bad(n, "no input has the output's shape (broadcasting both inputs is not a DLA form)");
     std::iter_swap(order.begin(), it);
   }
-  // a - b with only b full-size: compute b - a, then negate (the Scale(-1) step below).
+  // a - b with only b full-size: compute b - a, then negate (the Scale(-1) step below). a / b has no
+  // such identity: the dividend must be the full-size operand.
   const bool swapped = order[0] != ins[0];
+  if (swapped && op == "Div")
+    bad(n, "Div whose dividend broadcasts onto the divisor's shape is not a DLA form (the DLA divides the "
+           "full-size tensor by an NCHW, NC11 or N111 one); expand the dividend first, or divide the other way and take the reciprocal before");
   inputs.push_back(tensor(n, order[0]));
   const SdpKind kind = op == "Add" || op == "Sum" ? SdpKind::kEltAdd : op == "Sub" ? SdpKind::kEltSub
-                       : op == "Mul" ? SdpKind::kEltMul : op == "Max" ? SdpKind::kEltMax : SdpKind::kEltMin;
+                       : op == "Mul" ? SdpKind::kEltMul : op == "Div" ? SdpKind::kEltDiv
+                       : op == "Max" ? SdpKind::kEltMax : SdpKind::kEltMin;
   for (size_t k = 1; k < order.size(); ++k) {
     const uint32_t t = tensor(n, order[k]);
     if (g_.is_const(order[k])) {  // a constant operand: its NCHW view aligned to the output's rank

@@ -40,7 +40,17 @@ bool supports_int8(const Op& op) {
   return true;
 }
 
-std::vector<uint32_t> shared_range_groups(const Model& m) {
+bool int8_average_as_convolution(const Op& op, const Model& fp32) {
+  const auto* p = std::get_if<PoolParams>(&op.params);
+  if (!p || p->kind != PoolKind::kAverage || p->exclude_padding) return false;
+  const Shape& in = fp32.tensors[op.inputs[0]].shape;
+  // The convolution's own limits (docs/LOADABLE.md): groups up to 8,192, strides up to 8, padding
+  // smaller than the kernel.
+  return in.size() == 4 && in[1] >= 1 && in[1] <= 8192 && p->stride_h <= 8 && p->stride_w <= 8 &&
+         std::max(p->pad_top, p->pad_bottom) < p->kernel_h && std::max(p->pad_left, p->pad_right) < p->kernel_w;
+}
+
+std::vector<uint32_t> shared_range_groups(const Model& m, const std::vector<DataType>& precision) {
   std::vector<uint32_t> parent(m.tensors.size());
   std::iota(parent.begin(), parent.end(), 0u);
   auto find = [&](uint32_t x) {
@@ -48,8 +58,10 @@ std::vector<uint32_t> shared_range_groups(const Model& m) {
     return x;
   };
   auto unite = [&](uint32_t a, uint32_t b) { parent[find(a)] = find(b); };
-  for (const Op& op : m.ops) {
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    const Op& op = m.ops[i];
     const uint32_t out = op.outputs[0];
+    if (i < precision.size() && precision[i] == DataType::kInt8 && int8_average_as_convolution(op, m)) continue;
     if (std::holds_alternative<PoolParams>(op.params) || std::holds_alternative<ResizeParams>(op.params) ||
         std::holds_alternative<SliceParams>(op.params) || std::holds_alternative<ShuffleParams>(op.params) ||
         std::holds_alternative<UnaryParams>(op.params) || std::holds_alternative<ReduceMaxParams>(op.params) ||
@@ -57,7 +69,10 @@ std::vector<uint32_t> shared_range_groups(const Model& m) {
       for (uint32_t in : op.inputs) unite(in, out);
     } else if (const auto* s = std::get_if<SdpParams>(&op.params)) {
       for (const SdpStep& st : s->steps)
-        if (is_eltwise(st.kind) && st.kind != SdpKind::kEltMul) unite(op.inputs[0], uint32_t(st.tensor));
+        // Add, Sub, Max and Min compare or combine codes, so both sides share a scale; a product or a
+        // quotient carries both scales in its integer domain and needs none shared.
+        if (is_eltwise(st.kind) && st.kind != SdpKind::kEltMul && st.kind != SdpKind::kEltDiv)
+          unite(op.inputs[0], uint32_t(st.tensor));
     }
   }
   std::vector<uint32_t> group(m.tensors.size());
@@ -172,6 +187,24 @@ class Converter {
     return int32_t(out_.constants.size() - 1);
   }
 
+  // The depthwise convolution of an INT8 average pool (int8_average_as_convolution): C x 1 x kh x kw
+  // weights of 1/(kh kw), held aside (the source model's constants are not ours to extend) and marked
+  // by an index no source constant has.
+  static constexpr uint32_t kAverageWeights = UINT32_MAX;
+  Constant average_;
+  ConvParams average_weights(const PoolParams& pool, uint32_t channels) {
+    const size_t n = size_t(channels) * pool.kernel_h * pool.kernel_w;
+    const float w = 1.f / float(pool.kernel_h * pool.kernel_w);
+    average_ = Constant{DataType::kFloat32, {channels, 1, pool.kernel_h, pool.kernel_w}, std::vector<uint8_t>(4 * n)};
+    for (size_t i = 0; i < n; ++i) std::memcpy(&average_.data[4 * i], &w, 4);
+    ConvParams c;
+    c.weights = kAverageWeights;
+    c.groups = channels;
+    c.stride_h = pool.stride_h, c.stride_w = pool.stride_w;
+    c.pad_top = pool.pad_top, c.pad_left = pool.pad_left, c.pad_bottom = pool.pad_bottom, c.pad_right = pool.pad_right;
+    return c;
+  }
+
   void convert_op(size_t i);
   SdpParams int8_conv_post(const SdpParams& p, const std::vector<double>& acc_scale, double out_scale);
   SdpParams int8_sdp(const Op& op, const SdpParams& p, double in_scale, double out_scale,
@@ -284,6 +317,12 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
           n.tensor_multiplier = 1, n.tensor_shift = 0;
           n.shift = 0;
           domain *= e_scale;  // v * e carries both scales
+        } else if (s.kind == SdpKind::kEltDiv) {
+          // v / e: the quotient's domain is domain / e_scale. v already sits 2^16 above its int8 code
+          // (the step before), so the quotient keeps at least 9 bits more than an int8 result needs.
+          n.tensor_multiplier = 1, n.tensor_shift = 0;
+          n.shift = 0;
+          domain /= e_scale;
         } else {
           const auto [m, sh] = quant_multiplier(e_scale / domain);
           n.tensor_multiplier = m, n.tensor_shift = sh;
@@ -312,6 +351,7 @@ void Converter::convert_op(size_t i) {
       if (s.kind == SdpKind::kClip && s.lo == 0.f) demanded = scale_from_amax(double(s.hi));
   };
   OpParams params = op.params;
+  if (P == DataType::kInt8 && int8_average_as_convolution(op, src_)) params = average_weights(std::get<PoolParams>(op.params), src_.tensors[op.inputs[0]].shape[1]);
   if (P == DataType::kInt8) {
     if (const auto* c = std::get_if<ConvParams>(&op.params)) clip_hi(c->post);
     if (const auto* d = std::get_if<DeconvParams>(&op.params)) clip_hi(d->post);
@@ -322,7 +362,7 @@ void Converter::convert_op(size_t i) {
       [&](auto& p) {
         using T = std::decay_t<decltype(p)>;
         if constexpr (std::is_same_v<T, ConvParams> || std::is_same_v<T, DeconvParams>) {
-          const Constant& w = src_.constants[p.weights];
+          const Constant& w = p.weights == kAverageWeights ? average_ : src_.constants[p.weights];
           if (P == DataType::kInt8) {
             const bool deconv = std::is_same_v<T, DeconvParams>;
             const size_t K = deconv ? w.dims[1] : w.dims[0];

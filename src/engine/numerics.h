@@ -31,6 +31,15 @@ SOFTDLA_HD inline int64_t div_rhaz(int64_t a, int64_t b) {
   return a >= 0 ? (2 * a + b) / (2 * b) : -((-2 * a + b) / (2 * b));
 }
 
+// INT8 element-wise division: (v << s) / e rounded half away from zero, saturated to int32; e = 0 gives
+// the int32 bound with v's sign (0 / 0 = 0). |v| < 2^31 and s <= 30 keep 2|v << s| + |e| below 2^63.
+SOFTDLA_HD inline int64_t divide32(int64_t v, int64_t e, unsigned s) {
+  if (e == 0) return v > 0 ? INT32_MAX : (v < 0 ? INT32_MIN : 0);
+  const int64_t a = v * (int64_t(1) << s);
+  const int64_t q = div_rhaz(a < 0 ? -a : a, e < 0 ? -e : e);
+  return sat32((a < 0) != (e < 0) ? -q : q);
+}
+
 // Q16 reciprocal of a pooling window extent 1..8: round_half_away(65536 / k).
 SOFTDLA_HD inline int64_t q16_reciprocal(unsigned k) { return (2 * 65536 + k) / (2 * int64_t(k)); }
 

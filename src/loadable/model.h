@@ -65,9 +65,12 @@ enum class SdpKind : uint8_t {
   kBias = 0, kScale = 1, kPRelu = 2, kRelu = 3, kClip = 4,
   kEltAdd = 5, kEltSub = 6, kEltMul = 7, kEltMax = 8, kEltMin = 9,
   kSigmoid = 10, kTanh = 11,
+  kEltDiv = 12,
 };
 const char* to_string(SdpKind k);
-SOFTDLA_HD inline bool is_eltwise(SdpKind k) { return k >= SdpKind::kEltAdd && k <= SdpKind::kEltMin; }
+SOFTDLA_HD inline bool is_eltwise(SdpKind k) {
+  return (k >= SdpKind::kEltAdd && k <= SdpKind::kEltMin) || k == SdpKind::kEltDiv;
+}
 
 struct SdpStep {
   SdpKind kind = SdpKind::kRelu;

@@ -12,7 +12,7 @@ namespace softdla {
 
 const char* to_string(SdpKind k) {
   static const char* const names[] = {"bias", "scale", "prelu", "relu", "clip", "add", "sub",
-                                      "mul", "max", "min", "sigmoid", "tanh"};
+                                      "mul", "max", "min", "sigmoid", "tanh", "div"};
   return names[int(k)];
 }
 
@@ -29,6 +29,7 @@ constexpr uint32_t kMaxDim = 8192;      // C, H, W (dla-facts §1.1)
 constexpr uint32_t kMaxBatch = 4096;
 constexpr uint64_t kMaxTensorBytes = 1ull << 30;  // intermediate limit per DLA subgraph: 1 GiB
 constexpr uint8_t kMaxShift = 62;
+constexpr uint8_t kMaxDivShift = 30;  // num::divide32 keeps (v << s) in int64 below this
 
 std::string shape_str(const Shape& s) {
   return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]) + "x" +
@@ -99,6 +100,7 @@ struct OpChecker {
         bad(sw + ": this step kind takes no per-channel values");
       }
       if (s.shift > kMaxShift || s.tensor_shift > kMaxShift) bad(sw + ": shift above 62");
+      if (int8 && s.kind == SdpKind::kEltDiv && s.shift > kMaxDivShift) bad(sw + ": INT8 division shift above 30");
       if (s.kind == SdpKind::kClip && (int8 ? s.lo_i > s.hi_i : !(s.lo <= s.hi)))
         bad(sw + ": clip lower bound above upper bound");
       if ((s.kind == SdpKind::kSigmoid || s.kind == SdpKind::kTanh) && int8)

@@ -56,6 +56,12 @@ def integer_division():
     return g.model([g.node("Cast", [q], to=TensorProto.FLOAT)])
 
 
+def division_with_broadcast_dividend():
+    g = G()
+    x = g.input("x", [1, 4, 4, 4])
+    return g.model([g.node("Div", [g.node("GlobalAveragePool", [x]), x])])
+
+
 def unknown_attribute():
     g = G()
     x = g.input("x", [1, 4, 4, 4])
@@ -68,6 +74,7 @@ def unknown_attribute():
     (maxpool_with_indices, "output 1"),
     (integer_division, "computes int32 values at run time"),
     (unknown_attribute, "attribute 'frobnicate' is not supported"),
+    (division_with_broadcast_dividend, "dividend broadcasts"),
 ])
 def test_unhonoured_inputs_and_attributes_are_rejected_by_name(make, expected):
     msg = build_error(make())

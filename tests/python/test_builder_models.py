@@ -4,6 +4,7 @@ the same input distribution with cosine >= 0.99 per output."""
 import numpy as np
 import pytest
 
+from sdla_testkit.engine import Engine
 from sdla_testkit.onnx_models import G, cosine, ort_run, rel_l2, run_loadable, softdla_build
 
 
@@ -173,3 +174,42 @@ def test_int8_flatten_into_wide_gemm(tmp_path):
     loadable, _ = softdla_build(m, tmp_path, "--int8", "--fp16", calib=rng.standard_normal((16, 3, 12, 12)).astype(np.float32))
     x = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
     assert cosine(run_loadable(loadable, x)[0], ort_run(m, x)[0]) >= 0.99
+
+
+def _average_pool(x, k, stride, pad=0):
+    """NumPy average pooling, padding counted (count_include_pad=1)."""
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    h, w = (x.shape[2] - k) // stride + 1, (x.shape[3] - k) // stride + 1
+    return np.stack([[x[:, :, i * stride:i * stride + k, j * stride:j * stride + k].mean(axis=(2, 3))
+                      for j in range(w)] for i in range(h)]).transpose(2, 3, 0, 1)
+
+
+def test_int8_average_pooling_keeps_its_own_range(tmp_path):
+    """DenseNet's transitions and every classifier's global average: an average is a fraction of its input's
+    range, and the DLA's pooling engine would write it at the input's scale, dividing with two rounded Q16
+    reciprocals (a 2x2 window summing to 4k+1 averages to k+1). Built as a depthwise convolution with its own
+    output range, each INT8 average must be close to the exact average of the INT8 tensor it reads (also an
+    output here, so the comparison isolates the pool's own error)."""
+    g = G(seed=5)
+    x = g.input("images", [1, 3, 16, 16])
+    feat = g.node("Relu", [g.conv(x, 3, 32, k=3, stride=2)])  # 8 x 8: the global average is one window
+    pools = [("2x2 average", 2, 2, 0), ("global average", 8, 1, 0), ("3x3 average, padding counted", 3, 1, 1)]
+    outs = [g.node("AveragePool", [feat], kernel_shape=[2, 2], strides=[2, 2]),
+            g.node("GlobalAveragePool", [feat]),
+            g.node("AveragePool", [feat], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=1)]
+    m = g.model(outs + [feat])
+    rng = np.random.default_rng(0)
+    calib = _smooth_images(rng, 16, (3, 16, 16))
+    loadable, _ = softdla_build(m, tmp_path, "--int8", "--fp16", "--calibrator=minmax", "--outputIOFormats=" + ",".join(["int8:chw32"] * 4),
+                                calib=calib)
+    engine = Engine(loadable)
+    scales = [info.scale for info in engine.io_info(True)]
+    assert scales[0] != scales[3] and scales[1] < scales[3] / 2, f"output scales {scales}: the averages kept their input's"
+    test = calib[:4]  # min-max ranges of these samples: no output saturates
+    for i in range(len(test)):
+        got = engine.run_float(test[i:i + 1])
+        for k, (name, size, stride, pad) in enumerate(pools):
+            # One rounding of the exact average at the output's own scale: never more than half a step off.
+            exact = _average_pool(got[3].astype(np.float64), size, stride, pad)
+            worst = np.abs(got[k] - exact).max() / scales[k]
+            assert worst <= 0.5 + 1e-4, f"sample {i}: {name}: {worst:.3f} steps from the exact average of its INT8 input"

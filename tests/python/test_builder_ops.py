@@ -91,7 +91,10 @@ def case_eltwise(g):
     e = g.node("Min", [x, y])
     f = g.node("Sum", [x, y, a])
     h = g.node("Sub", [g.node("GlobalAveragePool", [x]), x])     # broadcast operand first (NC11)
-    return [a, b, c, d, e, f, h]
+    divisor = g.node("Add", [g.node("Sigmoid", [y]), g.const(np.float32(0.5))])  # in [0.5, 1.5]
+    k = g.node("Div", [x, divisor])                                # by a full-size tensor
+    m = g.node("Div", [y, g.node("Add", [g.node("GlobalAveragePool", [g.node("Sigmoid", [x])]), g.const(np.float32(0.5))])])  # NC11
+    return [a, b, c, d, e, f, h, k, m]
 
 
 def case_constant_operands(g):

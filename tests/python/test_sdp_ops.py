@@ -11,7 +11,7 @@ from sdla_testkit.engine import run_graph
 
 BROADCASTS = {"nchw": lambda s: s, "nc11": lambda s: (s[0], s[1], 1, 1), "n111": lambda s: (s[0], 1, 1, 1),
               "1c11": lambda s: (1, s[1], 1, 1), "1chw": lambda s: (1,) + tuple(s[1:])}
-FLOAT_STEPS = ["bias", "scale", "prelu", "relu", "clip", "sigmoid", "tanh", "add", "sub", "mul", "max", "min"]
+FLOAT_STEPS = ["bias", "scale", "prelu", "relu", "clip", "sigmoid", "tanh", "add", "sub", "mul", "div", "max", "min"]
 
 
 @st.composite
@@ -42,7 +42,8 @@ def build_float_chain(shape, kinds, bcs, per_channel, seed, dtype, const_operand
             ref_steps.append((kind, {}))
         else:
             e = rng.standard_normal(BROADCASTS[bc](shape)).astype(dtype)
-            if const_operand:
+            if kind == "div":  # divisors away from 0 (|e| >= 0.5): quotients stay in FP16's range
+                e = (np.sign(e) * (0.5 + np.abs(e))).astype(dtype) + (e == 0).astype(dtype)
                 t = g.const_tensor(f"e{len(operands)}", e, dtype)
             else:
                 t = g.input(f"e{len(operands)}", e.shape, dtype)
@@ -75,7 +76,7 @@ def test_sdp_fp16(case, const_operand):
     assert np.max(np.abs(got.astype(np.float64) - ref16)) <= np.max(np.abs(ref)) * 2 ** -10 + 1e-6
 
 
-INT_STEPS = ["bias", "scale", "prelu", "relu", "clip", "add", "sub", "mul", "max", "min"]
+INT_STEPS = ["bias", "scale", "prelu", "relu", "clip", "add", "sub", "mul", "div", "max", "min"]
 
 
 @st.composite
@@ -113,7 +114,7 @@ def test_sdp_int8_exact(case):
             inputs.append(t)
             arrays.append(e)
             p = {"operand": len(operands), "tm": int(rng.integers(-(2 ** 20), 2 ** 20)), "ts": int(rng.integers(0, 20)),
-                 "shift": int(rng.integers(0, 40))}
+                 "shift": int(rng.integers(0, 31 if kind == "div" else 40))}  # division: (v << s) within int64
             operands.append(e)
             steps.append(writer.sdp_step(kind, tensor=t, tensor_multiplier=p["tm"], tensor_shift=p["ts"],
                                          shift=p["shift"]))

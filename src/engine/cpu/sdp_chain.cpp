@@ -85,6 +85,7 @@ void SdpChain::run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t
             case SdpKind::kEltAdd: v[i] = sat32(v[i] + x); break;
             case SdpKind::kEltSub: v[i] = sat32(v[i] - x); break;
             case SdpKind::kEltMul: v[i] = rescale32(v[i], x, s.shift); break;
+            case SdpKind::kEltDiv: v[i] = num::divide32(v[i], x, s.shift); break;
             case SdpKind::kEltMax: v[i] = std::max(v[i], x); break;
             default: v[i] = std::min(v[i], x); break;
           }
@@ -142,6 +143,7 @@ void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t 
             case SdpKind::kEltAdd: v[i] += x; break;
             case SdpKind::kEltSub: v[i] -= x; break;
             case SdpKind::kEltMul: v[i] *= x; break;
+            case SdpKind::kEltDiv: v[i] /= x; break;
             case SdpKind::kEltMax: v[i] = std::isnan(x) ? x : std::max(v[i], x); break;
             default: v[i] = std::isnan(x) ? x : std::min(v[i], x); break;
           }

@@ -125,6 +125,7 @@ __device__ __forceinline__ int32_t eltwise_step(SdpKind kind, const DevStep& s, 
     case SdpKind::kEltAdd: return add_sat(v, x);
     case SdpKind::kEltSub: return sub_sat(v, x);
     case SdpKind::kEltMul: return rescale_i32(v, x, s.shift);
+    case SdpKind::kEltDiv: return int32_t(num::divide32(v, x, s.shift));
     case SdpKind::kEltMax: return v > x ? v : x;
     default: return v < x ? v : x;
   }
@@ -265,6 +266,7 @@ __device__ inline float chain_float(const DevChain& ch, float v, uint32_t n, uin
           case SdpKind::kEltAdd: v += x; break;
           case SdpKind::kEltSub: v -= x; break;
           case SdpKind::kEltMul: v *= x; break;
+          case SdpKind::kEltDiv: v /= x; break;
           case SdpKind::kEltMax: v = isnan(x) ? x : (v < x ? x : v); break;  // std::max, std::min
           default: v = isnan(x) ? x : (x < v ? x : v); break;
         }

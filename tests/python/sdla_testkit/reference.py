@@ -123,8 +123,20 @@ def sdp_float(v, steps, operands=()):
             v = np.tanh(v)
         else:
             e = np.asarray(operands[p["operand"]], np.float64)
-            v = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum}[kind](v, e)
+            v = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+                 "min": np.minimum}[kind](v, e)
     return v
+
+
+def divide32(v, e, s):
+    """(v << s) / e rounded half away from zero, saturated to int32; e = 0 gives the bound with v's sign."""
+    v, e = np.broadcast_arrays(np.asarray(v, np.int64), np.asarray(e, np.int64))
+    out = np.where(v > 0, 2 ** 31 - 1, np.where(v < 0, -(2 ** 31), 0)).astype(np.int64)
+    nz = e != 0
+    a, b = np.abs(v[nz] * (1 << s)), np.abs(e[nz])
+    q = (2 * a + b) // (2 * b)
+    out[nz] = np.where((v[nz] < 0) != (e[nz] < 0), -q, q)
+    return sat32(out)
 
 
 def sdp_int8(v, steps, multiplier, shift, operands=(), lut=None):
@@ -150,6 +162,8 @@ def sdp_int8(v, steps, multiplier, shift, operands=(), lut=None):
                 v = sat32(v - e)
             elif kind == "mul":
                 v = rescale32(v, e, p.get("shift", 0))
+            elif kind == "div":
+                v = divide32(v, e, p.get("shift", 0))
             elif kind == "max":
                 v = np.maximum(v, e)
             else:

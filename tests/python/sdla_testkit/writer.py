@@ -9,7 +9,7 @@ DTYPE_CODE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8
 OP_KINDS = ["Conv", "Deconv", "Sdp", "Pool", "Lrn", "Resize", "Concat", "Slice", "Shuffle", "Softmax",
             "Unary", "ReduceMax", "Convert"]
 SDP_KINDS = {"bias": 0, "scale": 1, "prelu": 2, "relu": 3, "clip": 4, "add": 5, "sub": 6, "mul": 7,
-             "max": 8, "min": 9, "sigmoid": 10, "tanh": 11}
+             "max": 8, "min": 9, "sigmoid": 10, "tanh": 11, "div": 12}
 
 
 def _obj(module, cls, **fields):
