@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "calibrate.h"
 #include "engine.h"
@@ -203,39 +204,84 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // --calibrator=auto (the default): every range rule comes from the same histograms; the INT8 model each
-// gives is run on (up to 16 of) the calibration batches and the rule whose outputs agree best with the
-// FP32 reference (mean cosine) is kept. Which rule suits a network depends on how much of its signal
-// lives in the tails of its activations (entropy clips them hardest, min-max not at all), and the
-// calibration data is there to measure it.
+// gives is run on calibration batches and the rule whose outputs agree best with the FP32 reference
+// (mean cosine) is kept. Which rule suits a network depends on how much of its signal lives in the tails
+// of its activations (entropy clips them hardest, min-max not at all), and the calibration data is there
+// to measure it. The judging is cross-validated: ranges fitted on the even batches are scored on the odd
+// ones and the other way round. Scored on the batches that fitted them, tight ranges look best (they
+// clip nothing those batches hold), and the rule chosen clipped the stem of MnasNet on new images.
 constexpr double kRuleMargin = 0.002;  // mean output cosine
-constexpr size_t kRuleBatches = 16;     // calibration batches each candidate runs
+constexpr size_t kRuleBatches = 16;     // calibration batches the candidates run (over both folds)
 
-Calibrator choose_rule(const Lowered& low, const std::vector<float>& base, CalibratedRanges& ranges,
-                       const std::vector<Batch>& batches, const BuildOptions& o) {
-  const auto& expected = ranges.reference_outputs;  // FP32 outputs, from calibration's first pass
+struct RangeRule {
+  Calibrator rule;
+  bool tail = false;  // the percentile rule at kTailPercentile instead of --percentile
+};
+
+std::vector<float>& ranges_of(CalibratedRanges& r, RangeRule c) { return c.tail ? r.percentile_tail : r.of(c.rule); }
+
+std::string rule_label(RangeRule c, double percentile) {
+  if (c.rule != Calibrator::kPercentile) return rule_name(c.rule);
+  std::ostringstream s;
+  s << "percentile " << (c.tail ? kTailPercentile : percentile);
+  return s.str();
+}
+
+// Mean output cosine of the INT8 model that `ranges` give, on `test` against its FP32 outputs `expected`
+// (one entry per batch, the first expected.size() batches of `test`).
+double rule_score(const Lowered& low, const std::vector<float>& base, const std::vector<float>& ranges,
+                  const std::vector<Batch>& test, const std::vector<std::vector<std::vector<float>>>& expected,
+                  const BuildOptions& o) {
+  std::vector<float> amax = with_calibrated(low, base, ranges);
+  complete_ranges(low, amax);
+  Model m = apply_precision(low, plan_precisions(low, amax, o, true));
+  finalize_model(m);
+  const Engine candidate(std::move(m));
   const size_t n = expected.size();
-  const Calibrator rules[] = {Calibrator::kEntropy, Calibrator::kPercentile, Calibrator::kMse, Calibrator::kMinMax};
-  Calibrator best = Calibrator::kEntropy;
-  double best_score = -INFINITY;
-  for (size_t k = 0; k < std::size(rules); ++k) {
-    std::vector<float> amax = with_calibrated(low, base, ranges.of(rules[k]));
-    complete_ranges(low, amax);
-    Model m = apply_precision(low, plan_precisions(low, amax, o, true));
-    finalize_model(m);
-    const Engine candidate(std::move(m));
-    double score = 0;
-    std::vector<std::vector<float>> got;
-    for (size_t b = 0; b < n; ++b) {
-      run_float(candidate, batches[b], got);
-      for (size_t i = 0; i < got.size(); ++i) score += cosine(got[i], expected[b][i]) / double(n * got.size());
-    }
-    if (o.verbose) o.verbose("calibration rule " + std::string(rule_name(rules[k])) + ": mean output cosine " + std::to_string(score));
-    if (o.progress) o.progress("choosing the calibration rule", k + 1, std::size(rules));
-    // Entropy is TensorRT's rule: another one replaces it only when clearly better, not by sampling noise.
-    if (k == 0 || score > best_score + kRuleMargin) best_score = score, best = rules[k];
+  double score = 0;
+  std::vector<std::vector<float>> got;
+  for (size_t b = 0; b < n; ++b) {
+    run_float(candidate, test[b], got);
+    for (size_t i = 0; i < got.size(); ++i) score += cosine(got[i], expected[b][i]) / double(n * got.size());
   }
-  if (o.verbose) o.verbose(std::string("calibration rule chosen: ") + rule_name(best));
-  return best;
+  return score;
+}
+
+RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, CalibratedRanges& all,
+                      const std::vector<Batch>& batches, const BuildOptions& o) {
+  const RangeRule rules[] = {{Calibrator::kEntropy}, {Calibrator::kPercentile}, {Calibrator::kPercentile, true},
+                             {Calibrator::kMse}, {Calibrator::kMinMax}};
+  const size_t steps = std::size(rules) + (batches.size() >= 2 ? 2 : 0);
+  size_t step = 0;
+  std::vector<double> score(std::size(rules), 0.0);
+  if (batches.size() >= 2) {
+    std::vector<Batch> fold[2];
+    for (size_t i = 0; i < batches.size(); ++i) fold[i % 2].push_back(batches[i]);
+    CalibratedRanges fit[2];
+    for (int k = 0; k < 2; ++k) {
+      const Progress quiet;
+      fit[k] = calibrate_all(low.model, fold[k], Calibrator::kAuto, o.percentile, kRuleBatches / 2, quiet);
+      if (o.progress) o.progress("choosing the calibration rule", ++step, steps);
+    }
+    for (size_t r = 0; r < std::size(rules); ++r) {
+      for (int k = 0; k < 2; ++k)  // fitted on fold k, judged on the other
+        score[r] += rule_score(low, base, ranges_of(fit[k], rules[r]), fold[1 - k], fit[1 - k].reference_outputs, o) / 2;
+      if (o.progress) o.progress("choosing the calibration rule", ++step, steps);
+    }
+  } else {  // one batch: nothing to hold out
+    for (size_t r = 0; r < std::size(rules); ++r) {
+      score[r] = rule_score(low, base, ranges_of(all, rules[r]), batches, all.reference_outputs, o);
+      if (o.progress) o.progress("choosing the calibration rule", ++step, steps);
+    }
+  }
+  size_t best = 0;
+  for (size_t r = 0; r < std::size(rules); ++r) {
+    if (o.verbose) o.verbose("calibration rule " + rule_label(rules[r], o.percentile) + ": mean output cosine " + std::to_string(score[r]));
+    // Entropy is TensorRT's rule: another one replaces it only when clearly better, not by sampling noise.
+    if (r > 0 && score[r] > score[best] + (best == 0 ? kRuleMargin : 0.0)) best = r;
+  }
+  if (o.verbose) o.verbose("calibration rule chosen: " + rule_label(rules[best], o.percentile));
+  return rules[best];
 }
 
 }  // namespace
@@ -278,7 +324,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (onnx_name[t].empty()) onnx_name[t] = fp32.tensors[t].name;
   bool have_cache = false;
-  Calibrator chosen_rule = Calibrator::kEntropy;
+  RangeRule chosen_rule{Calibrator::kEntropy};
   if (o.int8) {
     for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
     if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
@@ -292,8 +338,8 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       const Calibrator rule = parse_calibrator(o.calibrator);
       CalibratedRanges ranges =
           calibrate_all(fp32, batches, rule, o.percentile, rule == Calibrator::kAuto ? kRuleBatches : 0, o.progress);
-      chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : rule;
-      amax = with_calibrated(low, amax, ranges.of(chosen_rule));
+      chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : RangeRule{rule};
+      amax = with_calibrated(low, amax, ranges_of(ranges, chosen_rule));
     } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {
       fail("--int8 needs scales: give calibration data (--calib-data DIR), a calibration cache (--calib FILE), "
            "or a model with Q/DQ nodes; or add --fp16");
@@ -323,7 +369,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (amax[t] > 0 && fp32.tensors[t].constant < 0) r.scales[onnx_name[t]] = float(scale_from_amax(amax[t]));
   if (!o.write_calib_cache.empty())
-    write_calibration_cache(o.write_calib_cache, r.scales, cache_header_name(chosen_rule));
+    write_calibration_cache(o.write_calib_cache, r.scales, cache_header_name(chosen_rule.rule));
   r.loadable = write_loadable(std::move(m));
   if (o.progress) o.progress("write loadable", 1, 1);
   return r;

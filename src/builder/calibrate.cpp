@@ -213,6 +213,7 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
   }
   r.minmax.assign(amax.begin(), amax.end());
   r.entropy = r.percentile = r.mse = r.minmax;
+  if (rule == Calibrator::kAuto) r.percentile_tail = r.minmax;
   if (histograms) {  // pass 2: histograms of |x| over [0, amax]
     std::vector<std::vector<double>> hist(fp32.tensors.size());
     for (size_t i = 0; i < batches.size(); ++i) {
@@ -245,6 +246,8 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
       cut(Calibrator::kEntropy, r.entropy, [&] { return entropy_threshold(hist[t], amax[t]); });
       cut(Calibrator::kMse, r.mse, [&] { return mse_threshold(hist[t], amax[t]); });
       cut(Calibrator::kPercentile, r.percentile, [&] { return percentile_threshold(hist[t], amax[t], percentile); });
+      if (rule == Calibrator::kAuto)
+        r.percentile_tail[t] = float(std::min(amax[t], percentile_threshold(hist[t], amax[t], kTailPercentile)));
     }
   }
   return r;

@@ -30,12 +30,16 @@ using Progress = std::function<void(const std::string& stage, size_t done, size_
 // |range| per tensor of the FP32 model under each rule (0 for tensors never seen, e.g. constants).
 struct CalibratedRanges {
   std::vector<float> entropy, minmax, percentile, mse;
+  // kAuto only: the percentile rule at kTailPercentile, a candidate between --percentile and min-max.
+  std::vector<float> percentile_tail;
   // The FP32 model's outputs on the first `reference_batches` batches (pass 1 computes them anyway).
   std::vector<std::vector<std::vector<float>>> reference_outputs;
   std::vector<float>& of(Calibrator c) {
     return c == Calibrator::kMinMax ? minmax : c == Calibrator::kPercentile ? percentile : c == Calibrator::kMse ? mse : entropy;
   }
 };
+constexpr double kTailPercentile = 99.999;
+
 // One FP32 run per pass over the batches. Computes the ranges of `rule` (min-max only: one pass), or of
 // every rule for kAuto; the others are left at min-max.
 CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, Calibrator rule, double percentile,

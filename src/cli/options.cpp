@@ -102,7 +102,8 @@ std::map<std::string, std::string> parse_layer_precisions(const std::string& spe
 
 void progress_bar(const std::string& stage, size_t done, size_t total) {
   static std::string last;
-  const int width = 30, filled = total ? int(width * done / total) : width;
+  // A stage that reports more steps than it announced must not underflow the padding (a crash).
+  const int width = 30, filled = total ? int(width * std::min(done, total) / total) : width;
   std::cerr << "\r" << std::left << std::setw(28) << stage << " [" << std::string(size_t(filled), '#')
             << std::string(size_t(width - filled), ' ') << "] " << done << "/" << total << std::flush;
   if (done == total) std::cerr << "\n";

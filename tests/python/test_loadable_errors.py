@@ -238,3 +238,17 @@ def test_hwc4_input_shape_descriptor_format_consistency():
     g.op("Unary", [x], y, g.params("Unary", kind=0))
     g.output(y, F.DLA_HWC4)  # allowed by our engine; standalone output rules are the builder's job
     Engine(g.serialize())
+
+
+def test_int8_division_shift_limit():
+    """INT8 Div shifts the dividend left before dividing; above 30 that could leave int64."""
+    def graph(shift):
+        g = writer.Graph()
+        x = g.input("x", (1, 2, 2, 2), np.int8, 0.1)
+        e = g.input("e", (1, 2, 2, 2), np.int8, 0.1)
+        y = g.tensor("y", (1, 2, 2, 2), np.int8, 0.1)
+        g.op("Sdp", [x, e], y, writer.sdp([writer.sdp_step("div", tensor=e, shift=shift)], multiplier=[1 << 30], shift=[30]))
+        g.output(y)
+        return g.serialize()
+    Engine(graph(30))
+    expect_error(graph(31), "INT8 division shift above 30")

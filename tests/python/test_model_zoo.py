@@ -33,14 +33,14 @@ EXPECTED_REJECTIONS = {
     "yolov8n": "node '/model.22/Concat_3' (Concat): the DLA concatenates along the channel axis only",
 }
 KNOWN_BUILD_FAILURES = {}  # (name, precision) -> message: builds that fail today and should not
-# INT8 below ONNX Runtime's INT8 by more than the allowance, cause not yet found (not the calibration rule:
-# entropy, percentile, MSE and min-max all give 0.96-0.97 at this resolution; not the DLA's shared concat
-# ranges: ONNX Runtime with its concat scales tied stays at 0.983).
+# INT8 below ONNX Runtime's INT8 by more than the allowance at this resolution. (DenseNet-121's gap was
+# its average pools at their input's scale, fixed by building them as convolutions; see docs/BUILDER.md.)
 KNOWN_INT8_GAPS = {
-    "densenet121": "softdla INT8 cosine ~0.964 vs ONNX Runtime INT8 ~0.983 at 64 px; under investigation",
-    # The auto rule picks percentile on the 16 calibration samples (0.976 there); MSE would give 0.973 on
-    # the held-out samples. Rule selection on so few samples is noisy.
-    "mobilenet_v2": "softdla INT8 cosine 0.963 vs ONNX Runtime INT8 0.9695 - 0.005 at 64 px",
+    # The calibration rule is chosen by 2-fold cross-validation on 16 samples of 64 px; percentile 99.99
+    # wins there (0.948 vs MSE 0.939) but gives 0.952 on the held-out samples where MSE gives 0.958, and
+    # ONNX Runtime's best method picked on those very samples sets 0.958. At 224 px the same mechanism
+    # meets the target (0.930 vs 0.929, docs/ACCURACY.md).
+    "mnasnet1_0": "softdla INT8 cosine 0.952 vs ONNX Runtime INT8 0.963 - 0.005 at 64 px (rule choice on 16 samples)",
 }
 # More than about 30 s each at the reduced resolution on two cores (AlexNet runs at 224: its adaptive
 # 6x6 pool only exports there; VGG's 29 M classifier weights).
