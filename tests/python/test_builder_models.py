@@ -213,3 +213,27 @@ def test_int8_average_pooling_keeps_its_own_range(tmp_path):
             exact = _average_pool(got[3].astype(np.float64), size, stride, pad)
             worst = np.abs(got[k] - exact).max() / scales[k]
             assert worst <= 0.5 + 1e-4, f"sample {i}: {name}: {worst:.3f} steps from the exact average of its INT8 input"
+
+
+def test_auto_calibrator_scores_every_rule_held_out(tmp_path):
+    """--calibrator=auto scores five rules (percentile at --percentile and at 99.999 among them) by
+    cross-validation and keeps the best, entropy unless another beats it by more than 0.002; the cache it
+    writes names that rule, and a build from the cache computes the same outputs."""
+    import re
+    g = G(seed=4)
+    x = g.input("images", [1, 3, 16, 16])
+    y = g.node("Relu", [g.conv(g.node("Relu", [g.conv(x, 3, 16)]), 16, 16, stride=2)])
+    m = g.model([g.node("Gemm", [g.node("Flatten", [g.node("GlobalAveragePool", [y])]), g.weight(10, 16), g.weight(10)], transB=1)])
+    calib = _smooth_images(np.random.default_rng(1), 12, (3, 16, 16))
+    cache = tmp_path / "model.cache"
+    loadable, r = softdla_build(m, tmp_path, "--int8", "--fp16", "--verbose", f"--calib={cache}", calib=calib)
+    scores = dict((k, float(v)) for k, v in re.findall(r"calibration rule ([a-z0-9. ]+): mean output cosine ([0-9.]+)", r.stderr))
+    assert set(scores) == {"entropy", "percentile 99.99", "percentile 99.999", "mse", "minmax"}, r.stderr
+    best = max(scores, key=scores.get)
+    expected = best if scores[best] > scores["entropy"] + 0.002 else "entropy"
+    assert f"calibration rule chosen: {expected}" in r.stderr, (scores, r.stderr[-500:])
+    header = open(cache).readline().strip()
+    assert header.endswith({"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "mse": "softdla-mse"}.get(
+        expected, "softdla-percentile")), header
+    again, _ = softdla_build(m, tmp_path, "--int8", "--fp16", f"--calib={cache}")
+    np.testing.assert_array_equal(run_loadable(again, calib[:1])[0], run_loadable(loadable, calib[:1])[0])
