@@ -32,10 +32,12 @@ SOFTDLA_HD inline int64_t div_rhaz(int64_t a, int64_t b) {
 }
 
 // INT8 element-wise division: (v << s) / e rounded half away from zero, saturated to int32; e = 0 gives
-// the int32 bound with v's sign (0 / 0 = 0). |v| < 2^31 and s <= 30 keep 2|v << s| + |e| below 2^63.
+// the int32 bound with v's sign (0 / 0 = 0). v is saturated to int32 first, so with s <= 30 (the
+// loadable checker's limit) 2|v << s| + |e| stays below 2^63 whatever the accumulator held.
 SOFTDLA_HD inline int64_t divide32(int64_t v, int64_t e, unsigned s) {
+  v = sat32(v);
   if (e == 0) return v > 0 ? INT32_MAX : (v < 0 ? INT32_MIN : 0);
-  const int64_t a = v * (int64_t(1) << s);
+  const int64_t a = v * (int64_t(1) << (s > 30 ? 30 : s));
   const int64_t q = div_rhaz(a < 0 ? -a : a, e < 0 ? -e : e);
   return sat32((a < 0) != (e < 0) ? -q : q);
 }

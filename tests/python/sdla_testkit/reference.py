@@ -130,7 +130,7 @@ def sdp_float(v, steps, operands=()):
 
 def divide32(v, e, s):
     """(v << s) / e rounded half away from zero, saturated to int32; e = 0 gives the bound with v's sign."""
-    v, e = np.broadcast_arrays(np.asarray(v, np.int64), np.asarray(e, np.int64))
+    v, e = np.broadcast_arrays(sat32(np.asarray(v, np.int64)), np.asarray(e, np.int64))
     out = np.where(v > 0, 2 ** 31 - 1, np.where(v < 0, -(2 ** 31), 0)).astype(np.int64)
     nz = e != 0
     a, b = np.abs(v[nz] * (1 << s)), np.abs(e[nz])
