@@ -8,7 +8,10 @@
 #include <iostream>
 #include <map>
 
+#include <unistd.h>
+
 #include "builder.h"
+#include "format_version.h"
 #include "op_rules.h"
 #include "commands.h"
 #include "error.h"
@@ -28,6 +31,7 @@ CLI::Validator finite_number(double min, double max) {
 int main(int argc, char** argv) {
   CLI::App app{"softdla: a software DLA with the cuDLA API"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("softdla ") + softdla::kSoftdlaVersion);
   std::string path, out_dir;
   std::vector<std::string> inputs;
   int repeat = 1;
@@ -84,6 +88,19 @@ int main(int argc, char** argv) {
   CLI::App* compare = app.add_subcommand("compare", "Compare a loadable with ONNX Runtime FP32 layer by layer (Python: softdla.compare)");
   compare->prefix_command();
   compare->set_help_flag();
+  // CLI11 answers a mistyped command with "A subcommand is required": name it and list the real ones.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool is_command = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      is_command = is_command || sub->get_name() == argv[1];
+    }
+    if (!is_command) {
+      std::cerr << "softdla: unknown command '" << argv[1] << "'; the commands are " << known << " (softdla --help)\n";
+      return 2;
+    }
+  }
   CLI11_PARSE(app, argc, argv);
   if (*compare) return softdla::cli::compare_command(compare->remaining());
   try {
@@ -129,7 +146,8 @@ int main(int argc, char** argv) {
       o.shapes = softdla::cli::parse_shapes("--shapes", shapes);
       o.expose_intermediates = expose;
       for (int i = 1; i < argc; ++i) o.flags_text += std::string(i > 1 ? " " : "") + argv[i];
-      o.progress = softdla::cli::progress_bar;
+      // Progress bars redraw one line with '\r': on a terminal only, never into a log file.
+      if (isatty(STDERR_FILENO)) o.progress = softdla::cli::progress_bar;
       if (verbose) o.verbose = [](const std::string& l) { std::cerr << l << "\n"; };
       const auto t0 = std::chrono::steady_clock::now();
       const auto r = softdla::builder::build(softdla::read_file_bytes(onnx_path, "ONNX model", softdla::kMaxModelFileBytes), o);

@@ -59,6 +59,16 @@ int run_command(const std::string& path, const std::map<std::string, std::string
                 const std::string& out_dir, int repeat, const std::string& labels_path) {
   Engine engine(read_loadable(read_file_bytes(path, "loadable", kMaxModelFileBytes)));
   const Model& m = engine.model();
+  // A misspelt --input name must not leave the real input to random values.
+  for (const auto& [name, file] : input_files) {
+    std::string names;
+    bool found = false;
+    for (const IoBinding& io : m.inputs) {
+      found = found || m.tensors[io.tensor].name == name;
+      names += (names.empty() ? "'" : ", '") + m.tensors[io.tensor].name + "'";
+    }
+    if (!found) fail("--input names '", name, "', which is not an input of this loadable; its inputs are ", names);
+  }
   // Inputs: each .npy may hold several batches' worth of samples; they run one batch after another.
   std::vector<NpyArray> arrays;
   size_t batches = 1;

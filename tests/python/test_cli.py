@@ -62,6 +62,8 @@ def test_committed_example_matches_generator(tmp_path):
     (["run", MODEL, "--input", "images=/nonexistent.npy"], "cannot open '/nonexistent.npy'"),
     (["run", MODEL, "--input", "images"], "--input takes NAME=FILE.npy"),
     (["run", IMAGES], "not a softdla loadable"),
+    (["run", MODEL, "--input", "imagse=" + IMAGES], "--input names 'imagse', which is not an input of this loadable; its inputs are 'images'"),
+    (["frobnicate"], "unknown command 'frobnicate'; the commands are run, inspect, build, check, ops, compare"),
 ])
 def test_run_errors(args, message):
     r = run(*args, check=False)
@@ -94,3 +96,17 @@ def test_many_batches_and_accuracy(tmp_path):
             "--output-dir", str(tmp_path))
     assert "3 batch(es)" in r.stdout and "top-1 accuracy: 100.00% (12/12)" in r.stdout
     assert np.load(tmp_path / "probabilities.npy").shape == (12, 4, 1, 1)
+
+
+def test_version():
+    r = run("--version")
+    assert r.stdout.strip() == "softdla 0.1.0", r.stdout
+
+
+def test_no_progress_bars_in_a_log(tmp_path):
+    """Progress bars redraw a line with carriage returns: on a terminal only, never into a captured log."""
+    onnx = os.path.join(ROOT, "examples", "models", "digits.onnx")
+    calib = os.path.join(ROOT, "examples", "models", "digits_calib")
+    r = run("build", f"--onnx={onnx}", "--int8", "--fp16", f"--calib-data={calib}", f"--saveEngine={tmp_path / 'd.loadable'}")
+    assert "\r" not in r.stderr and "[###" not in r.stderr, r.stderr[:300]
+    assert "built " in r.stdout + r.stderr
