@@ -336,8 +336,10 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     if (!o.calib_data.empty() && !have_cache) {
       const auto batches = load_calibration_data(o.calib_data, fp32, low.input_names);
       const Calibrator rule = parse_calibrator(o.calibrator);
-      CalibratedRanges ranges =
-          calibrate_all(fp32, batches, rule, o.percentile, rule == Calibrator::kAuto ? kRuleBatches : 0, o.progress);
+      // FP32 reference outputs are kept only where auto scores rules in-sample (one batch); with two or
+      // more, choose_rule's folds record their own.
+      const size_t references = rule == Calibrator::kAuto && batches.size() < 2 ? kRuleBatches : 0;
+      CalibratedRanges ranges = calibrate_all(fp32, batches, rule, o.percentile, references, o.progress);
       chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : RangeRule{rule};
       amax = with_calibrated(low, amax, ranges_of(ranges, chosen_rule));
     } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {
