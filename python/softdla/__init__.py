@@ -13,7 +13,7 @@ import importlib
 
 from . import formats  # noqa: F401
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401  (read from pyproject.toml)
 
 _LAZY = {
     "cudla": ("cudla", None),

@@ -1,0 +1,25 @@
+# softdla's version has one source, pyproject.toml's [project] version: pip and the wheel read it there,
+# and this reads it for project(), which passes it to the C++ code (kSoftdlaVersion: `softdla --version`,
+# the builder's build_info) and to the installed package files.
+#   cmake -DPYPROJECT=path/to/pyproject.toml -P cmake/version.cmake   prints it (the tests use this)
+function(softdla_read_version pyproject out_var)
+  file(STRINGS "${pyproject}" lines)
+  set(in_project FALSE)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^\\[(.*)\\]")
+      set(in_project FALSE)
+      if(CMAKE_MATCH_1 STREQUAL "project")
+        set(in_project TRUE)
+      endif()
+    elseif(in_project AND line MATCHES "^version *= *\"([0-9]+\\.[0-9]+\\.[0-9]+)\"")
+      set(${out_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  message(FATAL_ERROR "${pyproject}: no version = \"X.Y.Z\" line in its [project] table")
+endfunction()
+
+if(CMAKE_SCRIPT_MODE_FILE AND PYPROJECT)
+  softdla_read_version("${PYPROJECT}" version)
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E echo "${version}")
+endif()
