@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   std::string onnx_path, save, calib, calib_data, calibrator = "auto", in_fmt, out_fmt, layer_prec, constraints = "none",
                                                        target = "orin", shapes, mem_pool;
   bool fp16 = false, int8 = false, standalone = false, verbose = false, fp32_ref = false, gpu_fallback = false,
-       skip_inference = false, expose = false;
+       skip_inference = false, expose = false, progress = false;
   int dla_core = 0;
   CLI::App* build = app.add_subcommand("build", "Build an ONNX model into a DLA standalone loadable (trtexec flags)");
   build->add_option("--onnx", onnx_path, "ONNX model")->required()->check(CLI::ExistingFile);
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   build->add_flag("--allowGPUFallback", gpu_fallback, "rejected: not allowed for DLA standalone");
   build->add_flag("--skipInference", skip_inference, "accepted for trtexec compatibility");
   build->add_flag("--verbose", verbose, "print every layer's precision and fusion");
+  build->add_flag("--progress", progress, "softdla: progress bars even when stderr is not a terminal (default: on a terminal only)");
   build->add_flag("--exposeIntermediates", expose,
                   "softdla: also bind every layer's output as an output, after the real ones (what `compare` runs)");
   std::string check_path, check_target = "orin", check_shapes;
@@ -146,8 +147,8 @@ int main(int argc, char** argv) {
       o.shapes = softdla::cli::parse_shapes("--shapes", shapes);
       o.expose_intermediates = expose;
       for (int i = 1; i < argc; ++i) o.flags_text += std::string(i > 1 ? " " : "") + argv[i];
-      // Progress bars redraw one line with '\r': on a terminal only, never into a log file.
-      if (isatty(STDERR_FILENO)) o.progress = softdla::cli::progress_bar;
+      // Progress bars redraw one line with '\r': on a terminal only, never into a log file unless asked.
+      if (progress || isatty(STDERR_FILENO)) o.progress = softdla::cli::progress_bar;
       if (verbose) o.verbose = [](const std::string& l) { std::cerr << l << "\n"; };
       const auto t0 = std::chrono::steady_clock::now();
       const auto r = softdla::builder::build(softdla::read_file_bytes(onnx_path, "ONNX model", softdla::kMaxModelFileBytes), o);

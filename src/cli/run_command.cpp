@@ -53,6 +53,64 @@ std::vector<float> to_float(const std::vector<uint8_t>& raw, const Tensor& t) {
   return out;
 }
 
+std::string dims(const std::vector<uint64_t>& shape) {
+  std::string s;
+  for (uint64_t d : shape) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
+  return s.empty() ? "a scalar" : s;
+}
+
+// What the loadable takes, for error messages: 'images' (4x1x16x16, int8:dla_hwc4), ...
+std::string describe_inputs(const Model& m) {
+  std::string s;
+  for (const IoBinding& io : m.inputs) {
+    const Tensor& t = m.tensors[io.tensor];
+    s += (s.empty() ? "'" : ", '") + t.name + "' (" + dims({t.shape.begin(), t.shape.end()}) + ", " +
+         to_string(t.dtype) + ":" + to_string(io.format) + ")";
+  }
+  return s;
+}
+
+// The number of batches an input array holds. Its shape read as NCHW (rank < 4 as the builder maps ONNX
+// shapes: [K] -> [1,K,1,1], [N,K] -> [N,K,1,1], [N,C,W] -> [N,C,1,W]) must have the tensor's C, H and W
+// and a multiple of its N: the same number of values in another shape is a different tensor.
+uint64_t batches_in(const NpyArray& a, const Tensor& t, const Model& m) {
+  const std::vector<uint64_t>& s = a.shape;
+  std::vector<uint64_t> nchw;
+  if (s.size() == 4) nchw = s;
+  else if (s.size() == 3) nchw = {s[0], s[1], 1, s[2]};
+  else if (s.size() == 2) nchw = {s[0], s[1], 1, 1};
+  else if (s.size() == 1) nchw = {1, s[0], 1, 1};
+  const uint64_t n = t.shape[0];
+  if (nchw.empty() || nchw[1] != t.shape[1] || nchw[2] != t.shape[2] || nchw[3] != t.shape[3] || nchw[0] == 0 ||
+      nchw[0] % n)
+    fail("input '", t.name, "' takes NCHW arrays of ", dims({t.shape.begin(), t.shape.end()}), " (or (k*", n, ")x",
+         t.shape[1], "x", t.shape[2], "x", t.shape[3], " for k batches); the .npy is ", dims(s),
+         ". This loadable's inputs: ", describe_inputs(m));
+  return nchw[0] / n;
+}
+
+// Class labels, one per sample of output 0, each a whole number naming one of its classes.
+std::vector<size_t> read_labels(const std::string& path, size_t samples, size_t classes, size_t batches) {
+  const NpyArray a = read_npy(path);
+  uint64_t count = 1;
+  for (uint64_t d : a.shape) count *= d;
+  if (count != samples)
+    fail("--labels '", path, "' holds ", count, " label(s); the run has ", samples, " sample(s) (", batches,
+         " batch(es) of ", samples / batches, "): give one label per sample");
+  std::vector<size_t> labels(count);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = npy_value(a, i);
+    if (!(v >= 0 && v < float(classes) && v == std::floor(v)))
+      fail("--labels '", path, "': label ", i, " is ", v, ", not a class of output 0 (whole numbers 0 to ",
+           classes - 1, ")");
+    labels[i] = size_t(v);
+  }
+  return labels;
+}
+
 }  // namespace
 
 int run_command(const std::string& path, const std::map<std::string, std::string>& input_files,
@@ -61,17 +119,15 @@ int run_command(const std::string& path, const std::map<std::string, std::string
   const Model& m = engine.model();
   // A misspelt --input name must not leave the real input to random values.
   for (const auto& [name, file] : input_files) {
-    std::string names;
     bool found = false;
-    for (const IoBinding& io : m.inputs) {
-      found = found || m.tensors[io.tensor].name == name;
-      names += (names.empty() ? "'" : ", '") + m.tensors[io.tensor].name + "'";
-    }
-    if (!found) fail("--input names '", name, "', which is not an input of this loadable; its inputs are ", names);
+    for (const IoBinding& io : m.inputs) found = found || m.tensors[io.tensor].name == name;
+    if (!found)
+      fail("--input names '", name, "', which is not an input of this loadable; its inputs are ", describe_inputs(m));
   }
   // Inputs: each .npy may hold several batches' worth of samples; they run one batch after another.
   std::vector<NpyArray> arrays;
   size_t batches = 1;
+  std::string batches_from;  // the input that set `batches`, for the message when another disagrees
   std::mt19937 rng(0);
   for (const IoBinding& io : m.inputs) {
     const Tensor& t = m.tensors[io.tensor];
@@ -80,18 +136,23 @@ int run_command(const std::string& path, const std::map<std::string, std::string
       a = read_npy(it->second);
     } else {
       std::cerr << "input '" << t.name << "': no --input given, using uniform random values in [-1, 1) (seed 0)\n";
-      a = NpyArray{"f4", {element_count(t.shape)}, std::vector<uint8_t>(element_count(t.shape) * 4)};
+      a = NpyArray{"f4", {t.shape.begin(), t.shape.end()}, std::vector<uint8_t>(element_count(t.shape) * 4)};
       std::uniform_real_distribution<float> dist(-1.f, 1.f);
       for (uint64_t i = 0; i < element_count(t.shape); ++i) { const float v = dist(rng); std::memcpy(&a.data[i * 4], &v, 4); }
     }
-    uint64_t n = 1;
-    for (uint64_t d : a.shape) n *= d;
-    const uint64_t per = element_count(t.shape);
-    if (n == 0 || n % per)
-      fail("input '", t.name, "' needs a multiple of ", per, " values (", t.shape[0], "x", t.shape[1], "x", t.shape[2], "x",
-           t.shape[3], " per batch); the .npy holds ", n);
-    batches = std::max<size_t>(batches, n / per);
+    // An input of one batch is reused for every batch; inputs of several batches must agree on how many.
+    const uint64_t k = batches_in(a, t, m);
+    if (k > 1 && batches > 1 && k != batches)
+      fail("input '", t.name, "' holds ", k, " batches and input '", batches_from, "' ", batches,
+           "; give every input one batch (reused for each) or the same number of batches");
+    if (k > 1) batches = k, batches_from = t.name;
     arrays.push_back(std::move(a));
+  }
+  // Labels are checked before the run, which may be long.
+  std::vector<size_t> labels;
+  if (!labels_path.empty() && !m.outputs.empty()) {
+    const Tensor& t = m.tensors[m.outputs[0].tensor];
+    labels = read_labels(labels_path, size_t(t.shape[0]) * batches, size_t(t.shape[1]) * t.shape[2] * t.shape[3], batches);
   }
   std::vector<std::vector<float>> results(m.outputs.size());
   std::vector<double> times;
@@ -151,17 +212,14 @@ int run_command(const std::string& path, const std::map<std::string, std::string
       std::cout << "\n";
     }
     if (images > 8) std::cout << "  ... (" << images - 8 << " more)\n";
-    if (i == 0 && !labels_path.empty()) {
-      const NpyArray labels = read_npy(labels_path);
-      size_t correct = 0, count = 0;
-      uint64_t nl = 1;
-      for (uint64_t d : labels.shape) nl *= d;
-      for (size_t n = 0; n < images && n < nl; ++n, ++count) {
+    if (i == 0 && !labels.empty()) {
+      size_t correct = 0;
+      for (size_t n = 0; n < images; ++n) {
         const float* row = v.data() + n * per_image;
-        correct += size_t(std::max_element(row, row + per_image) - row) == size_t(npy_value(labels, n));
+        correct += size_t(std::max_element(row, row + per_image) - row) == labels[n];
       }
-      std::cout << "top-1 accuracy: " << std::setprecision(2) << 100.0 * double(correct) / double(std::max<size_t>(count, 1))
-                << "% (" << correct << "/" << count << ")\n";
+      std::cout << "top-1 accuracy: " << std::setprecision(2) << 100.0 * double(correct) / double(images) << "% ("
+                << correct << "/" << images << ")\n";
     }
     if (!out_dir.empty()) {
       std::filesystem::create_directories(out_dir);
