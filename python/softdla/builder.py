@@ -1,4 +1,5 @@
 """softdla.build / check / inspect: the ONNX -> DLA loadable builder from Python (docs/BUILDER.md)."""
+import builtins
 import os
 import sys
 
@@ -27,11 +28,19 @@ def _progress_bar(stage, done, total):
         sys.stderr.write("\n")
 
 
+def _interactive_terminal():
+    """A person is watching: Python in interactive mode (the REPL, `python -i`, IPython) with stderr on a
+    terminal. A script is not, even when started from a terminal: its stderr often ends up in a log."""
+    interactive = hasattr(sys, "ps1") or bool(sys.flags.interactive) or bool(getattr(builtins, "__IPYTHON__", False))
+    isatty = getattr(sys.stderr, "isatty", None)
+    return interactive and callable(isatty) and bool(isatty())
+
+
 def _progress_callback(progress):
-    """progress=None (default): a bar only when stderr is a terminal, never in logs or notebooks' captured
-    output; True: always; False: never; a callable(stage, done, total): yours."""
+    """progress=None (default): a bar only in interactive Python on a terminal, never from scripts, in logs
+    or in notebooks' captured output; True: always; False: never; a callable(stage, done, total): yours."""
     if progress is None:
-        progress = sys.stderr.isatty()
+        progress = _interactive_terminal()
     if progress is True:
         return _progress_bar
     return progress or None
@@ -45,6 +54,8 @@ def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=Non
     its bytes (also written to `save` if given). Arguments mirror `softdla build` / trtexec:
     input_formats="int8:dla_hwc4", layer_precisions={"conv1": "fp16"}, shapes={"x": [1, 3, 224, 224]},
     precision_constraints="none" | "prefer" | "obey" (anything else raises BuildError).
+    progress: None (default) draws a bar on stderr only in interactive Python on a terminal; True always,
+    False never, or a callable(stage, done, total).
     Raises BuildError (a ValueError) naming the node and rule when the model cannot be built."""
     opts = {"fp16": "1" if fp16 else "0", "int8": "1" if int8 else "0", "fp32_reference": "1" if fp32_reference else "0",
             "target": target, "input_formats": input_formats, "output_formats": output_formats,

@@ -277,7 +277,8 @@ class _Builder:
         lp = dict(o.get("layer_precisions") or {})
         lp.update(layer_precisions or {})
         shapes = {k: [int(d) for d in v] for k, v in (o.get("shapes") or {}).items()}
-        progress = _progress_bar if self.progress and self.builds == 0 else None
+        # The bar redraws a line with '\r': on a terminal only, never into a log.
+        progress = _progress_bar if self.progress and self.builds == 0 and sys.stderr.isatty() else None
         loadable, layers, _scales = ext_build(self.onnx, ext, lp, shapes, progress)
         self.builds += 1
         return loadable, [dict(name=n, kind=k, precision=p, output=out) for n, k, p, out in layers]
@@ -752,6 +753,10 @@ def _args_to_options(a, parser):
         parser.error(f"--inputs '{a.inputs}' is not an existing .npz or .npy file")
     if a.samples < 1:
         parser.error("--samples must be at least 1")
+    if not 0 <= a.seed < 2 ** 32:
+        parser.error(f"--seed must be in 0 to {2 ** 32 - 1}, got {a.seed}")
+    if a.max_builds < 1:
+        parser.error(f"--max-builds must be at least 1, got {a.max_builds}")
     if a.target_cosine is not None and not 0 < a.target_cosine <= 1:
         parser.error(f"--target-cosine must be in (0, 1], got {a.target_cosine}")
     opts = {"calibrator": a.calibrator, "precision_constraints": a.precisionConstraints, "target": a.target}

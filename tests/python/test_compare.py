@@ -238,12 +238,15 @@ def test_cli_target_not_reached_exits_3(tmp_path, calib):
     r = cli(src, "--calib-data", calib, "--samples", 1, "--target-cosine", 1.0, "--max-builds", 2)
     assert r.returncode == 3, r.stderr
     assert "not reached" in r.stdout
+    assert "\r" not in r.stderr  # no progress bars into a captured log
 
 
 @pytest.mark.parametrize("args,code,message", [
     (["missing.onnx"], 2, "ONNX model 'missing.onnx' does not exist"),
     (["{model}", "--target-cosine", "1.5"], 2, "--target-cosine must be in (0, 1]"),
     (["{model}", "--samples", "0"], 2, "--samples must be at least 1"),
+    (["{model}", "--seed", "-1"], 2, "--seed must be in 0 to 4294967295, got -1"),  # was a NumPy traceback
+    (["{model}", "--max-builds", "0"], 2, "--max-builds must be at least 1, got 0"),
     (["{model}", "--bogus"], 2, "unrecognized arguments: --bogus"),
     (["{model}", "--inputs", "{model}"], 2, "is not an existing .npz or .npy file"),
     (["{model}", "--layerPrecisions", "Conv_1"], 2, "--layerPrecisions takes name:value"),

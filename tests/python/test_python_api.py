@@ -109,3 +109,60 @@ def test_nine_steps_example_classifies_correctly():
     assert "image 0: predicted 7, label 7" in r.stdout
     acc = float(r.stdout.strip().splitlines()[-1].split(": ")[1].rstrip("%"))
     assert acc >= 97.0
+
+
+def test_version_is_pyprojects_and_the_clis(tmp_path):
+    """One source of truth: pyproject.toml's [project] version is softdla.__version__ and `softdla --version`."""
+    import re
+    from softdla import _version
+    text = open(os.path.join(ROOT, "pyproject.toml")).read()
+    version = re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+    assert softdla.__version__ == version
+    cli = os.path.join(os.environ.get("SOFTDLA_BUILD_DIR", os.path.join(ROOT, "build")), "softdla")
+    assert subprocess.run([cli, "--version"], capture_output=True, text=True).stdout.strip() == f"softdla {version}"
+    assert version not in open(os.path.join(ROOT, "python", "softdla", "__init__.py")).read()
+    f = tmp_path / "pyproject.toml"
+    f.write_text('[tool.x]\nversion = "9.9.9"\n\n[project]\nname = "softdla"\nversion = "2.3.4"\n')
+    assert _version._from_pyproject(str(f)) == "2.3.4"
+    f.write_text('[project]\nname = "other"\nversion = "2.3.4"\n')  # another project's file above site-packages
+    assert _version._from_pyproject(str(f)) is None
+
+
+def _stderr_on_a_terminal(*python_args):
+    """Runs the venv's Python with stderr on a pseudo-terminal (as a person's shell gives it); returns
+    (stdout, what reached the terminal)."""
+    import pty
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "python")}
+    try:
+        r = subprocess.run([sys.executable, *python_args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=slave, env=env, cwd=ROOT, timeout=300)
+    finally:
+        os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other side is closed and drained
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return r.stdout.decode(), seen.decode(errors="replace")
+
+
+BUILD_SNIPPET = ("import sys, softdla; softdla.build({model!r}, fp16=True); "
+                 "print('built, stderr is a terminal:', sys.stderr.isatty())")
+
+
+def test_build_shows_no_progress_from_a_script_even_on_a_terminal():
+    """progress=None draws bars only for a person at an interactive prompt: a script's stderr, even on a
+    terminal, often ends up in a log (issue 13)."""
+    code = BUILD_SNIPPET.format(model=os.path.join(MODELS, "digits.onnx"))
+    out, terminal = _stderr_on_a_terminal("-c", code)
+    assert "built, stderr is a terminal: True" in out
+    assert "import and lowering" not in terminal and "\r" not in terminal.replace("\r\n", "\n"), terminal
+    out, terminal = _stderr_on_a_terminal("-i", "-c", code)  # interactive Python: the bar is drawn
+    assert "built, stderr is a terminal: True" in out
+    assert "import and lowering" in terminal and "[####" in terminal, terminal
