@@ -22,6 +22,9 @@ _LAZY = {
     "Device": ("runtime", "Device"), "Module": ("runtime", "Module"), "TensorInfo": ("runtime", "TensorInfo"),
     "device_count": ("runtime", "device_count"),
     "compare": ("compare", None), "CompareResult": ("compare", "CompareResult"),  # the module is callable
+    # For C/C++ programs built against the installed package (softdla/paths.py).
+    "get_include": ("paths", "get_include"), "get_library_dir": ("paths", "get_library_dir"),
+    "get_cmake_dir": ("paths", "get_cmake_dir"), "get_pkgconfig_dir": ("paths", "get_pkgconfig_dir"),
 }
 __all__ = ["formats", *_LAZY]
 

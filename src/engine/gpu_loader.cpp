@@ -1,11 +1,14 @@
-// Finds and loads libsoftdla_cuda.so: next to the shared object this code is linked into (libcudla.so.1,
-// libsoftdla_engine_c.so, a Python extension), or where SOFTDLA_CUDA_PLUGIN points. A machine without
-// the plugin, the CUDA driver or a GPU simply gets no platform, and everything runs on the CPU.
+// Finds and loads libsoftdla_cuda.so: where SOFTDLA_CUDA_PLUGIN points; else next to the object this code
+// is linked into (libcudla.so.1, libsoftdla_engine_c.so, a Python extension, or the executable, e.g. the
+// softdla command); else by its bare name, which dlopen looks up along the caller's RUNPATH (an installed
+// bin/softdla has $ORIGIN/../lib), LD_LIBRARY_PATH and the system's directories. A machine without the
+// plugin, the CUDA driver or a GPU simply gets no platform, and everything runs on the CPU.
 //
 // The driver is asked first, directly (dlopen of libcuda.so.1, no link): the plugin maps the CUDA runtime
 // and cuBLASLt, ~150 MB of resident memory per process, which a machine with the CUDA toolkit but no
 // driver or no GPU would pay for nothing.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -25,11 +28,18 @@ struct Loaded {
 
 std::string plugin_path() {
   if (const char* env = std::getenv("SOFTDLA_CUDA_PLUGIN"); env && *env) return env;
+  std::string self;
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&plugin_path), &info) && info.dli_fname) {
-    std::string self = info.dli_fname;
-    const size_t slash = self.rfind('/');
-    if (slash != std::string::npos) return self.substr(0, slash + 1) + "libsoftdla_cuda.so";
+  if (dladdr(reinterpret_cast<void*>(&plugin_path), &info) && info.dli_fname) self = info.dli_fname;
+  // In an executable dladdr names argv[0], which has no directory when the program was found on PATH.
+  if (self.find('/') == std::string::npos) {
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
+  }
+  if (const size_t slash = self.rfind('/'); slash != std::string::npos) {
+    std::string next_to_self = self.substr(0, slash + 1) + "libsoftdla_cuda.so";
+    if (access(next_to_self.c_str(), F_OK) == 0) return next_to_self;
   }
   return "libsoftdla_cuda.so";
 }
