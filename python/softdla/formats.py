@@ -40,42 +40,55 @@ def layout(shape, dtype, fmt, target="orin"):
     return batch * n, s0, line, surf, batch, cpg
 
 
-def pack(x, fmt, target="orin"):
-    """NCHW array -> bytes of the format (padding zero)."""
+def pack(x, fmt, target="orin", out=None):
+    """NCHW array -> bytes of the format (padding zero). With out= (a writable C-contiguous uint8 array of
+    the format's size) the bytes are written there instead, and out is returned: one copy, no allocation."""
     n, c, h, w = x.shape
     size, s0, line, surf, batch, cpg = layout(x.shape, x.dtype, fmt, target)
+    buf = np.zeros(size, np.uint8) if out is None else out
+    if buf.dtype != np.uint8 or buf.shape != (size,) or not buf.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous uint8 array of {size} bytes, not {buf.dtype} {buf.shape}")
+    if out is not None:
+        buf[:] = 0  # the padding
     e = x.dtype.itemsize
+    v = buf.view(x.dtype)
     if fmt in (LINEAR, DLA_LINEAR):
-        buf = np.zeros((n, c, h, line // e), x.dtype)
-        buf[..., :w] = x
+        v.reshape(n, c, h, line // e)[..., :w] = x
     elif fmt == DLA_HWC4:
-        buf = np.zeros((n, h, line // e), x.dtype)
-        v = buf[:, :, : w * cpg].reshape(n, h, w, cpg)
-        v[..., :c] = x.transpose(0, 2, 3, 1)
+        v.reshape(n, h, line // e)[:, :, : w * cpg].reshape(n, h, w, cpg)[..., :c] = x.transpose(0, 2, 3, 1)
     else:
         groups = -(-c // cpg)
-        padded = np.zeros((n, groups * cpg, h, w), x.dtype)
-        padded[:, :c] = x
-        buf = padded.reshape(n, groups, cpg, h, w).transpose(0, 1, 3, 4, 2)
-    out = np.ascontiguousarray(buf).tobytes()
-    assert len(out) == size, (len(out), size)
-    return out
+        blocks = v.reshape(n, groups, h, w, cpg)  # channel k of group g at [:, g, :, :, k]
+        for g in range(groups):
+            k = min(cpg, c - g * cpg)
+            blocks[:, g, :, :, :k] = x[:, g * cpg:g * cpg + k].transpose(0, 2, 3, 1)
+    return buf.tobytes() if out is None else out
 
 
-def unpack(data, shape, dtype, fmt, target="orin"):
+def _unpacked_view(data, shape, dtype, fmt, target):
+    """The NCHW tensor inside a buffer of the format, as a strided view of it (no copy)."""
     n, c, h, w = shape
     dtype = np.dtype(dtype)
     size, s0, line, surf, batch, cpg = layout(shape, dtype, fmt, target)
     e = dtype.itemsize
-    a = np.frombuffer(bytes(data[:size]), dtype)
+    a = np.frombuffer(memoryview(data).cast("B")[:size], dtype)
     if fmt in (LINEAR, DLA_LINEAR):
-        return a.reshape(n, c, h, line // e)[..., :w].copy()
+        return a.reshape(n, c, h, line // e)[..., :w]
     if fmt == DLA_HWC4:
         v = a.reshape(n, h, line // e)[:, :, : w * cpg].reshape(n, h, w, cpg)[..., :c]
-        return v.transpose(0, 3, 1, 2).copy()
+        return v.transpose(0, 3, 1, 2)
     groups = -(-c // cpg)
-    v = a.reshape(n, groups, h, w, cpg).transpose(0, 1, 4, 2, 3).reshape(n, groups * cpg, h, w)
-    return v[:, :c].copy()
+    return a.reshape(n, groups, h, w, cpg).transpose(0, 1, 4, 2, 3).reshape(n, groups * cpg, h, w)[:, :c]
+
+
+def unpack(data, shape, dtype, fmt, target="orin", out=None):
+    """Bytes of the format (bytes, bytearray, a NumPy buffer) -> a new NCHW array of `dtype`. With out= (an
+    array of the NCHW shape) the values are written there, cast to its dtype, and out is returned."""
+    view = _unpacked_view(data, shape, dtype, fmt, target)
+    if out is None:
+        return view.copy()
+    np.copyto(out, view, casting="unsafe")
+    return out
 
 
 def descriptor(name, shape, dtype, fmt, target="orin"):

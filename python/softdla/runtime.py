@@ -1,16 +1,23 @@
-"""The high-level API: open a DLA device, load a loadable, run it on NumPy arrays.
+"""The high-level API: open a DLA device, load a loadable, run it on NumPy or GPU arrays.
 
 Written only against the cuDLA C API (through softdla.cudla), so it also runs over NVIDIA's
-libcudla.so.1 on a Jetson (SOFTDLA_CUDLA_LIBRARY). Buffers are host memory registered with
-cudlaMemRegister and tasks run with stream 0 (synchronously).
+libcudla.so.1 on a Jetson (SOFTDLA_CUDLA_LIBRARY).
 
     with softdla.Device(0) as dev:
         model = dev.load("model.loadable")
         outputs = model.run({"images": batch})   # NCHW float arrays in, float arrays out
 
+Memory: without a GPU, NumPy arrays in the stored form of `linear` tensors are registered and used in
+place, and other data is packed once into buffers registered for the run. On a GPU machine, where hybrid
+mode takes CUDA device memory (softdla's CUDA backend, a Jetson), NumPy data goes through device staging
+buffers registered at load. GPU arrays (PyTorch, CuPy, anything with __cuda_array_interface__ or DLPack)
+are registered and used in place. _tensor_io.py has the per-tensor rules; docs/PYTHON.md lists which
+calls copy.
+
 Threads: Module.run may be called from any number of threads on one module; inputs are checked and
-packed, and outputs unpacked, outside a per-module lock that covers only the registered buffers, the
-submission and its status. (A DLA core runs one task at a time, so the lock costs no parallelism.)
+packed, and outputs unpacked, outside a per-module lock that covers only the registrations of the run,
+the staging copies, the submission and its status. (A DLA core runs one task at a time, so the lock
+costs no parallelism.)
 
 Lifetime: close() (or a `with` block) releases handles at once; objects dropped without it are
 released when collected (weakref.finalize): registered memory is unregistered and the module
@@ -22,7 +29,9 @@ import weakref
 
 import numpy as np
 
-from . import cudla, formats
+from . import _cuda, cudla, formats
+from . import _tensor_io as io
+from ._gpu_arrays import empty_like_framework, gpu_array
 
 
 class TensorInfo:
@@ -40,65 +49,21 @@ class TensorInfo:
     def format_name(self):
         return {v: k for k, v in formats.FORMAT_NAMES.items()}[self.format]
 
+    def describe(self):
+        """'name' (dtype:format, shape (N, C, H, W)): how errors name the tensor."""
+        return f"'{self.name}' ({self.dtype.name}:{self.format_name}, shape {self.shape})"
+
+    def empty(self):
+        """A zeroed NumPy array of this tensor's NCHW shape and stored dtype, aligned for the DLA: for a
+        `linear` tensor, Module.run reads it in place as an input, and writes it in place as out=
+        (with raw=True, or for float32 tensors)."""
+        a = io.aligned_empty(int(np.prod(self.shape)) * self.dtype.itemsize, self.dtype, self.shape)
+        a[...] = 0
+        return a
+
     def __repr__(self):
         s = f", scale={self.scale:g}" if self.dtype == np.int8 and self.scale is not None else ""
         return f"TensorInfo({self.name!r}, shape={self.shape}, {self.dtype.name}:{self.format_name}{s})"
-
-
-def _aligned(nbytes):
-    raw = np.zeros(nbytes + 64, np.uint8)
-    off = (-raw.ctypes.data) % 64
-    return raw[off:off + nbytes]
-
-
-def _dla_shape(shape):
-    """The DLA's NCHW view of an array of this shape, as the builder maps rank < 4 tensors
-    ([K] -> [1,K,1,1], [N,K] -> [N,K,1,1], [N,C,W] -> [N,C,1,W]); None for rank > 4."""
-    shape = tuple(int(d) for d in shape)
-    return {0: (1, 1, 1, 1), 1: (1, *shape, 1, 1), 2: (*shape, 1, 1), 3: shape[:2] + (1,) + shape[2:],
-            4: shape}.get(len(shape))
-
-
-def _input_array(t, value):
-    """value as an array of t's logical NCHW shape and the type to store: checked for shape, dtype and
-    (INT8) finiteness, with errors naming what the input expects."""
-    expect = f"input '{t.name}' ({t.dtype.name}:{t.format_name}, shape {t.shape})"
-    try:
-        x = np.asarray(value)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{expect}: cannot make an array of {type(value).__name__} ({e})") from None
-    kind = x.dtype.kind
-    if kind == "b" or kind not in "iuf":
-        raise TypeError(f"{expect} takes real numbers (float or integer arrays; int8 codes for int8 inputs), "
-                        f"not {x.dtype}" + (": cast 0/1 masks to float explicitly" if kind == "b" else ""))
-    if _dla_shape(x.shape) != t.shape:
-        raise ValueError(f"{expect} needs shape {t.shape}, got {x.shape}")
-    x = x.reshape(t.shape)
-    if t.dtype == np.int8:
-        if x.dtype == np.int8:  # codes
-            return x
-        if t.scale is None:
-            raise ValueError(f"{expect} is int8 and this libcudla reports no scale: pass int8 codes")
-        if kind == "f":
-            bad = ~np.isfinite(x)
-            if bad.any():
-                first = tuple(int(i) for i in np.argwhere(bad)[0])
-                raise ValueError(f"{expect} is quantized to int8 and takes finite values only; "
-                                 f"{int(bad.sum())} value(s) are NaN or infinite (first {x[first]} at {first})")
-        # Finite values beyond the int8 range saturate (as the DLA's quantize does); clipping first in
-        # float64 keeps huge values (1e300) from overflowing float32 on the way.
-        limit = 256.0 * float(t.scale)
-        return formats.quantize(np.clip(x.astype(np.float64), -limit, limit), t.scale)
-    if kind == "f" and np.dtype(x.dtype).itemsize > t.dtype.itemsize:
-        with np.errstate(over="ignore"):
-            y = x.astype(t.dtype)
-        overflow = np.isinf(y) & np.isfinite(x)
-        if overflow.any():
-            first = tuple(int(i) for i in np.argwhere(overflow)[0])
-            raise ValueError(f"{expect}: {int(overflow.sum())} finite value(s) overflow {t.dtype.name} "
-                             f"(first {x[first]} at {first}; largest {float(np.finfo(t.dtype).max):g})")
-        return y
-    return x.astype(t.dtype)  # integers and narrower floats: exact, or rounded to the nearest
 
 
 class _DeviceState:
@@ -112,14 +77,17 @@ class _DeviceState:
 
 class _ModuleState:
     """What running and releasing a module needs (no reference to the Module object, so the module's
-    finalizer can hold it): handle, registered buffers and their DLA pointers, the task, a lock."""
+    finalizer can hold it): handle, the device staging buffers and their registrations (only where the
+    library takes no host memory), a lock."""
 
     def __init__(self, device_state):
         self.device = device_state
         self.handle = 0
-        self.registered = []
-        self.in_bufs, self.out_bufs, self.task = [], [], None
-        self.lock = threading.Lock()  # one run at a time on the registered buffers; close waits for it
+        self.registered = []          # DLA addresses registered for the module's lifetime
+        self.host_memory = True       # NumPy memory is registered as it is (else: device staging)
+        self.in_stage, self.out_stage = [], []  # _cuda.DeviceMemory per tensor, when not host_memory
+        self.in_dla, self.out_dla = [], []      # their DLA addresses
+        self.lock = threading.Lock()  # one submission (and its status) at a time; close waits for it
 
 
 def _release_module(state):
@@ -141,7 +109,7 @@ def _release_module(state):
                 cudla.module_unload(handle, 0)
             except cudla.CudlaError as e:
                 error = error or e
-        state.in_bufs, state.out_bufs, state.task = [], [], None  # after unregistering
+        state.in_stage, state.out_stage, state.in_dla, state.out_dla = [], [], [], []  # after unregistering
     with state.device.lock:
         state.device.modules.discard(state)
     if error is not None:
@@ -166,10 +134,95 @@ def _release_device(state):
         raise error
 
 
-class Module:
-    """A loaded loadable with registered I/O buffers. Use Device.load to create one.
+def _stream_handle(stream):
+    """A CUDA stream as the int cudlaSubmitTask takes: None or 0 (the legacy default stream), an int, a
+    torch.cuda.Stream (.cuda_stream) or a cupy.cuda.Stream (.ptr)."""
+    if stream is None:
+        return 0
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    if isinstance(stream, int):
+        return stream
+    raise TypeError(f"stream must be None, an int cudaStream_t, a torch.cuda.Stream or a cupy.cuda.Stream, "
+                    f"not {type(stream).__name__}")
 
-    run() is thread-safe (a per-module lock around the registered buffers and the submission);
+
+class _Run:
+    """One call of Module.run: what each input and output uses as memory, and what to hand back."""
+
+    def __init__(self, module, raw, stream):
+        self.module, self.raw, self.stream = module, raw, stream
+        self.inputs = []    # per input: a NumPy array or GpuArray the task reads (registered for the run),
+        #                     or, where the library takes no host memory, packed bytes for the staging buffer
+        self.outputs = []   # per output: (memory the task writes or None for staging, host buffer or None, out)
+        self.borrowed = []  # GpuArrays to release when the run ends
+
+    def plan_inputs(self, values):
+        st = self.module._state
+        for t, value in zip(self.module.inputs, values):
+            g = gpu_array(value, self.stream)
+            if g is not None:
+                self.borrowed.append(g)
+                why = io.gpu_form_error(t, g, "input")
+                if why:
+                    raise ValueError(why)
+                self.inputs.append(g)
+                continue
+            x = io.input_array(t, value)
+            self.inputs.append(x if st.host_memory and io.reads_in_place(t, x) else io.packed_input(t, x))
+
+    def plan_outputs(self, outs):
+        st = self.module._state
+        for g_or_value in outs:
+            if g_or_value is not None:
+                g = gpu_array(g_or_value, self.stream)
+                if g is not None:
+                    self.borrowed.append(g)
+        example = self.borrowed[0].obj if self.borrowed else None
+        for t, out in zip(self.module.outputs, outs):
+            g = next((b for b in self.borrowed if out is not None and b.obj is out), None)
+            if g is not None:
+                why = io.gpu_form_error(t, g, "output")
+                if why:
+                    raise ValueError(why)
+                self.outputs.append((g, None, out))
+            elif out is not None:
+                io.check_host_out(t, out, self.raw)
+                if st.host_memory and io.writes_in_place(t, out, self.raw):
+                    self.outputs.append((out, None, out))
+                else:
+                    buf = io.output_buffer(t, self.raw)
+                    self.outputs.append((buf if st.host_memory else None, buf, out))
+            elif example is not None:  # a GPU run: outputs on the GPU too, in the stored form
+                shape, dtype = io.gpu_form(t)
+                new = empty_like_framework(example, shape, dtype)
+                g = gpu_array(new, self.stream)
+                self.borrowed.append(g)
+                self.outputs.append((g, None, new))
+            else:
+                buf = io.output_buffer(t, self.raw)
+                self.outputs.append((buf if st.host_memory else None, buf, None))
+
+    def check_overlaps(self):
+        """Outputs the task writes must not overlap any other memory of the task (the caller's arrays)."""
+        spans = [(f"input {t.describe()}", *io.memory_of(m)) for t, m in zip(self.module.inputs, self.inputs)]
+        spans += [(f"output {t.describe()}", *io.memory_of(m)) for t, (m, _, _) in zip(self.module.outputs, self.outputs)
+                  if m is not None]
+        for i, (what, ptr, n) in enumerate(spans):
+            for other, ptr2, n2 in spans[i + 1:]:
+                if ptr < ptr2 + n2 and ptr2 < ptr + n and other.startswith("output"):
+                    raise ValueError(f"{other} overlaps the memory of {what}; give the task separate arrays")
+
+    def release(self):
+        for g in self.borrowed:
+            g.release()
+
+
+class Module:
+    """A loaded loadable. Use Device.load to create one.
+
+    run() is thread-safe (a per-module lock around the registrations and the submission);
     the handles are released by close(), a `with` block, or when the object is collected."""
 
     def __init__(self, device, data):
@@ -185,13 +238,14 @@ class Module:
                 device._state.modules.add(st)
             self.inputs = self._tensors(False)
             self.outputs = self._tensors(True)
-            st.in_bufs = [_aligned(t.size) for t in self.inputs]
-            st.out_bufs = [_aligned(t.size) for t in self.outputs]
-            task = cudla.Task()
-            task.module_handle = st.handle
-            task.input_tensor = [self._register(b) for b in st.in_bufs]
-            task.output_tensor = [self._register(b) for b in st.out_bufs]
-            st.task = task
+            # Hybrid mode on a GPU machine takes CUDA device memory (softdla's CUDA backend, a Jetson; the CPU
+            # backend takes both), so NumPy data goes through device buffers there.
+            st.host_memory = not _cuda.available()
+            if not st.host_memory:
+                st.in_stage = [_cuda.DeviceMemory(t.size) for t in self.inputs]
+                st.out_stage = [_cuda.DeviceMemory(t.size) for t in self.outputs]
+                st.in_dla = [self._register(m.ptr, m.nbytes) for m in st.in_stage]
+                st.out_dla = [self._register(m.ptr, m.nbytes) for m in st.out_stage]
         except BaseException:
             self.close()
             raise
@@ -210,10 +264,13 @@ class Module:
             infos.append(TensorInfo(desc, scale if status == 0 else None))
         return infos
 
-    def _register(self, buf):
-        ptr = cudla.mem_register(self.device.handle, buf.ctypes.data, buf.nbytes, 0)
-        self._state.registered.append(ptr)
-        return ptr
+    def _register(self, ptr, nbytes):
+        dla = cudla.mem_register(self.device.handle, ptr, nbytes, 0)
+        self._state.registered.append(dla)
+        return dla
+
+    def _expected(self, tensors):
+        return ", ".join(t.describe() for t in tensors)
 
     def _feeds(self, feeds):
         """[value per input, in input order], checking names and count."""
@@ -224,48 +281,120 @@ class Module:
             if unknown or missing:
                 said = (f"unknown input name(s) {unknown}" if unknown else "") + \
                        ("; " if unknown and missing else "") + (f"no value for input(s) {missing}" if missing else "")
-                raise ValueError(f"{said}; the inputs are {names}")
+                raise ValueError(f"{said}; the module's inputs: {self._expected(self.inputs)}")
             return [feeds[n] for n in names]
-        if isinstance(feeds, (np.ndarray, str, bytes)) or not hasattr(feeds, "__iter__"):
-            raise TypeError(f"feeds must be a dict {{name: array}} or a sequence of arrays in input order "
-                            f"{names}, not {type(feeds).__name__}")
+        if isinstance(feeds, (np.ndarray, str, bytes)) or not hasattr(feeds, "__iter__") or \
+                hasattr(feeds, "__cuda_array_interface__") or hasattr(feeds, "__dlpack__"):
+            raise TypeError(f"feeds must be a dict {{name: array}} or a sequence of arrays in input order, not "
+                            f"{type(feeds).__name__}; the module's inputs: {self._expected(self.inputs)}")
         values = list(feeds)
         if len(values) != len(names):
-            raise ValueError(f"{len(values)} array(s) given; the module has {len(names)} input(s) {names}")
+            raise ValueError(f"{len(values)} array(s) given; the module has {len(names)} input(s): "
+                             f"{self._expected(self.inputs)}")
         return values
 
-    def run(self, feeds, raw=False):
-        """Runs once. feeds: {name: array} or a sequence in input order, with exactly the module's
-        inputs. Each array has the tensor's NCHW shape (or the ONNX shape of rank < 4 that maps to it);
-        real dtypes only (bool, complex, object and strings raise TypeError). Float and integer arrays
-        are values: quantized with the tensor's scale for INT8 inputs (round half away from zero;
-        NaN/inf raise ValueError; finite values beyond the int8 range saturate), converted for FP16/FP32
-        inputs (a finite value that overflows the type raises ValueError; NaN/inf pass through).
-        int8 arrays for INT8 inputs are taken as codes. Returns {name: float32 array} (INT8 outputs
-        dequantized), or the stored values with raw=True. Errors name the input, its dtype, format and
-        shape. Thread-safe: calls on one module are serialized around the submission only."""
-        packed = []
-        for t, value in zip(self.inputs, self._feeds(feeds)):
-            x = _input_array(t, value)
-            packed.append(np.frombuffer(formats.pack(x, t.format, t.target), np.uint8))
+    def _outs(self, out):
+        """[out= array or None per output], checking names."""
+        if out is None:
+            return [None] * len(self.outputs)
+        if not isinstance(out, dict):
+            raise TypeError(f"out must be a dict {{output name: array}}, not {type(out).__name__}")
+        names = [t.name for t in self.outputs]
+        unknown = [k for k in out if k not in names]
+        if unknown:
+            raise ValueError(f"out= names unknown output(s) {unknown}; the module's outputs: "
+                             f"{self._expected(self.outputs)}")
+        return [out.get(n) for n in names]
+
+    def run(self, feeds, raw=False, out=None, stream=None):
+        """Runs once and returns {output name: array} when the outputs are written.
+
+        feeds: {name: array} or a sequence in input order, with exactly the module's inputs.
+        NumPy (or array-like) inputs have the tensor's NCHW shape (or the ONNX shape of rank < 4 that
+        maps to it); real dtypes only (bool, complex, object and strings raise TypeError). Float and
+        integer arrays are values: quantized with the tensor's scale for INT8 inputs (round half away from
+        zero; NaN/inf raise ValueError; finite values beyond the int8 range saturate), converted for
+        FP16/FP32 inputs (a finite value that overflows the type raises ValueError; NaN/inf pass through).
+        int8 arrays for INT8 inputs are taken as codes. Outputs are float32 NumPy arrays (INT8 outputs
+        dequantized), or the stored values with raw=True.
+
+        GPU arrays (anything with __cuda_array_interface__ or DLPack on a CUDA device: PyTorch, CuPy, ...)
+        are used in place, never converted: a `linear` tensor takes its NCHW array in the stored dtype,
+        other formats the TensorInfo.size bytes of their layout. When any input is a GPU array, the
+        outputs are GPU arrays in that stored form too (PyTorch for PyTorch inputs, CuPy for CuPy,
+        otherwise softdla DeviceArray), and `raw` has no effect on them.
+
+        out: {output name: array} to write instead of allocating: a GPU array in the stored form, or a
+        writable C-contiguous NumPy array of the output's shape and returned dtype (float32; the stored
+        dtype with raw=True). Those objects are returned. They must not overlap the inputs.
+        stream: the CUDA stream to order the task on (an int, torch.cuda.Stream or cupy.cuda.Stream;
+        default the legacy default stream); run() waits for it before returning.
+
+        Errors name the tensor, its dtype, format and shape. Thread-safe: calls on one module are
+        serialized around the submission only. docs/PYTHON.md says which calls copy."""
+        stream = _stream_handle(stream)
+        values, outs = self._feeds(feeds), self._outs(out)
+        r = _Run(self, raw, stream)
+        try:
+            r.plan_inputs(values)
+            r.plan_outputs(outs)
+            r.check_overlaps()
+            self._submit(r)
+            results = {}
+            for t, (_, buf, given) in zip(self.outputs, r.outputs):
+                results[t.name] = given if buf is None else io.host_result(t, buf, raw, given)
+            return results
+        finally:
+            r.release()
+
+    def _submit(self, r):
+        """Registers the run's memory, fills the staging buffers, submits, waits for the stream, reads the
+        status and the staged outputs, and unregisters: all under the module's lock."""
         st = self._state
+        # On a GPU machine submissions are stream-ordered (device memory): they return before the task runs.
+        ordered = _cuda.available()
         with st.lock:
             if not st.handle or not st.device.handle:
                 raise ValueError("this Module is closed")
-            for buf, data in zip(st.in_bufs, packed):
-                buf[:] = data
-            cudla.submit_task(st.device.handle, st.task, 1, 0, 0)
-            status = cudla.get_last_error(st.device.handle)
-            results = [buf.tobytes() for buf in st.out_bufs] if status == 0 else None
+            dev = st.device.handle
+
+            def staged(m):  # NumPy data of a GPU machine: copied through the module's device buffers
+                return not st.host_memory and isinstance(m, np.ndarray)
+            sizes = {}  # address -> bytes: memory registered for this run, each address once
+            for m in (*r.inputs, *(m for m, _, _ in r.outputs)):
+                if m is not None and not staged(m):
+                    ptr, n = io.memory_of(m)
+                    sizes[ptr] = max(n, sizes.get(ptr, 0))
+            registered = {}  # address -> DLA address
+            try:
+                for ptr, n in sizes.items():
+                    registered[ptr] = cudla.mem_register(dev, ptr, n, 0)
+
+                def address(m, staging):
+                    return staging if m is None or staged(m) else registered[io.memory_of(m)[0]]
+                task = cudla.Task()
+                task.module_handle = st.handle
+                task.input_tensor = [address(m, st.in_dla[i] if st.in_dla else 0) for i, m in enumerate(r.inputs)]
+                task.output_tensor = [address(m, st.out_dla[i] if st.out_dla else 0) for i, (m, _, _) in enumerate(r.outputs)]
+                for i, m in enumerate(r.inputs):
+                    if staged(m):
+                        _cuda.copy_to_device(st.in_stage[i].ptr, m, r.stream)
+                for g in r.borrowed:  # work their producers left on other streams (CUDA array interface v3)
+                    if g.stream not in (None, r.stream):
+                        _cuda.synchronize(g.stream)
+                cudla.submit_task(dev, task, 1, r.stream, 0)
+                if ordered:
+                    _cuda.synchronize(r.stream)
+                status = cudla.get_last_error(dev)
+                if status == 0:
+                    for i, (m, buf, _) in enumerate(r.outputs):
+                        if m is None:
+                            _cuda.copy_to_host(buf, st.out_stage[i].ptr)
+            finally:
+                for dla in registered.values():
+                    cudla.mem_unregister(dev, dla)
         if status != 0:
             raise cudla.CudlaError(status)
-        out = {}
-        for t, data in zip(self.outputs, results):
-            y = formats.unpack(data, t.shape, t.dtype, t.format, t.target)
-            if not raw:
-                y = formats.dequantize(y, t.scale) if (t.dtype == np.int8 and t.scale is not None) else y.astype(np.float32)
-            out[t.name] = y
-        return out
 
     def close(self):
         """Unregisters the buffers and unloads the module (idempotent); waits for a run in progress."""

@@ -295,11 +295,12 @@ def test_run_rejects_wrong_names_counts_and_shapes(digits_int8):
     with softdla.Device(0) as dev:
         m = dev.load(digits_int8)
         x = IMAGES[:1]
-        with pytest.raises(ValueError, match=r"unknown input name\(s\) \['pixel'\].*inputs are \['pixels'\]"):
+        expects = r"the module's inputs: 'pixels' \(int8:dla_linear, shape \(1, 1, 8, 8\)\)"
+        with pytest.raises(ValueError, match=r"unknown input name\(s\) \['pixel'\]; " + expects):
             m.run({"pixels": x, "pixel": x})
-        with pytest.raises(ValueError, match=r"no value for input\(s\) \['pixels'\]"):
+        with pytest.raises(ValueError, match=r"no value for input\(s\) \['pixels'\]; " + expects):
             m.run({})
-        with pytest.raises(ValueError, match=r"2 array\(s\) given; the module has 1 input"):
+        with pytest.raises(ValueError, match=r"2 array\(s\) given; the module has 1 input\(s\): 'pixels' \(int8"):
             m.run([x, x])
         with pytest.raises(ValueError, match=r"0 array\(s\) given"):
             m.run([])
