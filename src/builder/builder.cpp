@@ -218,7 +218,7 @@ struct RangeRule {
   bool tail = false;  // the percentile rule at kTailPercentile instead of --percentile
 };
 
-std::vector<float>& ranges_of(CalibratedRanges& r, RangeRule c) { return c.tail ? r.percentile_tail : r.of(c.rule); }
+std::vector<float>& ranges_of(RuleRanges& r, RangeRule c) { return c.tail ? r.percentile_tail : r.of(c.rule); }
 
 std::string rule_label(RangeRule c, double percentile) {
   if (c.rule != Calibrator::kPercentile) return rule_name(c.rule);
@@ -227,52 +227,46 @@ std::string rule_label(RangeRule c, double percentile) {
   return s.str();
 }
 
-// Mean output cosine of the INT8 model that `ranges` give, on `test` against its FP32 outputs `expected`
-// (one entry per batch, the first expected.size() batches of `test`).
+// Mean output cosine of the INT8 model that `ranges` give, over batches[i] for i in `judged`, against
+// their FP32 outputs expected[i].
 double rule_score(const Lowered& low, const std::vector<float>& base, const std::vector<float>& ranges,
-                  const std::vector<Batch>& test, const std::vector<std::vector<std::vector<float>>>& expected,
-                  const BuildOptions& o) {
+                  const std::vector<Batch>& batches, const std::vector<BatchOutputs>& expected,
+                  const std::vector<size_t>& judged, const BuildOptions& o) {
   std::vector<float> amax = with_calibrated(low, base, ranges);
   complete_ranges(low, amax);
   Model m = apply_precision(low, plan_precisions(low, amax, o, true));
   finalize_model(m);
   const Engine candidate(std::move(m));
-  const size_t n = expected.size();
   double score = 0;
-  std::vector<std::vector<float>> got;
-  for (size_t b = 0; b < n; ++b) {
-    run_float(candidate, test[b], got);
-    for (size_t i = 0; i < got.size(); ++i) score += cosine(got[i], expected[b][i]) / double(n * got.size());
+  BatchOutputs got;
+  for (size_t b : judged) {
+    run_float(candidate, batches[b], got);
+    for (size_t i = 0; i < got.size(); ++i) score += cosine(got[i], expected[b][i]) / double(judged.size() * got.size());
   }
   return score;
 }
 
+// `all` comes from calibrate_all(kAuto) with kRuleBatches reference batches: with two or more batches
+// it holds each fold's ranges, fitted on the batches of one parity and judged here on the other's.
 RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, CalibratedRanges& all,
                       const std::vector<Batch>& batches, const BuildOptions& o) {
   const RangeRule rules[] = {{Calibrator::kEntropy}, {Calibrator::kPercentile}, {Calibrator::kPercentile, true},
                              {Calibrator::kMse}, {Calibrator::kMinMax}};
-  const size_t steps = std::size(rules) + (batches.size() >= 2 ? 2 : 0);
-  size_t step = 0;
+  const size_t references = all.reference_outputs.size();
   std::vector<double> score(std::size(rules), 0.0);
-  if (batches.size() >= 2) {
-    std::vector<Batch> fold[2];
-    for (size_t i = 0; i < batches.size(); ++i) fold[i % 2].push_back(batches[i]);
-    CalibratedRanges fit[2];
-    for (int k = 0; k < 2; ++k) {
-      const Progress quiet;
-      fit[k] = calibrate_all(low.model, fold[k], Calibrator::kAuto, o.percentile, kRuleBatches / 2, quiet);
-      if (o.progress) o.progress("choosing the calibration rule", ++step, steps);
+  for (size_t r = 0; r < std::size(rules); ++r) {
+    if (all.folds.empty()) {  // one batch: nothing to hold out
+      score[r] = rule_score(low, base, ranges_of(all, rules[r]), batches, all.reference_outputs, {0}, o);
+    } else {
+      for (size_t k = 0; k < all.folds.size(); ++k) {
+        std::vector<size_t> held_out;
+        for (size_t b = 0; b < references; ++b)
+          if (b % all.folds.size() != k) held_out.push_back(b);
+        score[r] += rule_score(low, base, ranges_of(all.folds[k], rules[r]), batches, all.reference_outputs, held_out, o) /
+                    double(all.folds.size());
+      }
     }
-    for (size_t r = 0; r < std::size(rules); ++r) {
-      for (int k = 0; k < 2; ++k)  // fitted on fold k, judged on the other
-        score[r] += rule_score(low, base, ranges_of(fit[k], rules[r]), fold[1 - k], fit[1 - k].reference_outputs, o) / 2;
-      if (o.progress) o.progress("choosing the calibration rule", ++step, steps);
-    }
-  } else {  // one batch: nothing to hold out
-    for (size_t r = 0; r < std::size(rules); ++r) {
-      score[r] = rule_score(low, base, ranges_of(all, rules[r]), batches, all.reference_outputs, o);
-      if (o.progress) o.progress("choosing the calibration rule", ++step, steps);
-    }
+    if (o.progress) o.progress("choosing the calibration rule", r + 1, std::size(rules));
   }
   size_t best = 0;
   for (size_t r = 0; r < std::size(rules); ++r) {
@@ -336,9 +330,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     if (!o.calib_data.empty() && !have_cache) {
       const auto batches = load_calibration_data(o.calib_data, fp32, low.input_names);
       const Calibrator rule = parse_calibrator(o.calibrator);
-      // FP32 reference outputs are kept only where auto scores rules in-sample (one batch); with two or
-      // more, choose_rule's folds record their own.
-      const size_t references = rule == Calibrator::kAuto && batches.size() < 2 ? kRuleBatches : 0;
+      const size_t references = rule == Calibrator::kAuto ? kRuleBatches : 0;  // what choose_rule judges on
       CalibratedRanges ranges = calibrate_all(fp32, batches, rule, o.percentile, references, o.progress);
       chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : RangeRule{rule};
       amax = with_calibrated(low, amax, ranges_of(ranges, chosen_rule));

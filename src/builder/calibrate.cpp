@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "error.h"
 #include "file_bytes.h"
+#include "histogram.h"
 #include "loadable.h"
 #include "npy.h"
 
@@ -86,39 +87,38 @@ double entropy_threshold(const std::vector<double>& observed, double max) {
   // fraction of their maximum. NVIDIA's calibrators flatten it to its neighbour's height first; so do we.
   std::vector<double> hist = observed;
   hist[0] = hist[1];
+  // For a candidate of i bins, the reference P is the first i bins with everything beyond folded into
+  // bin i-1, and the candidate Q spreads each of the 128 levels' mass evenly over its non-empty bins.
+  // Then sum(P) is the whole histogram and sum(Q) the first i bins, and
+  //   KL(P||Q) = 1/|P| * [sum_k p_k log p_k - sum_k p_k log q_k] + log(|Q| / |P|)
+  // where q_k is one value per level: prefix sums give each level's mass and count in O(1), so a
+  // candidate costs 128 logarithms instead of i.
+  std::vector<double> mass(nb + 1, 0.0), plogp(nb + 1, 0.0), nonzero(nb + 1, 0.0);
+  for (size_t k = 0; k < nb; ++k) {
+    mass[k + 1] = mass[k] + hist[k];
+    plogp[k + 1] = plogp[k] + (hist[k] > 0 ? hist[k] * std::log(hist[k]) : 0.0);
+    nonzero[k + 1] = nonzero[k] + (hist[k] != 0 ? 1.0 : 0.0);
+  }
+  const double total = mass[nb];
   double best_kl = INFINITY;
   size_t best = nb;
-  std::vector<double> p(nb), q(nb);
   for (size_t i = kQuantBins; i <= nb; ++i) {
-    // Reference: the first i bins, with everything beyond folded into the last one.
-    std::copy(hist.begin(), hist.begin() + long(i), p.begin());
-    double outliers = 0;
-    for (size_t j = i; j < nb; ++j) outliers += hist[j];
-    p[i - 1] += outliers;
-    // Candidate: the i bins merged into 128 levels, spread back over the non-empty bins.
-    std::fill(q.begin(), q.begin() + long(i), 0.0);
+    const double outliers = total - mass[i], last = hist[i - 1] + outliers, in_range = mass[i];
+    if (total <= 0 || in_range <= 0) continue;
+    // Mass the candidate cannot represent at all (outliers folded into an empty bin): infinite
+    // divergence, so that threshold is never chosen.
+    if (hist[i - 1] == 0 && outliers > 0) continue;
+    double sum_plogp = plogp[i - 1] + (last > 0 ? last * std::log(last) : 0.0), sum_plogq = 0;
     const double merged = double(i) / double(kQuantBins);
     for (size_t j = 0; j < kQuantBins; ++j) {
       const size_t start = size_t(double(j) * merged), end = j + 1 == kQuantBins ? i : size_t(double(j + 1) * merged);
-      double total = 0;
-      size_t nonzero = 0;
-      for (size_t k = start; k < end; ++k) {
-        total += hist[k];
-        nonzero += hist[k] != 0;
-      }
-      for (size_t k = start; k < end; ++k) q[k] = hist[k] != 0 ? total / double(nonzero) : 0.0;
+      const double level = mass[end] - mass[start], count = nonzero[end] - nonzero[start];
+      if (count == 0) continue;
+      // p over this level's non-empty bins: their mass, plus the outliers where the level holds bin i-1.
+      const double p = end == i ? level + outliers : level;
+      sum_plogq += p * std::log(level / count);
     }
-    double ps = 0, qs = 0;
-    for (size_t k = 0; k < i; ++k) ps += p[k], qs += q[k];
-    if (ps <= 0 || qs <= 0) continue;
-    double kl = 0;
-    for (size_t k = 0; k < i && std::isfinite(kl); ++k) {
-      if (p[k] <= 0) continue;
-      const double pk = p[k] / ps, qk = q[k] / qs;
-      // Mass the candidate cannot represent at all (outliers folded into an empty bin): infinite
-      // divergence, so that threshold is never chosen.
-      kl = qk > 0 ? kl + pk * std::log(pk / qk) : INFINITY;
-    }
+    const double kl = (sum_plogp - sum_plogq) / total + std::log(in_range / total);
     if (kl <= best_kl) best_kl = kl, best = i;  // ties keep the wider range
   }
   return double(best) * width;
@@ -136,17 +136,29 @@ double percentile_threshold(const std::vector<double>& hist, double max, double 
 double mse_threshold(const std::vector<double>& hist, double max) {
   const size_t nb = hist.size();
   const double width = max / double(nb);
+  // Bin k stands for its centre c_k. Prefix sums of h, h*c and h*c^2 make each candidate O(1):
+  // inside the range the error is min(noise, c^2) (values below half a step all round to 0), beyond it
+  // the clipping error (c - t)^2 = c^2 - 2tc + t^2.
+  std::vector<double> h0(nb + 1, 0.0), h1(nb + 1, 0.0), h2(nb + 1, 0.0);
+  for (size_t k = 0; k < nb; ++k) {
+    const double c = (double(k) + 0.5) * width;
+    h0[k + 1] = h0[k] + hist[k];
+    h1[k + 1] = h1[k] + hist[k] * c;
+    h2[k + 1] = h2[k] + hist[k] * c * c;
+  }
   double best_err = INFINITY;
   size_t best = nb;
   for (size_t i = 1; i <= nb; ++i) {
     const double t = double(i) * width, step = t / 127.0, noise = step * step / 12.0;
-    double err = 0;
-    for (size_t k = 0; k < nb; ++k) {
-      if (hist[k] == 0) continue;
-      const double c = (double(k) + 0.5) * width;
-      // Inside the range: rounding noise (values below half a step all round to 0); beyond it: clipping.
-      err += hist[k] * (k < i ? std::min(noise, c * c) : (c - t) * (c - t));
+    size_t small = 0;  // bins whose centre squared is below the rounding noise: a few at most
+    while (small < i) {
+      const double c = (double(small) + 0.5) * width;
+      if (c * c >= noise) break;
+      ++small;
     }
+    const double inside = h2[small] + noise * (h0[i] - h0[small]);
+    const double clipped = (h2[nb] - h2[i]) - 2 * t * (h1[nb] - h1[i]) + t * t * (h0[nb] - h0[i]);
+    const double err = inside + std::max(0.0, clipped);
     if (err < best_err) best_err = err, best = i;
   }
   return double(best) * width;
@@ -164,7 +176,7 @@ std::vector<std::vector<float>> graph_outputs(const Model& fp32, const Model& pr
 }
 }  // namespace
 
-void run_float(const Engine& e, const Batch& batch, std::vector<std::vector<float>>& outputs) {
+void run_float(const Engine& e, const Batch& batch, BatchOutputs& outputs) {
   const Model& m = e.model();
   outputs.resize(m.outputs.size());
   std::vector<const void*> in;
@@ -176,6 +188,42 @@ void run_float(const Engine& e, const Batch& batch, std::vector<std::vector<floa
   }
   e.run(in, out);
 }
+
+namespace {
+// Per tensor, a histogram of |x| in kBins bins over [0, top[t]] (empty for tensors not watched).
+using Histograms = std::vector<std::vector<double>>;
+
+// The ranges every rule gives from histograms `hist` whose bins span [0, top[t]], for values whose
+// observed maximum is `seen_max[t]` (<= top: a fold's maximum under the whole set's bins).
+RuleRanges ranges_from(const Histograms& hist, const std::vector<double>& top, const std::vector<double>& seen_max,
+                       const std::vector<uint32_t>& watched, const std::vector<bool>& graph_io, Calibrator rule,
+                       double percentile) {
+  RuleRanges r;
+  r.minmax.assign(seen_max.begin(), seen_max.end());
+  r.entropy = r.percentile = r.mse = r.minmax;
+  if (rule == Calibrator::kAuto) r.percentile_tail = r.minmax;
+  if (rule == Calibrator::kMinMax) return r;
+  for (uint32_t t : watched) {
+    // Graph inputs and outputs keep their full range: clipping the user's data or results shows
+    // directly; the calibrator's outlier suppression is for the tensors in between.
+    if (seen_max[t] <= 0 || hist[t].empty() || graph_io[t]) continue;
+    // Too few values to estimate a distribution (a global average gives one per channel and sample):
+    // the histogram is mostly empty bins and any threshold looks as good as another. Keep the range.
+    double seen = 0;
+    for (double h : hist[t]) seen += h;
+    if (seen < kMinHistogramValues) continue;
+    const auto cut = [&](Calibrator c, std::vector<float>& v, auto threshold) {
+      if (rule == c || rule == Calibrator::kAuto) v[t] = float(std::min(seen_max[t], threshold()));
+    };
+    cut(Calibrator::kEntropy, r.entropy, [&] { return entropy_threshold(hist[t], top[t]); });
+    cut(Calibrator::kMse, r.mse, [&] { return mse_threshold(hist[t], top[t]); });
+    cut(Calibrator::kPercentile, r.percentile, [&] { return percentile_threshold(hist[t], top[t], percentile); });
+    if (rule == Calibrator::kAuto)
+      r.percentile_tail[t] = float(std::min(seen_max[t], percentile_threshold(hist[t], top[t], kTailPercentile)));
+  }
+  return r;
+}
+}  // namespace
 
 CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, Calibrator rule, double percentile,
                                size_t reference_batches, const Progress& progress) {
@@ -192,64 +240,60 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
   finalize_model(probe);
   const Engine engine(std::move(probe));
   const Model& pm = engine.model();
-  std::vector<std::vector<float>> outs;
+  BatchOutputs outs;
   auto run = [&](const Batch& b) { run_float(engine, b, outs); };
   auto for_each_tensor = [&](const Batch& b, const auto& fn) {
     for (size_t i = 0; i < pm.inputs.size(); ++i) fn(pm.inputs[i].tensor, b[i]);
     for (size_t i = 0; i < pm.outputs.size(); ++i) fn(pm.outputs[i].tensor, outs[i]);
   };
-  std::vector<double> amax(fp32.tensors.size(), 0.0);
+  const size_t tensors = fp32.tensors.size();
+  // kAuto keeps two folds apart (batch i belongs to fold i % 2); the whole set is their sum.
+  const size_t folds = rule == Calibrator::kAuto && batches.size() >= 2 ? 2 : 1;
+  // One pass: the maxima (min-max) and, for every other rule, histograms that grow with the maximum.
   const bool histograms = rule != Calibrator::kMinMax;
-  const size_t passes = histograms ? 2 : 1;
+  std::vector<std::vector<double>> fold_max(folds, std::vector<double>(tensors, 0.0));
+  std::vector<std::vector<GrowingHistogram>> grown(folds, std::vector<GrowingHistogram>(histograms ? tensors : 0));
   CalibratedRanges r;
-  for (size_t i = 0; i < batches.size(); ++i) {  // pass 1: ranges
+  for (size_t i = 0; i < batches.size(); ++i) {
     run(batches[i]);
+    std::vector<double>& amax = fold_max[i % folds];
     for_each_tensor(batches[i], [&](uint32_t t, const std::vector<float>& v) {
+      if (histograms) {
+        GrowingHistogram& h = grown[i % folds][t];
+        h.add(v.data(), v.size());
+        amax[t] = h.max();
+        return;
+      }
       for (float x : v)
         if (std::isfinite(x)) amax[t] = std::max(amax[t], double(std::fabs(x)));
     });
     if (i < reference_batches) r.reference_outputs.push_back(graph_outputs(fp32, pm, outs));
-    if (progress) progress("calibration pass 1/" + std::to_string(passes), i + 1, batches.size());
+    if (progress) progress("calibration", i + 1, batches.size());
   }
-  r.minmax.assign(amax.begin(), amax.end());
-  r.entropy = r.percentile = r.mse = r.minmax;
-  if (rule == Calibrator::kAuto) r.percentile_tail = r.minmax;
-  if (histograms) {  // pass 2: histograms of |x| over [0, amax]
-    std::vector<std::vector<double>> hist(fp32.tensors.size());
-    for (size_t i = 0; i < batches.size(); ++i) {
-      run(batches[i]);
-      for_each_tensor(batches[i], [&](uint32_t t, const std::vector<float>& v) {
-        auto& h = hist[t];
-        if (h.empty()) h.assign(kBins, 0.0);
-        if (amax[t] <= 0) return;
-        const double scale = double(kBins) / amax[t];
-        for (float x : v)
-          if (std::isfinite(x)) h[std::min(kBins - 1, size_t(std::fabs(x) * scale))] += 1;
-      });
-      if (progress) progress("calibration pass 2/2", i + 1, batches.size());
-    }
-    std::vector<bool> graph_io(fp32.tensors.size(), false);
-    for (const IoBinding& io : fp32.outputs) graph_io[io.tensor] = true;
-    for (const IoBinding& io : fp32.inputs) graph_io[io.tensor] = true;
-    for (uint32_t t : watched) {
-      // Graph inputs and outputs keep their full range: clipping the user's data or results shows
-      // directly; the calibrator's outlier suppression is for the tensors in between.
-      if (amax[t] <= 0 || hist[t].empty() || graph_io[t]) continue;
-      // Too few values to estimate a distribution (a global average gives one per channel and sample):
-      // the histogram is mostly empty bins and any threshold looks as good as another. Keep the range.
-      double seen = 0;
-      for (double h : hist[t]) seen += h;
-      if (seen < kMinHistogramValues) continue;
-      const auto cut = [&](Calibrator c, std::vector<float>& v, auto threshold) {
-        if (rule == c || rule == Calibrator::kAuto) v[t] = float(std::min(amax[t], threshold()));
-      };
-      cut(Calibrator::kEntropy, r.entropy, [&] { return entropy_threshold(hist[t], amax[t]); });
-      cut(Calibrator::kMse, r.mse, [&] { return mse_threshold(hist[t], amax[t]); });
-      cut(Calibrator::kPercentile, r.percentile, [&] { return percentile_threshold(hist[t], amax[t], percentile); });
-      if (rule == Calibrator::kAuto)
-        r.percentile_tail[t] = float(std::min(amax[t], percentile_threshold(hist[t], amax[t], kTailPercentile)));
-    }
+  std::vector<double> amax = fold_max[0];
+  for (size_t k = 1; k < folds; ++k)
+    for (size_t t = 0; t < tensors; ++t) amax[t] = std::max(amax[t], fold_max[k][t]);
+  if (!histograms) {
+    r.minmax.assign(amax.begin(), amax.end());
+    r.entropy = r.percentile = r.mse = r.minmax;
+    return r;
   }
+  // Every fold's histogram over the same kBins bins of [0, amax] (the whole set's maximum), so they add up.
+  std::vector<Histograms> hist(folds, Histograms(tensors));
+  for (uint32_t t : watched)
+    for (size_t k = 0; k < folds; ++k) hist[k][t] = grown[k][t].resample(kBins, amax[t]);
+  grown.clear();
+  std::vector<bool> graph_io(tensors, false);
+  for (const IoBinding& io : fp32.outputs) graph_io[io.tensor] = true;
+  for (const IoBinding& io : fp32.inputs) graph_io[io.tensor] = true;
+  if (folds > 1) {
+    for (size_t k = 0; k < folds; ++k)
+      r.folds.push_back(ranges_from(hist[k], amax, fold_max[k], watched, graph_io, rule, percentile));
+    for (size_t k = 1; k < folds; ++k)
+      for (size_t t = 0; t < tensors; ++t)
+        for (size_t b = 0; b < hist[k][t].size(); ++b) hist[0][t][b] += hist[k][t][b];
+  }
+  static_cast<RuleRanges&>(r) = ranges_from(hist[0], amax, amax, watched, graph_io, rule, percentile);
   return r;
 }
 

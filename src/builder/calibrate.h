@@ -28,17 +28,27 @@ std::vector<Batch> load_calibration_data(const std::string& dir, const Model& fp
 using Progress = std::function<void(const std::string& stage, size_t done, size_t total)>;
 
 // |range| per tensor of the FP32 model under each rule (0 for tensors never seen, e.g. constants).
-struct CalibratedRanges {
+struct RuleRanges {
   std::vector<float> entropy, minmax, percentile, mse;
   // kAuto only: the percentile rule at kTailPercentile, a candidate between --percentile and min-max.
   std::vector<float> percentile_tail;
-  // The FP32 model's outputs on the first `reference_batches` batches (pass 1 computes them anyway).
-  std::vector<std::vector<std::vector<float>>> reference_outputs;
   std::vector<float>& of(Calibrator c) {
     return c == Calibrator::kMinMax ? minmax : c == Calibrator::kPercentile ? percentile : c == Calibrator::kMse ? mse : entropy;
   }
 };
 constexpr double kTailPercentile = 99.999;
+
+// Per output binding, one batch's outputs.
+using BatchOutputs = std::vector<std::vector<float>>;
+
+struct CalibratedRanges : RuleRanges {
+  // kAuto with two or more batches: every rule fitted again on each half of the batches (fold k holds
+  // the batches at positions of parity k), from the same passes and the same histogram bins, so a rule
+  // can be judged on batches that did not fit it (builder.cpp) without running the FP32 model again.
+  std::vector<RuleRanges> folds;
+  // The FP32 model's outputs on the first `reference_batches` batches (pass 1 computes them anyway).
+  std::vector<BatchOutputs> reference_outputs;
+};
 
 // One FP32 run per pass over the batches. Computes the ranges of `rule` (min-max only: one pass), or of
 // every rule for kAuto; the others are left at min-max.
@@ -46,7 +56,7 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
                                size_t reference_batches, const Progress& progress);
 
 // Runs a model whose I/O is float32 linear on one batch; `outputs` per output binding (resized here).
-void run_float(const Engine& e, const Batch& batch, std::vector<std::vector<float>>& outputs);
+void run_float(const Engine& e, const Batch& batch, BatchOutputs& outputs);
 
 // |range| per tensor of the FP32 model under one rule.
 std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c,

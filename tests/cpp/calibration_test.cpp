@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "calibrate.h"
+#include "histogram.h"
 
 namespace softdla::builder {
 namespace {
@@ -77,6 +78,122 @@ TEST(EntropyCalibrator, KeepsTheWholeRangeOfUniformData) {
   for (double& x : xs) x = uniform(rng);
   const Histogram h = histogram_of(xs);
   EXPECT_GT(entropy_threshold(h.bins, h.max), 0.9 * h.max);
+}
+
+
+// The textbook forms of the two searches, one candidate at a time, written independently of the
+// prefix-sum versions in calibrate.cpp: the divergence / squared error of every candidate of i bins.
+std::vector<double> naive_kl(std::vector<double> hist) {
+  const size_t nb = hist.size(), levels = 128;
+  hist[0] = hist[1];
+  std::vector<double> kl(nb + 1, INFINITY);
+  for (size_t i = levels; i <= nb; ++i) {
+    std::vector<double> p(hist.begin(), hist.begin() + long(i)), q(i, 0.0);
+    for (size_t j = i; j < nb; ++j) p[i - 1] += hist[j];
+    const double merged = double(i) / double(levels);
+    for (size_t j = 0; j < levels; ++j) {
+      const size_t start = size_t(double(j) * merged), end = j + 1 == levels ? i : size_t(double(j + 1) * merged);
+      double total = 0, nonzero = 0;
+      for (size_t k = start; k < end; ++k) total += hist[k], nonzero += hist[k] != 0;
+      for (size_t k = start; k < end; ++k) q[k] = hist[k] != 0 ? total / nonzero : 0.0;
+    }
+    double ps = 0, qs = 0, d = 0;
+    for (size_t k = 0; k < i; ++k) ps += p[k], qs += q[k];
+    for (size_t k = 0; k < i; ++k)
+      if (p[k] > 0) d += q[k] > 0 ? p[k] / ps * std::log((p[k] / ps) / (q[k] / qs)) : INFINITY;
+    kl[i] = d;
+  }
+  return kl;
+}
+
+std::vector<double> naive_mse(const std::vector<double>& hist, double max) {
+  const size_t nb = hist.size();
+  const double w = max / double(nb);
+  std::vector<double> err(nb + 1, INFINITY);
+  for (size_t i = 1; i <= nb; ++i) {
+    const double t = double(i) * w, noise = (t / 127.0) * (t / 127.0) / 12.0;
+    double e = 0;
+    for (size_t k = 0; k < nb; ++k) {
+      const double c = (double(k) + 0.5) * w;
+      e += hist[k] * (k < i ? std::min(noise, c * c) : (c - t) * (c - t));
+    }
+    err[i] = e;
+  }
+  return err;
+}
+
+// Histograms with zero spikes, long tails, empty stretches and far outliers.
+std::vector<Histogram> assorted_histograms() {
+  std::vector<Histogram> hs;
+  hs.push_back(histogram_of(relu_output(200'000, 5)));
+  std::mt19937_64 rng(6);
+  std::student_t_distribution<double> heavy(2.0);
+  std::vector<double> xs(200'000);
+  for (double& x : xs) x = heavy(rng);
+  hs.push_back(histogram_of(xs));
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (double& x : xs) x = u(rng) < 0.5 ? 0.0 : u(rng) < 0.999 ? u(rng) : 40.0 + u(rng);
+  hs.push_back(histogram_of(xs));
+  return hs;
+}
+
+TEST(CalibrationSearch, EntropyPicksTheTextbookMinimum) {
+  for (const Histogram& h : assorted_histograms()) {
+    const std::vector<double> kl = naive_kl(h.bins);
+    const double best = *std::min_element(kl.begin(), kl.end());
+    const size_t chosen = size_t(std::lround(entropy_threshold(h.bins, h.max) / (h.max / kBins)));
+    ASSERT_LE(chosen, kBins);
+    EXPECT_LE(kl[chosen], best + 1e-9 * std::max(1.0, std::fabs(best))) << "chosen bin " << chosen;
+  }
+}
+
+TEST(CalibrationSearch, MsePicksTheTextbookMinimum) {
+  for (const Histogram& h : assorted_histograms()) {
+    const std::vector<double> err = naive_mse(h.bins, h.max);
+    const double best = *std::min_element(err.begin(), err.end());
+    const size_t chosen = size_t(std::lround(mse_threshold(h.bins, h.max) / (h.max / kBins)));
+    ASSERT_LE(chosen, kBins);
+    EXPECT_LE(err[chosen], best * (1 + 1e-9)) << "chosen bin " << chosen;
+  }
+}
+
+// One pass with a growing top against the two-pass histogram over [0, max]: same total, and the
+// cumulative counts at every bin edge differ by no more than the values within one fine bin of it.
+TEST(GrowingHistogram, MatchesTheTwoPassHistogram) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<std::vector<float>> batches;
+  for (int b = 0; b < 6; ++b) {  // the maximum grows 1000x across batches, with exact zeros throughout
+    std::vector<float> v(20'000);
+    for (float& x : v) x = normal(rng) < 0 ? 0.f : float(normal(rng) * std::pow(4.0, b));
+    batches.push_back(v);
+  }
+  GrowingHistogram g;
+  std::vector<double> all;
+  for (const auto& v : batches) {
+    g.add(v.data(), v.size());
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  const Histogram exact = histogram_of(all);
+  ASSERT_DOUBLE_EQ(g.max(), exact.max);
+  const std::vector<double> got = g.resample(kBins, g.max());
+  double total = 0;
+  for (double c : got) total += c;
+  EXPECT_NEAR(total, double(all.size()), 1e-6 * double(all.size()));
+  EXPECT_GE(got[0], exact.bins[0] * 0.999) << "the zeros stay in bin 0";
+  std::vector<double> sorted(all);
+  for (double& x : sorted) x = std::fabs(x);
+  std::sort(sorted.begin(), sorted.end());
+  const double fine = std::ldexp(1.0, std::ilogb(exact.max) + 1) / double(GrowingHistogram::kFineBins);
+  double cum_got = 0, cum_exact = 0;
+  for (size_t b = 0; b < kBins; ++b) {
+    cum_got += got[b], cum_exact += exact.bins[b];
+    const double edge = double(b + 1) * exact.max / kBins;
+    const auto lo = std::lower_bound(sorted.begin(), sorted.end(), edge - fine);
+    const auto hi = std::upper_bound(sorted.begin(), sorted.end(), edge + fine);
+    EXPECT_LE(std::fabs(cum_got - cum_exact), double(hi - lo) + 1e-6 * double(all.size())) << "edge " << b;
+  }
+  EXPECT_NEAR(entropy_threshold(got, g.max()), entropy_threshold(exact.bins, exact.max), 0.02 * exact.max);
 }
 
 }  // namespace
