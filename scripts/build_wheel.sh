@@ -11,7 +11,8 @@
 #   PYTHON=python3.12 scripts/build_wheel.sh
 # Environment: PYTHON (default .venv/bin/python), JOBS (default: all cores), WHEEL_BUILD_DIR (CMake's
 # build directory, default build/pip-<tag> from pyproject.toml; kept between runs, so a rebuild is
-# incremental). Prints the repaired wheel's path on its last line.
+# incremental), PIP_WHEEL_ARGS (more pip wheel arguments, e.g. --no-build-isolation on a machine without
+# PyPI whose Python has scikit-build-core and nanobind). Prints the repaired wheel's path on its last line.
 #   scripts/build_wheel.sh --show WHEEL        only step 3, with its checks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,9 +64,13 @@ build_args=()
 [[ -n ${WHEEL_BUILD_DIR:-} ]] && build_args+=(-C "build-dir=$WHEEL_BUILD_DIR")
 t0=$(date +%s)
 echo "== pip wheel . ($("$PY" -c 'import sys; print(sys.implementation.cache_tag)'), $CMAKE_BUILD_PARALLEL_LEVEL jobs)"
-if ! "$PY" -m pip wheel -v --no-deps --disable-pip-version-check -w "$raw" "${build_args[@]}" . >"$root/dist/pip-wheel.log" 2>&1; then
+read -ra extra <<<"${PIP_WHEEL_ARGS:-}"
+rc=0
+"$PY" -m pip wheel -v --no-deps --disable-pip-version-check -w "$raw" "${build_args[@]}" "${extra[@]}" . \
+  >"$root/dist/pip-wheel.log" 2>&1 || rc=$?
+if ((rc)); then
   tail -60 "$root/dist/pip-wheel.log"
-  echo "build_wheel.sh: pip wheel failed (dist/pip-wheel.log)" >&2
+  echo "build_wheel.sh: pip wheel failed with status $rc (dist/pip-wheel.log)" >&2
   exit 1
 fi
 t1=$(date +%s)

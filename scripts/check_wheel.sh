@@ -7,7 +7,8 @@
 # cuda.bindings.cudla (PyPI cuda-bindings) running over the wheel's libcudla.so.1.
 #   scripts/check_wheel.sh                     build, repair, check
 #   WHEEL=dist/softdla-...whl scripts/check_wheel.sh   check a wheel already built
-# PYTHON: the interpreter of the fresh venv (default python3; must match the wheel's Python).
+# PYTHON: the interpreter of the fresh venv (default python3; must match the wheel's Python). VENV_ARGS:
+# more `python -m venv` arguments (--system-site-packages on a machine without PyPI whose Python has numpy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,7 +27,8 @@ esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 venv=$work/venv
-"${PYTHON:-python3}" -m venv "$venv"
+read -ra venv_args <<<"${VENV_ARGS:-}"
+"${PYTHON:-python3}" -m venv "${venv_args[@]}" "$venv"
 echo "== pip install $(basename "$WHEEL") into a fresh venv"
 t0=$(date +%s)
 "$venv/bin/pip" install -q --disable-pip-version-check "$WHEEL"

@@ -171,3 +171,15 @@ def test_nvidia_sample_cmakelists(prefix, tmp_path):
         assert r.returncode == 0 and "cuDLAHybridMode DONE" in r.stdout, r.stdout + r.stderr
     else:
         assert "Error in creating cudaFree" in r.stdout, r.stdout + r.stderr
+
+
+def test_python_paths_in_a_source_tree():
+    """softdla.get_include() & co. (softdla/paths.py) from the source tree: the repository's headers and the
+    build's library; the CMake and pkg-config files exist only in an installed package (scripts/check_wheel.sh
+    checks those)."""
+    import softdla
+    assert softdla.get_include() == os.path.join(ROOT, "include")
+    assert os.path.samefile(softdla.get_library_dir(), BUILD)
+    for getter in (softdla.get_cmake_dir, softdla.get_pkgconfig_dir):
+        with pytest.raises(FileNotFoundError, match="installed softdla"):
+            getter()
