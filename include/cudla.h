@@ -2,8 +2,8 @@
  * cudla.h - the cuDLA C API, as implemented by softdla's libcudla.so.1.
  *
  * Written for softdla from the published facts of NVIDIA's cuDLA interface (names, enumerator values,
- * struct layouts; see ../shared/docs/cudla-api.md). A program written against NVIDIA's header compiles
- * and links against this one unchanged. softdla's own behaviour where NVIDIA's depends on Tegra
+ * struct layouts) in NVIDIA's cuDLA API reference (docs.nvidia.com/cuda/cudla-api). A program written
+ * against NVIDIA's header compiles and links against this one unchanged. softdla's own behaviour where NVIDIA's depends on Tegra
  * hardware is described in docs/RUNTIME.md.
  */
 #ifndef CUDLA_H

@@ -1,7 +1,7 @@
 """softdla: an open cuDLA runtime with a software DLA, and a DLA builder.
 
 - softdla.cudla: drop-in for NVIDIA's cuda.bindings.cudla
-- softdla.Device / Module: run loadables on NumPy arrays
+- softdla.Device / Module: run loadables on NumPy or GPU arrays (PyTorch, CuPy, DLPack)
 - softdla.formats: pack/unpack helpers for every DLA I/O format
 - softdla.build / check / inspect: ONNX -> DLA loadable
 - softdla.compare: the loadable against ONNX Runtime FP32, layer by layer
@@ -21,6 +21,7 @@ _LAZY = {
     "inspect": ("builder", "inspect"),
     "Device": ("runtime", "Device"), "Module": ("runtime", "Module"), "TensorInfo": ("runtime", "TensorInfo"),
     "device_count": ("runtime", "device_count"),
+    "DeviceArray": ("_cuda", "DeviceArray"),  # GPU outputs of Module.run when no framework array is at hand
     "compare": ("compare", None), "CompareResult": ("compare", "CompareResult"),  # the module is callable
     # For C/C++ programs built against the installed package (softdla/paths.py).
     "get_include": ("paths", "get_include"), "get_library_dir": ("paths", "get_library_dir"),

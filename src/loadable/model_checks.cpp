@@ -25,7 +25,7 @@ const char* op_kind_name(const OpParams& p) {
 
 namespace {
 
-constexpr uint32_t kMaxDim = 8192;      // C, H, W (dla-facts §1.1)
+constexpr uint32_t kMaxDim = 8192;      // C, H, W (docs/DLA-LIMITS.md)
 constexpr uint32_t kMaxBatch = 4096;
 constexpr uint64_t kMaxTensorBytes = 1ull << 30;  // intermediate limit per DLA subgraph: 1 GiB
 constexpr uint8_t kMaxShift = 62;

@@ -1,5 +1,5 @@
 // Semantic checks of a Model: every index in range, sizes consistent with shape/format/type, weights
-// of the right length, DLA parameter limits (dla-facts.md §1.2), the op graph acyclic and in execution
+// of the right length, DLA parameter limits (docs/DLA-LIMITS.md), the op graph acyclic and in execution
 // order, the memory plan free of overlaps. Throws Error naming the first problem found.
 #pragma once
 #include "model.h"

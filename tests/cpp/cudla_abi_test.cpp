@@ -1,4 +1,4 @@
-// ABI of include/cudla.h against the numbers in cudla-api.md §2-3 (LP64): sizes, offsets, enum values.
+// ABI of include/cudla.h against NVIDIA's cuDLA API reference and header (LP64): sizes, offsets, enum values.
 #include <gtest/gtest.h>
 
 #include <cstddef>

@@ -155,7 +155,7 @@ def test_calibration_cache_round_trip(tmp_path):
 
 
 def test_reads_a_cache_in_tensorrts_format(tmp_path):
-    # The dla-facts example line "images: 3c00f9f4": big-endian float32 bits of the scale, ~1/127.
+    # A cache line of NVIDIA's cuDLA samples, "images: 3c00f9f4": big-endian float32 bits of the scale, ~1/127.
     scale = struct.unpack(">f", bytes.fromhex("3c00f9f4"))[0]
     assert abs(scale - 0.0078721) < 1e-7
     cache = tmp_path / "trt.cache"

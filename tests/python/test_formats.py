@@ -1,5 +1,5 @@
 """I/O formats at the graph boundary: descriptors (size, strides, cuDLA constants) for every format on
-Orin and Xavier, the worked sizes of dla-facts.md §2.3, and data round trips through the engine."""
+Orin and Xavier, the worked sizes of docs/FORMATS.md, and data round trips through the engine."""
 import numpy as np
 import pytest
 from hypothesis import given, settings

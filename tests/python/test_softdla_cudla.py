@@ -1,4 +1,4 @@
-"""softdla.cudla against NVIDIA's own test suites for cuda.bindings.cudla (cudla-api.md §4.7): every
+"""softdla.cudla against NVIDIA's own test suites for cuda.bindings.cudla (cuda-python's tests): every
 case of the merged suite (A), the expectations of the review suite (B), and a full inference."""
 import gc
 import os
