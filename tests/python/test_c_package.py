@@ -61,6 +61,7 @@ def _sanitized_build():
 pytestmark = pytest.mark.skipif(_sanitized_build(), reason="the package is checked on the release build")
 ENV = {**os.environ, "SOFTDLA_LOG": "none", "SOFTDLA_NUM_DEVICES": "2"}
 ENV.pop("LD_LIBRARY_PATH", None)  # the programs must find the installed library by themselves
+ENV.pop("LD_PRELOAD", None)
 
 
 def _run(cmd, cwd=None, env=ENV, check=True):
