@@ -207,11 +207,14 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 // gives is run on calibration batches and the rule whose outputs agree best with the FP32 reference
 // (mean cosine) is kept. Which rule suits a network depends on how much of its signal lives in the tails
 // of its activations (entropy clips them hardest, min-max not at all), and the calibration data is there
-// to measure it. The judging is cross-validated: ranges fitted on the even batches are scored on the odd
-// ones and the other way round. Scored on the batches that fitted them, tight ranges look best (they
-// clip nothing those batches hold), and the rule chosen clipped the stem of MnasNet on new images.
+// to measure it. The judging is cross-validated: the batches are dealt into kCalibrationFolds folds, and
+// each fold's batches judge the ranges fitted on all the others (one FP32 pass gives every fold's
+// histograms). Scored on the batches that fitted them, tight ranges look best (they clip nothing those
+// batches hold), and the rule chosen clipped the stem of MnasNet on new images. With two folds each fit
+// saw half the samples, tighter than the final fit on all of them, and MnasNet at 64 px lost MSE to
+// percentile on 16 samples (0.952 on new images where MSE gives 0.973); four folds fit on three quarters.
 constexpr double kRuleMargin = 0.002;  // mean output cosine
-constexpr size_t kRuleBatches = 16;     // calibration batches the candidates run (over both folds)
+constexpr size_t kRuleBatches = 16;     // calibration batches the candidates run (over all folds)
 
 struct RangeRule {
   Calibrator rule;
@@ -261,7 +264,7 @@ RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, Calibr
       for (size_t k = 0; k < all.folds.size(); ++k) {
         std::vector<size_t> held_out;
         for (size_t b = 0; b < references; ++b)
-          if (b % all.folds.size() != k) held_out.push_back(b);
+          if (b % all.folds.size() == k) held_out.push_back(b);
         score[r] += rule_score(low, base, ranges_of(all.folds[k], rules[r]), batches, all.reference_outputs, held_out, o) /
                     double(all.folds.size());
       }

@@ -247,8 +247,8 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
     for (size_t i = 0; i < pm.outputs.size(); ++i) fn(pm.outputs[i].tensor, outs[i]);
   };
   const size_t tensors = fp32.tensors.size();
-  // kAuto keeps two folds apart (batch i belongs to fold i % 2); the whole set is their sum.
-  const size_t folds = rule == Calibrator::kAuto && batches.size() >= 2 ? 2 : 1;
+  // kAuto keeps kCalibrationFolds folds apart (batch i belongs to fold i % folds).
+  const size_t folds = rule == Calibrator::kAuto && batches.size() >= 2 ? std::min(kCalibrationFolds, batches.size()) : 1;
   // One pass: the maxima (min-max) and, for every other rule, histograms that grow with the maximum.
   const bool histograms = rule != Calibrator::kMinMax;
   std::vector<std::vector<double>> fold_max(folds, std::vector<double>(tensors, 0.0));
@@ -280,20 +280,30 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
   }
   // Every fold's histogram over the same kBins bins of [0, amax] (the whole set's maximum), so they add up.
   std::vector<Histograms> hist(folds, Histograms(tensors));
-  for (uint32_t t : watched)
-    for (size_t k = 0; k < folds; ++k) hist[k][t] = grown[k][t].resample(kBins, amax[t]);
+  Histograms whole(tensors);
+  for (uint32_t t : watched) {
+    whole[t].assign(kBins, 0.0);
+    for (size_t k = 0; k < folds; ++k) {
+      hist[k][t] = grown[k][t].resample(kBins, amax[t]);
+      for (size_t b = 0; b < kBins; ++b) whole[t][b] += hist[k][t][b];
+    }
+  }
   grown.clear();
   std::vector<bool> graph_io(tensors, false);
   for (const IoBinding& io : fp32.outputs) graph_io[io.tensor] = true;
   for (const IoBinding& io : fp32.inputs) graph_io[io.tensor] = true;
-  if (folds > 1) {
-    for (size_t k = 0; k < folds; ++k)
-      r.folds.push_back(ranges_from(hist[k], amax, fold_max[k], watched, graph_io, rule, percentile));
-    for (size_t k = 1; k < folds; ++k)
-      for (size_t t = 0; t < tensors; ++t)
-        for (size_t b = 0; b < hist[k][t].size(); ++b) hist[0][t][b] += hist[k][t][b];
+  // Fold k's ranges are fitted on every batch outside it: the whole set's counts less its own.
+  for (size_t k = 0; k < folds && folds > 1; ++k) {
+    Histograms& rest = hist[k];
+    std::vector<double> rest_max(tensors, 0.0);
+    for (size_t j = 0; j < folds; ++j)
+      if (j != k)
+        for (size_t t = 0; t < tensors; ++t) rest_max[t] = std::max(rest_max[t], fold_max[j][t]);
+    for (uint32_t t : watched)
+      for (size_t b = 0; b < kBins; ++b) rest[t][b] = std::max(0.0, whole[t][b] - rest[t][b]);
+    r.folds.push_back(ranges_from(rest, amax, rest_max, watched, graph_io, rule, percentile));
   }
-  static_cast<RuleRanges&>(r) = ranges_from(hist[0], amax, amax, watched, graph_io, rule, percentile);
+  static_cast<RuleRanges&>(r) = ranges_from(whole, amax, amax, watched, graph_io, rule, percentile);
   return r;
 }
 

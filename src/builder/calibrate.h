@@ -41,10 +41,13 @@ constexpr double kTailPercentile = 99.999;
 // Per output binding, one batch's outputs.
 using BatchOutputs = std::vector<std::vector<float>>;
 
+// kAuto splits the batches into this many folds (batch i in fold i % folds; fewer with fewer batches).
+constexpr size_t kCalibrationFolds = 4;
+
 struct CalibratedRanges : RuleRanges {
-  // kAuto with two or more batches: every rule fitted again on each half of the batches (fold k holds
-  // the batches at positions of parity k), from the same passes and the same histogram bins, so a rule
-  // can be judged on batches that did not fit it (builder.cpp) without running the FP32 model again.
+  // kAuto with two or more batches: folds[k] holds every rule's ranges fitted on the batches outside
+  // fold k, from the same pass and the same histogram bins, so a rule can be judged on batches that did
+  // not fit it (builder.cpp) without running the FP32 model again.
   std::vector<RuleRanges> folds;
   // The FP32 model's outputs on the first `reference_batches` batches (pass 1 computes them anyway).
   std::vector<BatchOutputs> reference_outputs;

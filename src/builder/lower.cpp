@@ -42,7 +42,7 @@ uint32_t dla_axis(int64_t a, size_t r) {
 }
 
 // Channels of a DLA tensor for which the lowering makes weights (c x c for a channel shuffle): the
-// DLA's 8,192 limit (dla-facts 1.1) checked before anything is allocated from it.
+// DLA's 8,192 limit (docs/DLA-LIMITS.md) checked before anything is allocated from it.
 uint32_t weight_channels(const Node& n, int64_t c) {
   constexpr int64_t kDlaMaxChannels = 8192;
   if (c < 1 || c > kDlaMaxChannels)
