@@ -7,8 +7,11 @@
 #      with the oldest glibc its symbols allow. cuBLASLt (the CUDA plugin's, 500 MB, matched to the
 #      driver) is left out: it comes from the CUDA toolkit or the nvidia-cublas wheel (softdla[cuda]);
 #   3. `auditwheel show` on the result.
-# The wheel is for the Python that builds it (cp311 with .venv/bin/python on Debian 12):
+# The wheel is for the Python that builds it: cp311 with .venv/bin/python on Debian 12; a CPython >= 3.12 (with
+# its headers) builds one cp312-abi3 wheel for 3.12 and every later version (stable-ABI extensions, checked
+# in step 3; on CMake < 3.26 through scikit-build-core's own FindPython), e.g.
 #   PYTHON=python3.12 scripts/build_wheel.sh
+#   PYTHON=$HOME/.pyenv/versions/3.12.1/bin/python3 scripts/build_wheel.sh
 # Environment: PYTHON (default .venv/bin/python), JOBS (default: all cores), WHEEL_BUILD_DIR (CMake's
 # build directory, default build/pip-<tag> from pyproject.toml; kept between runs, so a rebuild is
 # incremental), PIP_WHEEL_ARGS (more pip wheel arguments, e.g. --no-build-isolation on a machine without
@@ -40,9 +43,16 @@ show() {
   local out
   out=$("$tools" -m auditwheel show "$1" 2>&1) || { echo "$out"; return 1; }
   echo "$out"
-  "$tools" - "$out" <<'PY'
-import re, sys
+  "$tools" - "$out" "$1" <<'PY'
+import re, sys, zipfile
 text = " ".join(sys.argv[1].split())
+# An abi3 wheel must hold stable-ABI extensions (*.abi3.so): wheel.py-api alone only tags the wheel, and an
+# extension built without CMake's Development.SABIModule would install on 3.13 and fail to import there.
+if "-abi3-" in sys.argv[2]:
+    exts = [n for n in zipfile.ZipFile(sys.argv[2]).namelist() if re.match(r"softdla/_\w+_ext\..*so$", n)]
+    if len(exts) != 2 or not all(n.endswith(".abi3.so") for n in exts):
+        sys.exit(f"auditwheel show: an abi3 wheel whose extensions are not all stable-ABI: {exts}")
+    print("== abi3 extensions:", ", ".join(sorted(exts)))
 tag = re.search(r'This constrains the platform tag to "(manylinux_[0-9]+_[0-9]+_x86_64)"', text)
 libs = set(re.findall(r"([\w.+-]+\.so(?:\.[\w.]+)?) with versions", text))
 allowed = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2",

@@ -5,31 +5,60 @@
 # libcudla.so.1), a C program built against the wheel (get_include / get_library_dir with -lcudla, CMake's
 # find_package through get_cmake_dir, pkg-config through get_pkgconfig_dir), and NVIDIA's
 # cuda.bindings.cudla (PyPI cuda-bindings) running over the wheel's libcudla.so.1.
-#   scripts/check_wheel.sh                     build, repair, check
-#   WHEEL=dist/softdla-...whl scripts/check_wheel.sh   check a wheel already built
-# PYTHON: the interpreter of the fresh venv (default python3; must match the wheel's Python). VENV_ARGS:
-# more `python -m venv` arguments (--system-site-packages on a machine without PyPI whose Python has numpy).
+# Two wheels: the default Python's (.venv/bin/python; cp311 on Debian 12), then, where a CPython >= 3.12
+# with its headers and venv is found, the cp312-abi3 one (one wheel for 3.12 and later) built and checked
+# the same way with that interpreter; where a second, newer one (>= 3.13) is found too, the abi3 wheel is
+# also installed under it and smoke-tested (import, softdla.build, run).
+#   scripts/check_wheel.sh                     build, repair, check (both wheels)
+#   WHEEL=dist/softdla-...whl scripts/check_wheel.sh   check a wheel already built (only that one)
+# PYTHON: the interpreter of the first wheel's fresh venv (default python3; must match the wheel's Python).
+# ABI3_PYTHON: the interpreter that builds and checks the abi3 wheel (default: the first of python3.12,
+# python3.13, python3.14 on PATH and $PYENV_ROOT/versions/3.1[2-9]*/bin/python3 that works; "none" skips).
+# ABI3_SMOKE_PYTHON: the newer one for the smoke test (default: found likewise, >= 3.13; "none" skips).
+# VENV_ARGS: more `python -m venv` arguments (--system-site-packages on a machine without PyPI whose Python
+# has numpy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-if [[ -z ${WHEEL:-} ]]; then
-  mkdir -p dist
-  scripts/build_wheel.sh | tee "$root/dist/build_wheel.log"
-  WHEEL=$(tail -1 "$root/dist/build_wheel.log")
-  WHEEL_SHOWN=1  # build_wheel.sh ran and checked auditwheel show
-fi
-WHEEL=$(realpath "$WHEEL")
-case $(basename "$WHEEL") in
-  *manylinux*) ;;
-  *) echo "check_wheel.sh: $WHEEL is not a repaired manylinux wheel" >&2; exit 1 ;;
-esac
-[[ -n ${WHEEL_SHOWN:-} ]] || scripts/build_wheel.sh --show "$WHEEL" | tail -1
+m=$root/examples/models
+read -ra venv_args <<<"${VENV_ARGS:-}"
+
+# A CPython >= $1 (minor version of 3) that can build an abi3 wheel (headers, venv, not free-threaded),
+# other than $2; prints its path, or nothing.
+find_python() {
+  local min=$1 not=${2:-} c p
+  local pyenv=${PYENV_ROOT:-$HOME/.pyenv}
+  for c in python3.12 python3.13 python3.14 "$pyenv"/versions/3.1[2-9]*/bin/python3; do
+    p=$(command -v "$c" 2>/dev/null) || continue
+    # pyenv's shims exist for every version it has but run only the selected ones: run each candidate.
+    p=$("$p" -c '
+import os, sys, sysconfig, ensurepip, venv
+assert sys.implementation.name == "cpython" and sys.version_info >= (3, int(sys.argv[1]))
+assert not sysconfig.get_config_var("Py_GIL_DISABLED")
+assert os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+print(os.path.realpath(sys.executable))' "$min" 2>/dev/null) || continue
+    [[ $p == "$not" ]] && continue
+    echo "$p"
+    return
+  done
+}
+
+# scripts/build_wheel.sh with the Python $1 (empty: its default), its output also in dist/build_wheel$2.log;
+# sets $built to the repaired wheel's path.
+build() {
+  local log=$root/dist/build_wheel${2:-}.log
+  PYTHON=$1 scripts/build_wheel.sh | tee "$log"
+  built=$(tail -1 "$log")
+}
+
+# The checks, on the wheel $1 installed into a fresh venv of the Python $2, in a subshell of its own.
+check() (
+local WHEEL=$1 py=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 venv=$work/venv
-read -ra venv_args <<<"${VENV_ARGS:-}"
-"${PYTHON:-python3}" -m venv "${venv_args[@]}" "$venv"
-echo "== pip install $(basename "$WHEEL") into a fresh venv"
+"$py" -m venv "${venv_args[@]}" "$venv"
+echo "== pip install $(basename "$WHEEL") into a fresh venv ($("$venv/bin/python" -V))"
 t0=$(date +%s)
 "$venv/bin/pip" install -q --disable-pip-version-check "$WHEEL"
 # NVIDIA's Python cuDLA bindings (as requirements-dev.txt pins them); optional where PyPI is out of reach.
@@ -37,7 +66,6 @@ have_nvidia=1
 "$venv/bin/pip" install -q --disable-pip-version-check "$(grep -o '^cuda-bindings[^ #]*' requirements-dev.txt)" \
   || { have_nvidia=0; echo "cuda-bindings could not be installed: NVIDIA's bindings not checked"; }
 echo "   installed in $(( $(date +%s) - t0 )) s"
-m=$root/examples/models
 cd "$work"  # outside the source tree: nothing of it on sys.path or in the working directory
 
 echo "== the softdla command"
@@ -118,4 +146,82 @@ p = F.unpack(bytes.fromhex(sys.argv[1]), (4, 4, 1, 1), np.float16, F.CHW16).resh
 assert list(p.argmax(1)) == [0, 1, 2, 3], p
 print("NVIDIA cuda.bindings.cudla on the wheel: argmax", p.argmax(1).tolist())' "$out"
 fi
-echo "wheel check passed: $(basename "$WHEEL")"
+echo "wheel check passed: $(basename "$WHEEL") on $("$venv/bin/python" -V)"
+)
+
+# The abi3 wheel under a newer Python than the one that built it: installed into a fresh venv, imported,
+# softdla.build and a run on the digits model.
+smoke() (
+local WHEEL=$1 py=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$py" -m venv "${venv_args[@]}" "$work/venv"
+echo "== pip install $(basename "$WHEEL") into a fresh venv ($("$work/venv/bin/python" -V)): smoke test"
+"$work/venv/bin/pip" install -q --disable-pip-version-check "$WHEEL"
+cd "$work"
+"$work/venv/bin/python" - "$m" <<'PY'
+import os, sys
+import numpy as np
+import softdla
+from softdla import _builder_ext, _cudla_ext
+m = sys.argv[1]
+assert softdla.__file__.startswith(sys.prefix), softdla.__file__
+assert _builder_ext.__file__.endswith(".abi3.so") and _cudla_ext.__file__.endswith(".abi3.so"), _cudla_ext.__file__
+lb = softdla.build(os.path.join(m, "digits.onnx"), int8=True, fp16=True, calib_data=os.path.join(m, "digits_calib"),
+                   progress=False)
+images = np.load(os.path.join(m, "digits_test_images.npy")).astype(np.float32)
+labels = np.load(os.path.join(m, "digits_test_labels.npy"))
+with softdla.Device() as dev:
+    model = dev.load(lb)
+    pred = np.array([model.run([im[None]])["probabilities"].argmax() for im in images])
+acc = (pred == labels).mean() * 100
+print(f"abi3 wheel on Python {sys.version.split()[0]}: softdla {softdla.__version__}, digits INT8 top-1 {acc:.2f}%")
+assert acc > 97
+PY
+)
+
+if [[ -n ${WHEEL:-} ]]; then  # a wheel already built: only that one
+  WHEEL=$(realpath "$WHEEL")
+  case $(basename "$WHEEL") in
+    *manylinux*) ;;
+    *) echo "check_wheel.sh: $WHEEL is not a repaired manylinux wheel" >&2; exit 1 ;;
+  esac
+  scripts/build_wheel.sh --show "$WHEEL" | tail -1
+  check "$WHEEL" "${PYTHON:-python3}"
+  exit
+fi
+
+mkdir -p dist
+t0=$(date +%s)
+build "${PYTHON:-}"  # build_wheel.sh checks auditwheel show
+wheel=$built
+check "$wheel" "${PYTHON:-python3}"
+t1=$(date +%s)
+echo "== $(basename "$wheel"): built and checked in $((t1 - t0)) s"
+if [[ $(basename "$wheel") == *-abi3-* ]]; then  # built by a Python >= 3.12 already: no second build
+  abi3=$wheel
+  abi3_py=$("${PYTHON:-python3}" -c 'import os, sys; print(os.path.realpath(sys.executable))')
+else
+  abi3_py=${ABI3_PYTHON:-$(find_python 12)}
+  if [[ -z $abi3_py || $abi3_py == none ]]; then
+    echo "== the cp312-abi3 wheel skipped: no CPython >= 3.12 with its headers and venv found (ABI3_PYTHON)"
+    exit
+  fi
+  abi3_py=$("$abi3_py" -c 'import os, sys; print(os.path.realpath(sys.executable))')
+  echo "== the cp312-abi3 wheel, built with $abi3_py ($("$abi3_py" -V))"
+  build "$abi3_py" -abi3
+  abi3=$built
+  case $(basename "$abi3") in
+    *-cp312-abi3-manylinux*) ;;
+    *) echo "check_wheel.sh: $abi3 is not a cp312-abi3 manylinux wheel" >&2; exit 1 ;;
+  esac
+  check "$abi3" "$abi3_py"
+fi
+t2=$(date +%s)
+smoke_py=${ABI3_SMOKE_PYTHON:-$(find_python 13 "$abi3_py")}
+if [[ -z $smoke_py || $smoke_py == none ]]; then
+  echo "== abi3 smoke test under a newer Python skipped: no CPython >= 3.13 found (ABI3_SMOKE_PYTHON)"
+else
+  smoke "$abi3" "$smoke_py"
+fi
+echo "== $(basename "$abi3"): built and checked in $((t2 - t1)) s, smoke test in $(($(date +%s) - t2)) s"
