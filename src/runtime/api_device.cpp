@@ -2,6 +2,7 @@
 #include "cudla.h"
 #include "guard.h"
 #include "runtime_state.h"
+#include "standalone_queue.h"
 
 using namespace softdla;
 using namespace softdla::rt;
@@ -77,6 +78,13 @@ extern "C" cudlaStatus cudlaDestroyDevice(cudlaDevHandle const devHandle) {
       r.devices.erase(it);
       --r.cores[dev->core].open_handles;
     }
+    // Standalone: end the handle's worker (a task waiting for pre-fences stops; queued ones do not run).
+    std::unique_ptr<StandaloneQueue> queue;
+    {
+      std::lock_guard<std::mutex> state(dev->state_mutex);
+      queue = std::move(dev->queue);
+    }
+    if (queue) queue->stop();
     // Wait for this handle's tasks in stream order (they take the core lock), then for a task running
     // on this core; then drop the module and the registrations.
     {

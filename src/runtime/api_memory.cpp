@@ -60,7 +60,7 @@ extern "C" cudlaStatus cudlaMemRegister(cudlaDevHandle const devHandle, const ui
       return fail_status(cudlaErrorOutOfResources, fn, "the DLA address space has no room left for ", size,
                          " bytes: addresses are never reused, and this process has registered almost 2^64 bytes "
                          "in all; register fewer or smaller buffers");
-    dev->regions[addr] = {reinterpret_cast<const uint8_t*>(ptr), size, flags, device_memory};
+    dev->regions[addr] = {reinterpret_cast<const uint8_t*>(ptr), size, flags, device_memory, nullptr, nullptr};
     *devPtr = reinterpret_cast<uint64_t*>(addr);
     return cudlaSuccess;
   });

@@ -1,5 +1,6 @@
 // Task submission. Every task of a call is validated before any runs; then the tasks run in array
-// order. Three ways to run (docs/RUNTIME.md):
+// order. Standalone handles queue them on the handle's worker (standalone_queue.h). Three ways to run
+// in hybrid mode (docs/RUNTIME.md):
 //  * GPU compute: each task is enqueued on the caller's CUDA stream; the call returns at once.
 //  * CPU compute in stream order (a GPU is present and a stream is given, or the buffers are device
 //    memory): device buffers are copied to pinned host memory, the CPU engine runs in a host function
@@ -16,6 +17,7 @@
 #include "task.h"
 #include "softdla/cudla_ext.h"
 #include "statistics_record.h"
+#include "standalone_events.h"
 
 using namespace softdla;
 using namespace softdla::rt;
@@ -38,7 +40,7 @@ const Region* resolve(const DeviceState& dev, const void* dla, uint64_t need, ui
 }
 
 cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t index, ResolvedTask& out) {
-  if (t.waitEvents || t.signalEvents)
+  if ((t.waitEvents || t.signalEvents) && dev.mode != CUDLA_STANDALONE)
     return fail_status(cudlaErrorUnsupportedOperation, kFn, "task ", index,
                        ": wait/signal events need NvSci (standalone mode on Tegra); pass NULL in hybrid mode");
   if (!dev.module || reinterpret_cast<uintptr_t>(t.moduleHandle) != reinterpret_cast<uintptr_t>(dev.module->handle))
@@ -59,7 +61,7 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
   auto check = [&](const void* p, uint64_t need, const char* kind, size_t i, bool statistics) -> const uint8_t* {
     uint64_t offset = 0;
     const Region* r = p ? resolve(dev, p, need, offset) : nullptr;
-    if (!r) {
+    if (!r || r->semaphore) {
       fail_status(cudlaErrorInvalidAddress, kFn, "task ", index, ": ", kind, " ", i, " (", p,
                   ") is not inside memory registered on this handle with ", need,
                   " bytes to spare; register it with cudlaMemRegister and pass the pointer it returned");
@@ -72,6 +74,7 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
     }
     on_device = r->device;
     out.any_device_memory |= r->device;
+    if (r->keep) out.keep.push_back(r->keep);
     return r->base + offset;
   };
   for (size_t i = 0; i < m.inputs.size(); ++i) {
@@ -100,6 +103,25 @@ void write_statistics(uint8_t* buffer, const std::vector<OpTiming>& timings, uin
   write_statistics_header(buffer, uint32_t(timings.size()), task_index, task_ms);
   for (size_t i = 0; i < timings.size(); ++i)
     write_statistics_layer(buffer, uint32_t(i), timings[i].start_ms, timings[i].end_ms);
+}
+
+// Standalone: validated like any submission, then queued on the handle's worker; returns at once.
+cudlaStatus submit_standalone(const std::shared_ptr<DeviceState>& dev, const cudlaTask* tasks, uint32_t count,
+                              uint32_t flags) {
+  std::vector<StandaloneJob> jobs(count);
+  std::lock_guard<std::mutex> lock(dev->state_mutex);
+  if (!dev->alive) return fail_status(cudlaErrorInvalidDevice, kFn, "device handle was destroyed");
+  for (uint32_t i = 0; i < count; ++i) {
+    if (const cudlaStatus s = resolve_task(*dev, tasks[i], i, jobs[i].task); s != cudlaSuccess) return s;
+    if (const cudlaStatus s = resolve_events(*dev, tasks[i], i, jobs[i]); s != cudlaSuccess) return s;
+    jobs[i].run = !(flags & CUDLA_SUBMIT_NOOP);  // a NOOP task still waits and signals
+    jobs[i].take_lock = !(flags & CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE);
+  }
+  // Fences are generated and queued under the handle's lock, so they are signalled in generation order.
+  for (StandaloneJob& j : jobs) fill_signal_fences(j);
+  if (!dev->queue) dev->queue = std::make_unique<StandaloneQueue>(*dev);
+  dev->queue->push(std::move(jobs));
+  return cudlaSuccess;
 }
 
 }  // namespace
@@ -166,6 +188,8 @@ extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cud
                            "the stream is being captured into a CUDA graph; cuDLA tasks cannot be captured "
                            "(submit outside the capture)");
     }
+
+    if (dev->mode == CUDLA_STANDALONE) return submit_standalone(dev, ptrToTasks, numTasks, flags);
 
     std::vector<ResolvedTask> tasks(numTasks);
     {

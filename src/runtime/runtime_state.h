@@ -29,16 +29,25 @@ struct Core {
   size_t open_handles = 0;  // guarded by Registry::mutex
 };
 
+struct ImportedSemaphore;  // standalone_queue.h
+
 struct Region {
   const uint8_t* base = nullptr;  // host memory, or CUDA device memory when `device` is set
   size_t size = 0;
   uint32_t flags = 0;  // cudlaAccessPermissionFlags used at registration
   bool device = false;
+  // Standalone imports (api_nvsci.cpp): libcudla's duplicate of the NvSciBuf object, or the imported
+  // NvSciSync object (then `semaphore` is set and the region is no tensor memory). Queued tasks hold
+  // copies, so an import removed while a task still needs it lives until that task is done.
+  std::shared_ptr<void> keep;
+  std::shared_ptr<ImportedSemaphore> semaphore;  // base then holds the application's handle value
 };
 
+struct ImportedSemaphore;  // standalone_queue.h
 struct StagedTask;  // a CPU-backend task running in CUDA stream order (api_submit.cpp)
 
 struct ModuleState;
+class StandaloneQueue;  // standalone_queue.h
 
 struct DeviceState {
   DeviceState();  // both in stream_tasks.cpp, where StagedTask is complete
@@ -58,6 +67,7 @@ struct DeviceState {
   std::atomic<int32_t> last_error{cudlaSuccess};  // status of the most recent task
   std::atomic<uint64_t> tasks_done{0};
   std::vector<std::unique_ptr<StagedTask>> staged;  // guarded by state_mutex; reaped when done
+  std::unique_ptr<StandaloneQueue> queue;  // standalone handles: made on the first submit; guarded by state_mutex
 };
 
 struct ModuleState {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "log.h"
+#include "standalone_queue.h"
 #include "task.h"
 
 namespace softdla::rt {

@@ -15,6 +15,7 @@ struct ResolvedTask {
   bool any_device_memory = false;
   std::vector<bool> input_on_device, output_on_device;
   bool statistics_on_device = false;
+  std::vector<std::shared_ptr<void>> keep;  // standalone: the imported NvSciBuf objects the task uses
 };
 
 // Runs a task on the CPU engine now; returns its status (also for cudlaGetLastError).
