@@ -4,7 +4,8 @@
 #   cmake --install build --prefix P          the Python wheel (pip wheel ., SKBUILD)
 #   P/lib/libcudla.so.1 (+ .so link)           softdla/libcudla.so.1 (+ libcudla.so, a linker script)
 #   P/lib/libsoftdla_cuda.so (if built)        softdla/libsoftdla_cuda.so
-#   P/include/cudla.h, softdla/cudla_ext.h     softdla/include/...
+#   P/include/cudla.h, cudlaExternalEtbl.hpp,  softdla/include/...
+#     softdla/cudla_ext.h
 #   P/lib/cmake/softdla/softdlaConfig*.cmake   softdla/lib/cmake/softdla/...
 #   P/lib/pkgconfig/cudla.pc                   softdla/lib/pkgconfig/cudla.pc
 #   P/bin/softdla                              softdla/softdla-cli, run by the entry point bin/softdla
@@ -63,6 +64,8 @@ write_basic_package_version_file(${_sd_gen}/softdlaConfigVersion.cmake VERSION $
                                  COMPATIBILITY SameMinorVersion)
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/cudla.h DESTINATION ${_sd_incdir})
+# NVIDIA's layer-wise statistics samples include it beside cudla.h.
+install(FILES ${PROJECT_SOURCE_DIR}/include/cudlaExternalEtbl.hpp DESTINATION ${_sd_incdir})
 install(FILES ${PROJECT_SOURCE_DIR}/include/softdla/cudla_ext.h DESTINATION ${_sd_incdir}/softdla)
 install(FILES ${_sd_gen}/softdlaConfig.cmake ${_sd_gen}/softdlaConfigVersion.cmake DESTINATION ${_sd_cmakedir})
 install(FILES ${_sd_gen}/cudla.pc DESTINATION ${_sd_pcdir})

@@ -14,6 +14,10 @@ extern "C" {
 
 #define SOFTDLA_STATS_MAGIC "SDLASTAT"
 #define SOFTDLA_STATS_VERSION 1U
+/* The clock of softdla's statistics counter: the recorded times are cycles of a 1000 MHz clock (1 ns each),
+ * so cudlaExternalEtbl::etiTranslateStats (cudlaExternalEtbl.hpp) reports the measured times when given
+ * this frequency and scales them by SOFTDLA_STATS_CLOCK_MHZ / freqMHz for any other. */
+#define SOFTDLA_STATS_CLOCK_MHZ 1000U
 
 /* The statistics buffer: a header, then one record per layer in execution order. */
 typedef struct softdlaStatsHeader {

@@ -14,19 +14,19 @@ bool valid_value(uint32_t key, const void* value, size_t len) {
   switch (key) {
     case NvSciBufGeneralAttrKey_Types: {
       for (size_t i = 0; i < len / sizeof(NvSciBufType); ++i) {
-        NvSciBufType t;
+        int32_t t;  // read as integers: any value may arrive, not only the enumerators
         std::memcpy(&t, static_cast<const uint8_t*>(value) + i * sizeof(t), sizeof(t));
         if (t < NvSciBufType_General || t >= NvSciBufType_MaxValid) return false;
       }
       return len > 0;
     }
     case NvSciBufGeneralAttrKey_RequiredPerm: {
-      NvSciBufAttrValAccessPerm p;
+      int32_t p;
       std::memcpy(&p, value, sizeof(p));
       return p == NvSciBufAccessPerm_Readonly || p == NvSciBufAccessPerm_ReadWrite || p == NvSciBufAccessPerm_Auto;
     }
     case NvSciBufTensorAttrKey_DataType: {
-      NvSciBufAttrValDataType t;
+      int32_t t;
       std::memcpy(&t, value, sizeof(t));
       return t >= NvSciDataType_Int4 && t < NvSciDataType_UpperBound;
     }

@@ -49,7 +49,7 @@ extern "C" NvSciError NvSciSyncAttrListSetAttrs(NvSciSyncAttrList attrList, cons
     for (size_t j = 0; j < i; ++j)
       if (pairArray[j].attrKey == p.attrKey) return NvSciError_BadParameter;
     if (key == NvSciSyncAttrKey_RequiredPerm) {
-      NvSciSyncAccessPerm perm;
+      uint32_t perm;  // read as an integer: any value may arrive, not only the enumerators
       std::memcpy(&perm, p.value, sizeof(perm));
       if (perm == NvSciSyncAccessPerm_Auto) return NvSciError_NotSupported;  // docs/NVSCI.md
       if (perm != NvSciSyncAccessPerm_WaitOnly && perm != NvSciSyncAccessPerm_SignalOnly &&

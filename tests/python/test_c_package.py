@@ -95,6 +95,7 @@ def test_install_tree_layout(prefix):
     assert os.readlink(lib / "libcudla.so") == "libcudla.so.1"  # the link -lcudla finds
     assert (prefix / "include" / "cudla.h").is_file()
     assert (prefix / "include" / "softdla" / "cudla_ext.h").is_file()
+    assert (prefix / "include" / "cudlaExternalEtbl.hpp").is_file()  # NVIDIA's layer-wise samples include it
     assert (lib / "cmake" / "softdla" / "softdlaConfig.cmake").is_file()
     assert (lib / "cmake" / "softdla" / "softdlaConfigVersion.cmake").is_file()
     assert (lib / "pkgconfig" / "cudla.pc").is_file()
