@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks of docs/PERFORMANCE.md and issue 6, on a machine with an NVIDIA GPU: the CUDA backend's
 # tests (whole networks and hybrid mode through NVIDIA's cuda.bindings), every op suite re-run on the
-# GPU with byte-for-byte INT8 comparison against the CPU backend, compute-sanitizer on a subset, and
+# GPU with byte-for-byte INT8 comparison against the CPU backend, NVIDIA's three hybrid cuDLA samples
+# built unchanged and run to DONE (with the layer-wise statistics CSV), compute-sanitizer on a subset, and
 # the ResNet-50 benchmark against PyTorch. Logs go to $OUT (default /tmp/softdla-gpu).
-#   SOFTDLA_BUILD_DIR=build scripts/gpu_check.sh [tests|sanitize|bench]...
+#   SOFTDLA_BUILD_DIR=build scripts/gpu_check.sh [tests|example|samples|sanitize|bench]...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/softdla-gpu}
@@ -15,7 +16,7 @@ export LD_LIBRARY_PATH="$SOFTDLA_BUILD_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRAR
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 steps=("$@")
-((${#steps[@]})) || steps=(tests example sanitize bench)
+((${#steps[@]})) || steps=(tests example samples sanitize bench)
 status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 for step in "${steps[@]}"; do
@@ -38,6 +39,20 @@ for step in "${steps[@]}"; do
           | tee "$OUT/sanitizer_$tool.log" | tail -6
         ((PIPESTATUS[0])) && status=1
       done
+      ;;
+    samples)
+      # NVIDIA's cuDLA samples, unchanged (their CMakeLists.txt, nvcc), on the build's libcudla.so.1; the
+      # layer-wise one writes its statistics CSV through the export table (cudlaExternalEtbl.hpp).
+      for sample in cuDLAHybridMode cuDLAErrorReporting cuDLALayerwiseStatsHybrid; do
+        echo "== NVIDIA sample $sample to DONE"
+        tests/cpp/nvidia_sample.sh $sample "$SOFTDLA_BUILD_DIR" include "$OUT/samples" \
+          examples/models/bars.loadable >"$OUT/sample_$sample.log" 2>&1
+        rc=$?
+        tail -4 "$OUT/sample_$sample.log"
+        ((rc)) && status=1  # 77 too: here the samples and nvcc must be present
+      done
+      [[ -f $OUT/samples/cuDLALayerwiseStatsHybrid/stats1.csv ]] &&
+        tr -d '\0' <"$OUT/samples/cuDLALayerwiseStatsHybrid/stats1.csv" | tee "$OUT/layerwise_stats.csv"
       ;;
     example)
       echo "== examples/python/hybrid_pipeline.py"
