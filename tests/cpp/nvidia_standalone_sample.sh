@@ -7,33 +7,13 @@
 # statistics CSV is checked too: one row per layer of the loadable.
 # Exit 77 (CTest's skip) when the samples or nvcc (their CMakeLists enable CUDA) are absent.
 #   nvidia_standalone_sample.sh <sample> <dir of libcudla.so> <include dir> <work dir> <loadable>
-# The samples are found at $SOFTDLA_NVIDIA_SAMPLES, else ../shared/nvidia-cuda-samples-cudla or
-# shared/nvidia-cuda-samples-cudla beside/inside the repository.
+# Where the samples are found: nvidia_sample_common.sh.
 set -euo pipefail
-sample=$1 libdir=$(realpath "$2") incdir=$(realpath "$3") work=$4 loadable=$(realpath "$5")
-root=$(cd "$(dirname "$0")/../.." && pwd)
-samples=${SOFTDLA_NVIDIA_SAMPLES:-}
-if [[ -z $samples ]]; then
-  for c in "$root/../shared/nvidia-cuda-samples-cudla" "$root/shared/nvidia-cuda-samples-cudla"; do
-    [[ -d $c ]] && { samples=$c; break; }
-  done
-fi
-src="$samples/Samples/8_Platform_Specific/Tegra/$sample"
-if [[ -z $samples || ! -f $src/CMakeLists.txt ]]; then
-  echo "SKIP: NVIDIA's cuDLA samples not found (set SOFTDLA_NVIDIA_SAMPLES)"
-  exit 77
-fi
-nvcc=${CUDACXX:-$(command -v nvcc || true)}
-[[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
-if [[ -z $nvcc ]]; then
-  echo "SKIP: the samples' CMakeLists.txt enable CUDA, which needs the CUDA toolkit (nvcc)"
-  exit 77
-fi
+source "$(dirname "$0")/nvidia_sample_common.sh"
 if [[ $sample == cuDLALayerwiseStatsStandalone && ! -f $incdir/cudlaExternalEtbl.hpp ]]; then
   echo "SKIP: $sample needs cudlaExternalEtbl.hpp"
   exit 77
 fi
-fail() { echo "FAIL ($sample): $*"; exit 1; }
 
 b="$work/$sample"
 rm -rf "$b"
