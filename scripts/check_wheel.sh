@@ -186,7 +186,8 @@ if [[ -n ${WHEEL:-} ]]; then  # a wheel already built: only that one
     *manylinux*) ;;
     *) echo "check_wheel.sh: $WHEEL is not a repaired manylinux wheel" >&2; exit 1 ;;
   esac
-  scripts/build_wheel.sh --show "$WHEEL" | tail -1
+  # WHEEL_SHOWN=1: auditwheel has already checked it (e.g. on a machine without PyPI to install auditwheel)
+  [[ -n ${WHEEL_SHOWN:-} ]] || scripts/build_wheel.sh --show "$WHEEL" | tail -1
   check "$WHEEL" "${PYTHON:-python3}"
   exit
 fi
