@@ -250,7 +250,7 @@ double rule_score(const Lowered& low, const std::vector<float>& base, const std:
 }
 
 // `all` comes from calibrate_all(kAuto) with kRuleBatches reference batches: with two or more batches
-// it holds each fold's ranges, fitted on the batches of one parity and judged here on the other's.
+// it holds, per fold, the ranges fitted on the other folds' batches, judged here on that fold's own.
 RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, CalibratedRanges& all,
                       const std::vector<Batch>& batches, const BuildOptions& o) {
   const RangeRule rules[] = {{Calibrator::kEntropy}, {Calibrator::kPercentile}, {Calibrator::kPercentile, true},
