@@ -11,7 +11,7 @@
 
 namespace softdla::gpu {
 
-inline constexpr int kGpuAbi = 3;
+inline constexpr int kGpuAbi = 4;
 
 enum class MemoryKind { kHost, kDevice };
 
@@ -52,6 +52,13 @@ class Platform {
   // fn must not call CUDA.
   virtual void host_call(void* stream, void (*fn)(void*), void* data) = 0;
   virtual void synchronize(void* stream) = 0;
+  // Fails `stream` as a faulting DLA fails it on a Jetson: enqueues a kernel that, when `flag` is null
+  // or the pinned word it points to is non-zero once the stream reaches it, runs for a few
+  // milliseconds (a task's time before its fault) and then traps. The stream and every later CUDA call
+  // of the process report cudaErrorLaunchFailure (a sticky error, as cudaErrorExternalDevice is).
+  virtual void fail_stream(void* stream, const volatile uint32_t* flag) = 0;
+  // False once a sticky error (a trap, a fault) has made this process's CUDA context unusable.
+  virtual bool context_usable() = 0;
 };
 
 // The plugin's one exported symbol: nullptr (and a reason in `why`) when no usable GPU is present.

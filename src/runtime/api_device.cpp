@@ -147,8 +147,9 @@ extern "C" cudlaStatus cudlaGetLastError(cudlaDevHandle const devHandle) {
       std::lock_guard<std::mutex> lock(dev->state_mutex);
       mod = dev->module;
     }
-    if (mod && mod->gpu) {
-      // GPU tasks fail asynchronously: the CUDA error shows on the caller's stream and is kept here.
+    if (mod && mod->gpu && dev->last_error == cudlaSuccess) {
+      // GPU tasks fail asynchronously: the CUDA error shows on the caller's stream and is kept here
+      // (unless a DLA status is already recorded: an injected fault also leaves the stream failed).
       if (const std::string e = mod->gpu->poll_error(); !e.empty()) {
         dev->last_error = fail_status(cudlaErrorUnknown, fn, "a task failed on the GPU: ", e);
       }

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cudla.h"
+#include "fault_injection.h"
 #include "guard.h"
 #include "runtime_state.h"
 #include "task.h"
@@ -131,6 +132,9 @@ cudlaStatus softdla::rt::run_task(DeviceState& dev, const ResolvedTask& t) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(dev.timeout_ms.load());
   std::vector<OpTiming> timings;
+  const uint64_t index = dev.tasks_done++;
+  if (const cudlaStatus fault = injected_fault_for(index); fault != cudlaSuccess)
+    return fail_status(fault, kFn, "task ", index, " failed: fault injected by SOFTDLA_FAULT");
   try {
     t.module->engine.run(t.inputs, t.outputs, t.statistics ? &timings : nullptr, deadline);
   } catch (const TaskTimeout& e) {
@@ -141,7 +145,6 @@ cudlaStatus softdla::rt::run_task(DeviceState& dev, const ResolvedTask& t) {
   } catch (const std::exception& e) {
     return fail_status(cudlaErrorDlaErrInvalidInput, kFn, "task failed: ", e.what());
   }
-  const uint64_t index = dev.tasks_done++;
   if (t.statistics)
     write_statistics(t.statistics, timings, index,
                      std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -205,14 +208,22 @@ extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cud
     std::unique_lock<std::mutex> exec(registry().cores[dev->core].exec_mutex, std::defer_lock);
     if (tasks[0].module->gpu) {
       if (take_lock) exec.lock();
+      dev->last_error = cudlaSuccess;
       for (const ResolvedTask& t : tasks) {
+        const uint64_t index = dev->tasks_done++;
         try {
-          t.module->gpu->enqueue(t.inputs.data(), t.outputs.data(), t.statistics, dev->tasks_done++, stream);
+          if (const cudlaStatus fault = injected_fault_for(index); fault != cudlaSuccess) {
+            // As a faulting DLA: the task's work is not done, its status waits in cudlaGetLastError,
+            // the stream fails, and the rest of the submission does not run.
+            dev->last_error = fail_status(fault, kFn, "task ", index, " failed: fault injected by SOFTDLA_FAULT");
+            dev->platform->fail_stream(stream, nullptr);
+            return cudlaSuccess;
+          }
+          t.module->gpu->enqueue(t.inputs.data(), t.outputs.data(), t.statistics, index, stream);
         } catch (const std::exception& e) {
           return fail_status(cudlaErrorCuda, kFn, "could not enqueue the task on the GPU: ", e.what());
         }
       }
-      dev->last_error = cudlaSuccess;
       return cudlaSuccess;
     }
     bool any_device_memory = false;

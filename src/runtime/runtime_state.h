@@ -67,6 +67,9 @@ struct DeviceState {
   std::atomic<int32_t> last_error{cudlaSuccess};  // status of the most recent task
   std::atomic<uint64_t> tasks_done{0};
   std::vector<std::unique_ptr<StagedTask>> staged;  // guarded by state_mutex; reaped when done
+  // Pinned word a failing stream-ordered CPU task sets so the stream's fault kernel traps
+  // (Platform::fail_stream); made on first use, guarded by state_mutex.
+  uint32_t* stream_fault_flag = nullptr;
   std::unique_ptr<StandaloneQueue> queue;  // standalone handles: made on the first submit; guarded by state_mutex
 };
 

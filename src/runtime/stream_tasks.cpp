@@ -1,7 +1,8 @@
 // CPU-backend tasks in CUDA stream order (a GPU machine with SOFTDLA_BACKEND=cpu, or a loadable the
 // CUDA backend could not prepare). Host functions may not call CUDA, so everything CUDA is enqueued up
 // front: copies of device inputs into pinned staging, one host function that runs the tasks, copies of
-// staged outputs back to device memory, and a last host function that marks the staging free.
+// staged outputs back to device memory, a host function that marks the staging free, and a kernel
+// that fails the stream if a task failed (as a DLA fault fails it on a Jetson).
 #include <thread>
 
 #include "log.h"
@@ -30,6 +31,7 @@ void run_staged(void* data) {
   std::unique_lock<std::mutex> exec(registry().cores[dev.core].exec_mutex, std::defer_lock);
   if (st->take_lock) exec.lock();
   run_tasks(dev, st->tasks);
+  if (dev.last_error != cudlaSuccess) *dev.stream_fault_flag = 1;
 }
 
 void mark_finished(void* data) { static_cast<StagedTask*>(data)->finished = true; }
@@ -42,6 +44,13 @@ void enqueue_cpu_tasks(DeviceState& dev, std::vector<ResolvedTask> tasks, void* 
   st->platform = dev.platform;
   st->take_lock = take_lock;
   gpu::Platform& gpu = *dev.platform;
+  {
+    std::lock_guard<std::mutex> lock(dev.state_mutex);
+    if (!dev.stream_fault_flag) {
+      dev.stream_fault_flag = static_cast<uint32_t*>(gpu.alloc_pinned(sizeof(uint32_t)));
+      *dev.stream_fault_flag = 0;
+    }
+  }
   struct CopyBack {
     void* device;
     const void* host;
@@ -77,12 +86,15 @@ void enqueue_cpu_tasks(DeviceState& dev, std::vector<ResolvedTask> tasks, void* 
   gpu.host_call(stream, run_staged, st.get());
   for (const CopyBack& c : copy_back) gpu.copy_async(c.device, c.host, c.bytes, stream);
   gpu.host_call(stream, mark_finished, st.get());
+  gpu.fail_stream(stream, dev.stream_fault_flag);
   std::lock_guard<std::mutex> lock(dev.state_mutex);
   dev.staged.push_back(std::move(st));
 }
 
 void reap_staged(DeviceState& dev, bool wait_all) {
   auto& list = dev.staged;
+  // A failed CUDA context runs no queued host function: those tasks will never finish.
+  if (wait_all && !list.empty() && !dev.platform->context_usable()) return list.clear();
   for (auto it = list.begin(); it != list.end();) {
     if (wait_all)
       while (!(*it)->finished) std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -93,6 +105,8 @@ void reap_staged(DeviceState& dev, bool wait_all) {
 
 ModuleState::~ModuleState() = default;
 DeviceState::DeviceState() = default;
-DeviceState::~DeviceState() = default;
+DeviceState::~DeviceState() {
+  if (stream_fault_flag) platform->free_pinned(stream_fault_flag);
+}
 
 }  // namespace softdla::rt

@@ -1,5 +1,7 @@
 // The cuDLA C API of libcudla.so.1: normal flows, layer-wise statistics, timeouts, and the error matrix
 // (every function x every class of invalid argument returns the documented status, never crashes).
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -125,6 +127,43 @@ TEST(CudlaApi, LayerwiseStatisticsToCsv) {
   EXPECT_EQ(small, csv.size() + 1);
   EXPECT_EQ(softdlaTranslateStatistics(mod, in.data, in.size, nullptr, &small), cudlaErrorInvalidParam);
   EXPECT_EQ(cudlaDestroyDevice(dev), cudlaSuccess);
+}
+
+// SOFTDLA_FAULT for one test: set on construction, cleared on destruction.
+struct ScopedFault {
+  explicit ScopedFault(const char* value) { setenv("SOFTDLA_FAULT", value, 1); }
+  ~ScopedFault() { unsetenv("SOFTDLA_FAULT"); }
+};
+
+TEST(CudlaApi, InjectedFaultFailsTheChosenTaskOnly) {
+  Ready r;
+  for (int i = 0; i < 128; ++i) r.in.data[i] = uint8_t(int8_t(i - 64));
+  ScopedFault fault("DataMismatch@1");
+  cudlaTask& t = r.prepared();
+  ASSERT_EQ(cudlaSubmitTask(r.dev, &t, 1, nullptr, 0), cudlaSuccess);  // task 0 runs
+  EXPECT_EQ(cudlaGetLastError(r.dev), cudlaSuccess);
+  std::memset(r.out.data, 0x55, 128);
+  cudlaTask two[2] = {t, t};  // tasks 1 and 2: 1 faults, and the rest of its submission does not run
+  ASSERT_EQ(cudlaSubmitTask(r.dev, two, 2, nullptr, 0), cudlaSuccess);  // the error is asynchronous
+  EXPECT_EQ(cudlaGetLastError(r.dev), cudlaErrorDlaErrDataMismatch);
+  for (int i = 0; i < 128; ++i) ASSERT_EQ(r.out.data[i], 0x55) << "a faulting task must leave its output alone";
+  ASSERT_EQ(cudlaSubmitTask(r.dev, &t, 1, nullptr, 0), cudlaSuccess);  // task 3 (task 2 never ran)
+  EXPECT_EQ(cudlaGetLastError(r.dev), cudlaSuccess);
+  for (int i = 0; i < 128; ++i) ASSERT_EQ(int8_t(r.out.data[i]), tiny_expected(int8_t(i - 64))) << i;
+}
+
+TEST(CudlaApi, InjectedFaultByNumberAndMalformedValues) {
+  Ready r;
+  {
+    ScopedFault fault("0x40000006");  // every task, by value: EngineTimeout
+    ASSERT_EQ(cudlaSubmitTask(r.dev, &r.prepared(), 1, nullptr, 0), cudlaSuccess);
+    EXPECT_EQ(cudlaGetLastError(r.dev), cudlaErrorDlaErrEngineTimeout);
+  }
+  for (const char* bad : {"Timeout", "0x40000009", "NoMem@", "NoMem@x", "NoMem@-1", "@3"}) {
+    ScopedFault fault(bad);  // logged and ignored: the task runs
+    ASSERT_EQ(cudlaSubmitTask(r.dev, &r.prepared(), 1, nullptr, 0), cudlaSuccess);
+    EXPECT_EQ(cudlaGetLastError(r.dev), cudlaSuccess) << bad;
+  }
 }
 
 TEST(CudlaApi, TimeoutIsReportedByGetLastError) {

@@ -1,6 +1,7 @@
 // Standalone mode: NvSciBuf memory imported, NvSciSync semaphores imported, tasks submitted with
 // pre-fences and SOF/EOF fences, asynchronous completion, the task timeout ending a wait on a fence that
 // never signals, and teardown with work still queued (docs/RUNTIME.md, "Standalone mode").
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -168,6 +169,25 @@ TEST(CudlaStandalone, NeverSignalledPreFenceIsEndedByTheTaskTimeout) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(45));
   EXPECT_EQ(cudlaGetLastError(s.dev), cudlaErrorDlaErrEngineTimeout);
   NvSciSyncFenceClear(&pre);
+}
+
+TEST(CudlaStandalone, InjectedFaultStillSignalsTheEofFence) {
+  Standalone s;
+  s.fill_input(7);
+  std::memset(s.cpu[1], 0x55, s.bytes);
+  setenv("SOFTDLA_FAULT", "ProcessorBusy@0", 1);
+  NvSciSyncFence eof0 = NvSciSyncFenceInitializer, eof1 = NvSciSyncFenceInitializer;
+  ASSERT_EQ(s.submit(nullptr, &eof0), cudlaSuccess);  // task 0 faults
+  ASSERT_EQ(NvSciSyncFenceWait(&eof0, s.ctx, 10'000'000), NvSciError_Success);
+  EXPECT_EQ(cudlaGetLastError(s.dev), cudlaErrorDlaErrProcessorBusy);
+  EXPECT_FALSE(s.output_matches(7));  // it did no work
+  ASSERT_EQ(s.submit(nullptr, &eof1), cudlaSuccess);  // task 1 runs
+  ASSERT_EQ(NvSciSyncFenceWait(&eof1, s.ctx, 10'000'000), NvSciError_Success);
+  unsetenv("SOFTDLA_FAULT");
+  EXPECT_EQ(cudlaGetLastError(s.dev), cudlaSuccess);
+  EXPECT_TRUE(s.output_matches(7));
+  NvSciSyncFenceClear(&eof0);
+  NvSciSyncFenceClear(&eof1);
 }
 
 TEST(CudlaStandalone, DestroyWithATaskStillWaitingReturnsPromptly) {

@@ -77,3 +77,23 @@ print(f"statistics CSV: {len(rows)} layers, the task ends at {last} ms")
 EOF
 fi
 echo "$sample: DONE on the GPU"
+if [[ $sample == cuDLAErrorReporting ]]; then
+  # A task that faults (SOFTDLA_FAULT, docs/RUNTIME.md) fails the CUDA stream on both backends, and
+  # cudlaGetLastError holds the DLA status (softdla logs it). The stream's code is
+  # cudaErrorLaunchFailure, not the cudaErrorExternalDevice only NVIDIA's driver raises, so the sample
+  # meets it at its copy into pageable memory (which waits for the stream) and stops with exit 1 there
+  # ("Error in bringing result back to CPU") instead of printing "Asynchronous error in HW".
+  for backend in cuda cpu; do
+    set +e
+    SOFTDLA_BACKEND=$backend SOFTDLA_FAULT=EngineTimeout SOFTDLA_LOG=warn "$exe" "${args[@]}" >"$b/fault_$backend.log" 2>&1
+    rc=$?
+    set -e
+    cat "$b/fault_$backend.log"
+    grep -q "SUBMIT IS DONE" "$b/fault_$backend.log" &&
+      grep -q "fault injected by SOFTDLA_FAULT -> cudlaErrorDlaErrEngineTimeout" "$b/fault_$backend.log" &&
+      grep -q -E "Error in bringing result back to CPU|Error in synchronizing stream = cudaErrorLaunchFailure" \
+        "$b/fault_$backend.log" && ((rc == 0 || rc == 1)) ||
+      fail "$backend backend: the injected fault did not reach the sample through the stream (exit $rc)"
+    echo "$sample: injected fault reported through the stream ($backend backend, exit $rc)"
+  done
+fi

@@ -10,6 +10,19 @@
 namespace softdla::gpu {
 namespace {
 
+constexpr uint64_t kFaultDelayNs = 5'000'000;  // the failing task's time before its fault
+
+__global__ void fail_stream_kernel(const volatile uint32_t* flag) {
+  if (flag && *flag == 0) return;
+  uint64_t start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(100'000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < kFaultDelayNs);
+  __trap();
+}
+
 class CudaPlatform final : public Platform {
  public:
   explicit CudaPlatform(int device) : device_(device) {
@@ -66,6 +79,20 @@ class CudaPlatform final : public Platform {
   }
 
   void synchronize(void* stream) override { SOFTDLA_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
+
+  void fail_stream(void* stream, const volatile uint32_t* flag) override {
+    fail_stream_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(flag);
+    SOFTDLA_CUDA(cudaGetLastError());
+  }
+
+  bool context_usable() override {
+    // Sticky errors are returned by every call, so a query on an empty stream of our own tells.
+    cudaStream_t probe = nullptr;
+    if (cudaStreamCreateWithFlags(&probe, cudaStreamNonBlocking) != cudaSuccess) return false;
+    const cudaError_t e = cudaStreamQuery(probe);
+    cudaStreamDestroy(probe);
+    return e == cudaSuccess;
+  }
 
  private:
   int device_;
