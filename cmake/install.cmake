@@ -4,8 +4,11 @@
 #   cmake --install build --prefix P          the Python wheel (pip wheel ., SKBUILD)
 #   P/lib/libcudla.so.1 (+ .so link)           softdla/libcudla.so.1 (+ libcudla.so, a linker script)
 #   P/lib/libsoftdla_cuda.so (if built)        softdla/libsoftdla_cuda.so
+#   P/lib/libnvscibuf.so.1, libnvscisync.so.1  softdla/libnvsci{buf,sync}.so.1 (+ .so linker scripts)
+#     (+ .so links)
 #   P/include/cudla.h, cudlaExternalEtbl.hpp,  softdla/include/...
-#     softdla/cudla_ext.h
+#     softdla/cudla_ext.h, nvscibuf.h,
+#     nvscisync.h, nvscierror.h
 #   P/lib/cmake/softdla/softdlaConfig*.cmake   softdla/lib/cmake/softdla/...
 #   P/lib/pkgconfig/cudla.pc                   softdla/lib/pkgconfig/cudla.pc
 #   P/bin/softdla                              softdla/softdla-cli, run by the entry point bin/softdla
@@ -67,6 +70,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/cudla.h DESTINATION ${_sd_incdir})
 # NVIDIA's layer-wise statistics samples include it beside cudla.h.
 install(FILES ${PROJECT_SOURCE_DIR}/include/cudlaExternalEtbl.hpp DESTINATION ${_sd_incdir})
 install(FILES ${PROJECT_SOURCE_DIR}/include/softdla/cudla_ext.h DESTINATION ${_sd_incdir}/softdla)
+# NvSciBuf / NvSciSync for standalone-mode programs (docs/NVSCI.md).
+install(FILES ${PROJECT_SOURCE_DIR}/include/nvscibuf.h ${PROJECT_SOURCE_DIR}/include/nvscisync.h
+              ${PROJECT_SOURCE_DIR}/include/nvscierror.h DESTINATION ${_sd_incdir})
 install(FILES ${_sd_gen}/softdlaConfig.cmake ${_sd_gen}/softdlaConfigVersion.cmake DESTINATION ${_sd_cmakedir})
 install(FILES ${_sd_gen}/cudla.pc DESTINATION ${_sd_pcdir})
 
@@ -84,8 +90,14 @@ if(SKBUILD)
   # GNU ld, gold and lld resolve next to itself. Programs record libcudla.so.1 (the SONAME) either way.
   file(WRITE ${_sd_gen}/libcudla.so "INPUT(libcudla.so.1)\n")
   install(FILES ${_sd_gen}/libcudla.so DESTINATION ${_sd_libdir})
+  # libcudla.so.1 opens these next to itself (src/runtime/nvsci_loader.cpp).
+  foreach(_part buf sync)
+    install(FILES $<TARGET_FILE:nvsci${_part}> DESTINATION ${_sd_libdir} RENAME libnvsci${_part}.so.1)
+    file(WRITE ${_sd_gen}/libnvsci${_part}.so "INPUT(libnvsci${_part}.so.1)\n")
+    install(FILES ${_sd_gen}/libnvsci${_part}.so DESTINATION ${_sd_libdir})
+  endforeach()
 else()
-  install(TARGETS cudla LIBRARY DESTINATION ${_sd_libdir})  # libcudla.so.1.0.0, .so.1, .so
+  install(TARGETS cudla nvscibuf nvscisync LIBRARY DESTINATION ${_sd_libdir})  # lib*.so.1.0.0, .so.1, .so
   # bin/softdla finds the CUDA plugin in lib/ through its RUNPATH (src/engine/gpu_loader.cpp).
   file(RELATIVE_PATH _sd_bin_to_lib "/r/${CMAKE_INSTALL_BINDIR}" "/r/${_sd_libdir}")
   set_target_properties(softdla PROPERTIES INSTALL_RPATH "$ORIGIN/${_sd_bin_to_lib}")

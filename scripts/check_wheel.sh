@@ -132,6 +132,31 @@ for app in app_flags app_pkgconfig app_cmake; do
   [[ $out == *" $libdir/libcudla.so.1" ]] || { echo "$app did not run on the wheel's library" >&2; exit 1; }
 done
 
+echo "== a standalone-mode C program on the wheel's NvSciSync (CMake package: softdla::nvscisync)"
+cat > standalone.c <<'C'
+#include <stdio.h>
+#include "cudla.h"
+#include "nvscisync.h"
+int main(void) {
+  NvSciSyncModule module;
+  NvSciSyncAttrList list;
+  if (NvSciSyncModuleOpen(&module) != NvSciError_Success || NvSciSyncAttrListCreate(module, &list) != NvSciError_Success)
+    return 2;
+  /* Succeeds only when libcudla.so.1 found the NvSci libraries beside it. */
+  cudlaStatus s = cudlaGetNvSciSyncAttributes((uint64_t*)list, CUDLA_NVSCISYNC_ATTR_SIGNAL);
+  printf("cudlaGetNvSciSyncAttributes -> %d\n", (int)s);
+  NvSciSyncAttrListFree(list);
+  NvSciSyncModuleClose(module);
+  return s != cudlaSuccess;
+}
+C
+mkdir -p sa
+printf 'cmake_minimum_required(VERSION 3.18)\nproject(sa C)\nfind_package(softdla REQUIRED)\nadd_executable(standalone ../standalone.c)\ntarget_link_libraries(standalone PRIVATE softdla::cudla softdla::nvscisync)\n' > sa/CMakeLists.txt
+cmake -S sa -B sa/b -Dsoftdla_DIR="$cmakedir" >/dev/null && cmake --build sa/b >/dev/null
+env -u LD_LIBRARY_PATH SOFTDLA_LOG=warn sa/b/standalone
+cc standalone.c -I"$inc" -L"$libdir" -lcudla -lnvscisync -Wl,-rpath,"$libdir" -o standalone_flags
+env -u LD_LIBRARY_PATH SOFTDLA_LOG=warn ./standalone_flags
+
 if ((have_nvidia)); then
   echo "== NVIDIA's cuda.bindings.cudla over the wheel's libcudla.so.1"
   packed=$("$venv/bin/python" -c '

@@ -101,7 +101,10 @@ def test_install_tree_layout(prefix):
     assert (lib / "pkgconfig" / "cudla.pc").is_file()
     assert os.access(prefix / "bin" / "softdla", os.X_OK)
     # Only the public headers: the engine's internal C entry points stay in the source tree.
-    assert sorted(p.name for p in (prefix / "include").rglob("*.h")) == ["cudla.h", "cudla_ext.h"]
+    assert sorted(p.name for p in (prefix / "include").rglob("*.h")) == ["cudla.h", "cudla_ext.h", "nvscibuf.h",
+                                                                          "nvscierror.h", "nvscisync.h"]
+    for nvsci in ("libnvscibuf", "libnvscisync"):  # standalone mode: beside libcudla.so.1, where it looks
+        assert (lib / f"{nvsci}.so.1").is_file() and os.readlink(lib / f"{nvsci}.so") == f"{nvsci}.so.1"
     # The CUDA plugin, where it is built, sits next to libcudla.so.1: that is where the runtime looks.
     assert (lib / "libsoftdla_cuda.so").is_file() == os.path.isfile(os.path.join(BUILD, "libsoftdla_cuda.so"))
     # The installed command runs from the prefix.
@@ -185,3 +188,15 @@ def test_python_paths_in_a_source_tree():
     for getter in (softdla.get_cmake_dir, softdla.get_pkgconfig_dir):
         with pytest.raises(FileNotFoundError, match="installed softdla"):
             getter()
+
+
+@pytest.mark.parametrize("sample", ["cuDLAStandaloneMode", "cuDLALayerwiseStatsStandalone"])
+def test_nvidia_standalone_sample_on_the_install_tree(prefix, tmp_path, sample):
+    """NVIDIA's standalone-mode samples, unchanged, built through their own CMakeLists.txt against the
+    installed libcudla.so.1, libnvscibuf.so.1, libnvscisync.so.1 and headers, and run to DONE (no GPU needed)."""
+    script = os.path.join(ROOT, "tests", "cpp", "nvidia_standalone_sample.sh")
+    r = _run(["bash", script, sample, str(prefix / "lib"), str(prefix / "include"), str(tmp_path),
+              os.path.join(ROOT, "examples", "models", "bars.loadable")], check=False)
+    if r.returncode == 77:
+        pytest.skip(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 0 and f"{sample} DONE" in r.stdout, r.stdout + r.stderr
