@@ -34,6 +34,9 @@ int softdla_engine_io_info(const softdla_engine* engine, int is_output, uint32_t
 /* 1 when the CUDA backend (libsoftdla_cuda.so next to this library, a driver and a GPU) is usable;
  * `why` receives the device description or the reason it is not. */
 int softdla_gpu_available(char* why, size_t len);
+/* The CPU backend's INT8 instruction-set path in use and the best this CPU has, e.g.
+ * "avx512vnni (detected: avx512vnni)"; SOFTDLA_CPU_ISA forces a path (docs/PERFORMANCE.md). */
+const char* softdla_engine_cpu_isa(void);
 /* Prepares the engine on the GPU; later softdla_engine_run calls copy the host buffers to the device,
  * run the CUDA backend and copy the outputs back. */
 int softdla_engine_use_gpu(softdla_engine* engine, char* err, size_t errlen);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_isa.h"
 #include "engine.h"
 #include "gpu_backend.h"
 #include "loadable.h"
@@ -132,4 +133,10 @@ extern "C" int softdla_engine_run(softdla_engine* e, const void* const* inputs, 
   } catch (const std::exception& ex) {
     return report("run", ex.what(), err, errlen);
   }
+}
+
+// The CPU backend's INT8 instruction-set path, e.g. "avx512vnni (detected: avx512vnni)" (cpu_isa.h).
+extern "C" const char* softdla_engine_cpu_isa(void) {
+  static const std::string text = softdla::cpu::describe_isa();
+  return text.c_str();
 }

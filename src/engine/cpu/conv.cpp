@@ -2,21 +2,27 @@
 // on each output row. INT8 accumulates exactly and saturates to int32 (docs/NUMERICS.md §Convolution).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "cpu_isa.h"
 #include "element.h"
 #include "gemm.h"
+#include "gemm_vnni.h"
+#include "int8_pack.h"
 #include "half_convert.h"
 #include "multiversion.h"
 #include "kernels.h"
 #include "numerics.h"
 #include "sdp_chain.h"
+#include "sdp_forms.h"
 #include "thread_pool.h"
 
 namespace softdla::cpu {
 namespace {
 
 constexpr size_t kIm2colBudget = size_t(1) << 22;  // elements of packed im2col scratch per unit
+constexpr size_t kVnniPackBudget = size_t(1) << 20;  // bytes of packed VNNI quads per unit (L2-sized)
 constexpr double kSerialMacs = 1 << 18;             // below this a convolution is not worth splitting
 
 struct ConvGeometry {
@@ -29,51 +35,88 @@ struct ConvGeometry {
 // lane * lane_stride, with j = panel * kPanel + lane (see gemm.h).
 struct PackedLayout {
   size_t panel_stride, lane_stride;
-  bool pairs;  // int8 layout: k packed in int16 pairs
-  size_t k_offset(size_t k) const { return pairs ? (k / 2) * kPanel * 2 + k % 2 : k * kPanel; }
+  size_t group;  // consecutive k per lane: 1 (fp32), 2 (int16 pairs)
+  size_t k_offset(size_t k) const { return (k / group) * kPanel * group + k % group; }
 };
 
-// Writes the receptive fields of output pixels [col0, col0 + cols) into the packed layout. `x` holds
-// channel planes of `rows` input rows starting at input row `row0` (rows outside read 0, as do columns
-// outside the input). Work goes by output-row segments: for each tap the in-bounds columns of a
-// segment are a strided run of one input row, so the inner loop has no division and no bounds test.
-template <class T>
-void im2col_packed(const T* x, size_t row0, size_t rows, const ConvGeometry& g, size_t col0, size_t cols,
-                   T* b, const PackedLayout& lay) {
+// Walks the receptive fields of output pixels [col0, col0 + cols), tap by tap (k = (c, r, s)), handing
+// `out` runs of values: out.start(k), then out.zeros(n) and out.run(p, stride, n) (n values of an input
+// row from p, stride apart) in column order. `x` holds channel planes of `rows` input rows starting at
+// input row `row0`; rows and columns outside the input are zeros. Work goes by output-row segments: for
+// each tap the in-bounds columns of a segment are a strided run of one input row, so the inner loops
+// have no division and no bounds test.
+template <class T, class Out>
+void im2col_walk(const T* x, size_t row0, size_t rows, const ConvGeometry& g, size_t col0, size_t cols, Out& out) {
   for (uint32_t c = 0; c < g.Cg; ++c)
     for (uint32_t r = 0; r < g.R; ++r)
       for (uint32_t s = 0; s < g.S; ++s) {
-        const size_t k = (size_t(c) * g.R + r) * g.S + s;
+        out.start((size_t(c) * g.R + r) * g.S + s);
         const T* plane = x + size_t(c) * rows * g.W;
         // Output columns whose input column is inside [0, W): ow in [ow_lo, ow_hi).
         const int64_t shift = int64_t(s) * g.dw - g.pl;  // iw = ow * sw + shift
         const int64_t ow_lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
         const int64_t last = int64_t(g.W) - 1 - shift;  // needs floor division: may be negative
         const int64_t ow_hi = last < 0 ? 0 : std::min<int64_t>(last / g.sw + 1, g.OW);
-        T* dst = b + lay.k_offset(k);
-        size_t lane = 0;
-        auto put = [&](T v) {
-          dst[lane * lay.lane_stride] = v;
-          if (++lane == kPanel) lane = 0, dst += lay.panel_stride;
-        };
         size_t j = 0, oh = col0 / g.OW, ow = col0 % g.OW;
         while (j < cols) {
           const size_t len = std::min<size_t>(cols - j, g.OW - ow);
           const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
           if (ih < int64_t(row0) || ih >= int64_t(row0 + rows)) {
-            for (size_t i = 0; i < len; ++i) put(T(0));
+            out.zeros(len);
           } else {
             const T* src = plane + size_t(ih - int64_t(row0)) * g.W;
             const int64_t a = std::clamp<int64_t>(ow_lo, int64_t(ow), int64_t(ow + len));
             const int64_t e = std::clamp<int64_t>(ow_hi, a, int64_t(ow + len));
-            for (int64_t o = int64_t(ow); o < a; ++o) put(T(0));
-            const T* p = src + (a * g.sw + shift);
-            for (int64_t o = a; o < e; ++o, p += g.sw) put(*p);
-            for (int64_t o = e; o < int64_t(ow + len); ++o) put(T(0));
+            out.zeros(size_t(a - int64_t(ow)));
+            out.run(src + (a * g.sw + shift), g.sw, size_t(e - a));
+            out.zeros(size_t(int64_t(ow + len) - e));
           }
           j += len, ow = 0, ++oh;
         }
       }
+}
+
+// im2col_walk's values into a packed right-hand side (PackedLayout).
+template <class T>
+struct PackedOut {
+  T* b;
+  PackedLayout lay;
+  T* dst = nullptr;
+  size_t lane = 0;
+  void start(size_t k) { dst = b + lay.k_offset(k), lane = 0; }
+  void put(T v) {
+    dst[lane * lay.lane_stride] = v;
+    if (++lane == kPanel) lane = 0, dst += lay.panel_stride;
+  }
+  void zeros(size_t n) {
+    for (size_t i = 0; i < n; ++i) put(T(0));
+  }
+  void run(const T* p, size_t stride, size_t n) {
+    for (size_t i = 0; i < n; ++i, p += stride) put(*p);
+  }
+};
+
+// im2col_walk's values as a row-major matrix [k][ld]: whole runs copied at once.
+template <class T>
+struct RowsOut {
+  T* b;
+  size_t ld;
+  T* dst = nullptr;
+  void start(size_t k) { dst = b + k * ld; }
+  void zeros(size_t n) { std::fill_n(dst, n, T(0)), dst += n; }
+  void run(const T* p, size_t stride, size_t n) {
+    if (stride == 1) std::copy_n(p, n, dst);
+    else
+      for (size_t i = 0; i < n; ++i) dst[i] = p[i * stride];
+    dst += n;
+  }
+};
+
+template <class T>
+void im2col_packed(const T* x, size_t row0, size_t rows, const ConvGeometry& g, size_t col0, size_t cols, T* b,
+                   const PackedLayout& lay) {
+  PackedOut<T> out{b, lay};
+  im2col_walk(x, row0, rows, g, col0, cols, out);
 }
 
 // One input channel per group (depthwise, or a channel multiplier): a direct sliding window over one
@@ -125,8 +168,13 @@ class ConvKernel final : public OpKernel {
     depthwise_ = g_.Cg == 1;
     if (dtype_ == DataType::kInt8) {
       const auto* raw = reinterpret_cast<const int8_t*>(w.data.data());
+      vnni_ = !depthwise_ && g_.kdim() <= kVnniMaxK && active_isa() >= Isa::kAvxVnni;
+      pointwise_ = g_.R == 1 && g_.S == 1 && g_.sh == 1 && g_.sw == 1 && g_.pt == 0 && g_.pl == 0 && g_.OH == g_.H &&
+                   g_.OW == g_.W;
       if (depthwise_) w8_raw_.assign(raw, raw + count);
+      else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
+      if (!depthwise_) windows_ = conv_windows(p.post, g_.K);
     } else {
       wf_.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -154,8 +202,10 @@ class ConvKernel final : public OpKernel {
     // every core busy.
     const size_t per_image = size_t(batch_) * g_.groups;
     const size_t want_tiles = std::max<size_t>(1, (2 * pool.size() + per_image - 1) / per_image);
-    size_t tile = std::max<size_t>(kPanel, kIm2colBudget / std::max<size_t>(kdim, 1) / kPanel * kPanel);
-    tile = std::min(tile, std::max<size_t>(kPanel, (ohw / want_tiles + kPanel - 1) / kPanel * kPanel));
+    // The VNNI kernel takes panels in pairs, and its packed bytes should stay within L2.
+    const size_t gran = vnni_ ? 2 * kPanel : kPanel, budget = vnni_ ? kVnniPackBudget : kIm2colBudget;
+    size_t tile = std::max<size_t>(gran, budget / std::max<size_t>(kdim, 1) / gran * gran);
+    tile = std::min(tile, std::max<size_t>(gran, (ohw / want_tiles + gran - 1) / gran * gran));
     const size_t tiles = (ohw + tile - 1) / tile;
     const size_t units = per_image * tiles;
     // Waking the workers costs tens of microseconds: tiny convolutions run on the calling thread.
@@ -191,14 +241,16 @@ class ConvKernel final : public OpKernel {
     const int64_t lo = std::max<int64_t>(0, int64_t(oh0) * g_.sh - g_.pt);
     const int64_t hi = std::min<int64_t>(g_.H, int64_t(oh1) * g_.sh - g_.pt + int64_t(g_.R - 1) * g_.dh + 1);
     const size_t row0 = size_t(lo), rows = hi > lo ? size_t(hi - lo) : 0;
-    if (dtype_ == DataType::kInt8) {
+    if (dtype_ == DataType::kInt8 && vnni_) {
+      run_unit_vnni(io, n, k_first, chan0, out_base, col0, cols, split);
+    } else if (dtype_ == DataType::kInt8) {
       thread_local std::vector<int16_t> src, b;
       src.resize(size_t(g_.Cg) * rows * g_.W);
       const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + chan0;
       for (uint32_t c = 0; c < g_.Cg; ++c)
         std::copy_n(x + c * in_plane + row0 * g_.W, rows * g_.W, src.data() + size_t(c) * rows * g_.W);
       b.assign(packed_s8_size(kdim, cols), 0);
-      im2col_packed<int16_t>(src.data(), row0, rows, g_, col0, cols, b.data(), {k_pairs(kdim) * kPanel * 2, 2, true});
+      im2col_packed<int16_t>(src.data(), row0, rows, g_, col0, cols, b.data(), {k_pairs(kdim) * kPanel * 2, 2, 2});
       // A thread_local named inside the lambda would be the worker's own copy: pass the pointer.
       const int16_t* packed = b.data();
       auto rows = [&](size_t r0, size_t r1) {
@@ -218,7 +270,7 @@ class ConvKernel final : public OpKernel {
     } else {
       thread_local std::vector<float> src, b;
       b.assign(packed_f32_size(kdim, cols), 0.f);
-      const PackedLayout lay{kdim * kPanel, 1, false};
+      const PackedLayout lay{kdim * kPanel, 1, 1};
       if (dtype_ == DataType::kFloat16) {
         src.resize(size_t(g_.Cg) * rows * g_.W);
         const uint16_t* x = static_cast<const uint16_t*>(io.inputs[0]) + chan0;
@@ -246,6 +298,50 @@ class ConvKernel final : public OpKernel {
       };
       split_rows(rows, g_.Kg, split);
     }
+  }
+
+  // run_unit's INT8 path on vpdpbusd: the input rows offset to unsigned bytes, packed in quads, the
+  // GEMM in int32, and the requantization straight from int32 where the chain has the window form.
+  void run_unit_vnni(const OpIo& io, uint32_t n, size_t k_first, size_t chan0, size_t out_base, size_t col0,
+                     size_t cols, ThreadPool* split) const {
+    const size_t kdim = g_.kdim(), in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW;
+    // The receptive fields as rows [k][ld] of int8 (a 1x1 convolution of stride 1 reads its input
+    // planes as they are), then interleaved into offset quads.
+    const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + chan0;
+    const size_t ld = (cols + 63) / 64 * 64;
+    thread_local std::vector<int8_t> rows_buf;
+    thread_local std::vector<uint8_t> b;
+    const int8_t* k_rows = x + col0;
+    size_t k_ld = in_plane;
+    if (!pointwise_) {
+      rows_buf.resize(kdim * ld);
+      RowsOut<int8_t> out{rows_buf.data(), ld};
+      im2col_walk(x, 0, g_.H, g_, col0, cols, out);
+      k_rows = rows_buf.data(), k_ld = ld;
+    }
+    b.resize(packed_u8_size(kdim, cols));
+    pack_quads(k_rows, k_ld, kdim, cols, b.data());
+    const uint8_t* packed = b.data();
+    auto work = [&](size_t r0, size_t r1) {
+      thread_local std::vector<int32_t> acc;
+      thread_local std::vector<int64_t> wide;
+      acc.resize((r1 - r0) * cols);
+      const size_t kq = k_quads(kdim);
+      gemm_vnni(active_isa(), wv_.quads.data() + (k_first + r0) * kq, wv_.offset_sums.data() + k_first + r0, packed,
+                acc.data(), r1 - r0, cols, kdim, cols);
+      for (size_t r = r0; r < r1; ++r) {
+        const int32_t* v = acc.data() + (r - r0) * cols;
+        const uint32_t k = uint32_t(k_first + r);
+        int8_t* out = static_cast<int8_t*>(io.output) + (out_base + k) * ohw + col0;
+        if (windows_) {
+          requantize_window(active_isa(), v, (*windows_)[k], out, cols);
+        } else {
+          wide.assign(v, v + cols);
+          chain_.run_int8(wide.data(), cols, n, k, col0, io.inputs.data(), out);
+        }
+      }
+    };
+    split_rows(work, g_.Kg, split);
   }
 
   void run_depthwise_plane(const OpIo& io, size_t plane) const {
@@ -284,9 +380,9 @@ class ConvKernel final : public OpKernel {
   template <class Fn>
   static void split_rows(const Fn& fn, size_t rows, ThreadPool* pool) {
     if (!pool) return fn(0, rows);
-    // Chunks of 12 rows keep the micro-kernels' 4- and 6-row blocks whole.
-    const size_t blocks = (rows + 11) / 12;
-    pool->parallel_for(blocks, [&](size_t b, size_t e) { fn(b * 12, std::min(rows, e * 12)); });
+    // Chunks of 24 rows keep the micro-kernels' 6- and 8-row blocks whole.
+    const size_t blocks = (rows + 23) / 24;
+    pool->parallel_for(blocks, [&](size_t b, size_t e) { fn(b * 24, std::min(rows, e * 24)); });
   }
 
   SdpChain chain_;
@@ -295,6 +391,10 @@ class ConvKernel final : public OpKernel {
   uint32_t batch_ = 1;
   bool depthwise_ = false;
   std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
+  bool vnni_ = false;        // INT8 on vpdpbusd (gemm_vnni.h)
+  bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows
+  VnniWeights wv_;
+  std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
   std::vector<float> wf_;
 };

@@ -1,5 +1,7 @@
 #include "gemm.h"
 
+#include "cpu_isa.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -123,7 +125,7 @@ void tile_f32(const float* const* a, const float* panel, size_t k, float (*out)[
 
 void tile_s8(const int32_t* const* a, const int16_t* panel, size_t q0, size_t q1, int32_t (*out)[kPanel]) {
 #ifdef SOFTDLA_X86
-  if (has_avx2()) return tile6_s8_avx2(a, panel, q0, q1, out);
+  if (active_isa() >= Isa::kAvx2 && has_avx2()) return tile6_s8_avx2(a, panel, q0, q1, out);
 #endif
   tile_s8_portable<kRowsS8>(a, panel, q0, q1, out);
 }

@@ -1,0 +1,158 @@
+#include "gemm_vnni.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SOFTDLA_X86 1
+#endif
+
+namespace softdla::cpu {
+namespace {
+
+#ifdef SOFTDLA_X86
+// 8 rows x 32 columns (two panels): 16 accumulators, two B loads and one broadcast per quad.
+constexpr size_t kRows512 = 8;
+// 6 rows x 16 columns (one panel as two 8-lane halves): 12 accumulators of the 16 registers.
+constexpr size_t kRows256 = 6;
+
+// Accumulators are named variables so they stay in registers: as an array GCC copies them through
+// other registers and the stack on every iteration.
+#define SOFTDLA_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile2_avx512(const int32_t* const* a, const uint8_t* b0,
+                                                                         const uint8_t* b1, size_t quads,
+                                                                         int32_t (*out)[2 * kPanel]) {
+#define DECLARE(r) __m512i c##r##0 = _mm512_setzero_si512(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
+  SOFTDLA_ROWS8(DECLARE)
+#undef DECLARE
+  for (size_t q = 0; q < quads; ++q) {
+    const __m512i x0 = _mm512_loadu_si512(b0 + q * 64), x1 = _mm512_loadu_si512(b1 + q * 64);
+#define STEP(r)                                          \
+  {                                                      \
+    const __m512i w = _mm512_set1_epi32(a##r[q]);        \
+    c##r##0 = _mm512_dpbusd_epi32(c##r##0, x0, w);       \
+    c##r##1 = _mm512_dpbusd_epi32(c##r##1, x1, w);       \
+  }
+    SOFTDLA_ROWS8(STEP)
+#undef STEP
+  }
+#define STORE(r) _mm512_storeu_si512(out[r], c##r##0), _mm512_storeu_si512(out[r] + kPanel, c##r##1);
+  SOFTDLA_ROWS8(STORE)
+#undef STORE
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile1_avx512(const int32_t* const* a, const uint8_t* b0,
+                                                                         size_t quads, int32_t (*out)[2 * kPanel]) {
+#define DECLARE(r) __m512i c##r = _mm512_setzero_si512(); const int32_t* a##r = a[r];
+  SOFTDLA_ROWS8(DECLARE)
+#undef DECLARE
+  for (size_t q = 0; q < quads; ++q) {
+    const __m512i x0 = _mm512_loadu_si512(b0 + q * 64);
+#define STEP(r) c##r = _mm512_dpbusd_epi32(c##r, x0, _mm512_set1_epi32(a##r[q]));
+    SOFTDLA_ROWS8(STEP)
+#undef STEP
+  }
+#define STORE(r) _mm512_storeu_si512(out[r], c##r);
+  SOFTDLA_ROWS8(STORE)
+#undef STORE
+}
+
+#define SOFTDLA_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+__attribute__((target("avx2,avxvnni"))) void tile_avxvnni(const int32_t* const* a, const uint8_t* b, size_t quads,
+                                                           int32_t (*out)[kPanel]) {
+#define DECLARE(r) __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
+  SOFTDLA_ROWS6(DECLARE)
+#undef DECLARE
+  for (size_t q = 0; q < quads; ++q) {
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + q * 64));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + q * 64 + 32));
+#define STEP(r)                                          \
+  {                                                      \
+    const __m256i w = _mm256_set1_epi32(a##r[q]);        \
+    c##r##0 = _mm256_dpbusd_avx_epi32(c##r##0, x0, w);   \
+    c##r##1 = _mm256_dpbusd_avx_epi32(c##r##1, x1, w);   \
+  }
+    SOFTDLA_ROWS6(STEP)
+#undef STEP
+  }
+#define STORE(r)                                                           \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r]), c##r##0),        \
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r] + 8), c##r##1);
+  SOFTDLA_ROWS6(STORE)
+#undef STORE
+}
+#endif
+
+// Stores `rows` rows of a tile, `cols` columns each, taking the offset back.
+template <size_t W>
+void store_tile(const int32_t (*tile)[W], const int32_t* offset_sums, int32_t* c, size_t rows, size_t cols,
+                size_t ldc) {
+  for (size_t r = 0; r < rows; ++r) {
+    const int32_t back = offset_sums[r];
+    int32_t* dst = c + r * ldc;
+    for (size_t j = 0; j < cols; ++j) dst[j] = tile[r][j] - back;
+  }
+}
+
+}  // namespace
+
+VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k) {
+  VnniWeights w;
+  const size_t kq = k_quads(k);
+  w.k = k;
+  w.quads.assign(m * kq, 0);
+  w.offset_sums.assign(m, 0);
+  for (size_t i = 0; i < m; ++i) {
+    int32_t sum = 0;
+    for (size_t p = 0; p < k; ++p) sum += a[i * k + p];
+    w.offset_sums[i] = 128 * sum;
+    auto* bytes = reinterpret_cast<int8_t*>(w.quads.data() + i * kq);
+    std::memcpy(bytes, a + i * k, k);
+  }
+  return w;
+}
+
+void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m,
+               size_t n, size_t k, size_t ldc) {
+#ifdef SOFTDLA_X86
+  const size_t kq = k_quads(k), panel_bytes = kq * kPanel * 4, np = panels(n);
+  thread_local std::vector<int32_t> zero_row;
+  zero_row.assign(kq, 0);
+  // Panels outermost: a pair of B panels (2 x k x 16 bytes) stays in L1/L2 while every row block of A
+  // (all in L2) passes over it; rows outermost would stream the whole packed B once per row block.
+  if (isa == Isa::kAvx512Vnni) {
+    for (size_t p = 0; p < np; p += 2) {
+      const uint8_t* b0 = bp + p * panel_bytes;
+      const size_t cols = std::min(2 * kPanel, n - p * kPanel);
+      for (size_t row = 0; row < m; row += kRows512) {
+        const size_t rows = std::min(kRows512, m - row);
+        const int32_t* a_rows[kRows512];
+        for (size_t r = 0; r < kRows512; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
+        alignas(64) int32_t tile[kRows512][2 * kPanel];
+        if (p + 1 < np) tile2_avx512(a_rows, b0, b0 + panel_bytes, kq, tile);
+        else tile1_avx512(a_rows, b0, kq, tile);
+        store_tile(tile, offset_sums + row, c + row * ldc + p * kPanel, rows, cols, ldc);
+      }
+    }
+    return;
+  }
+  for (size_t p = 0; p < np; ++p) {
+    const size_t cols = std::min(kPanel, n - p * kPanel);
+    for (size_t row = 0; row < m; row += kRows256) {
+      const size_t rows = std::min(kRows256, m - row);
+      const int32_t* a_rows[kRows256];
+      for (size_t r = 0; r < kRows256; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
+      alignas(32) int32_t tile[kRows256][kPanel];
+      tile_avxvnni(a_rows, bp + p * panel_bytes, kq, tile);
+      store_tile(tile, offset_sums + row, c + row * ldc + p * kPanel, rows, cols, ldc);
+    }
+  }
+#else
+  (void)isa, (void)a_quads, (void)offset_sums, (void)bp, (void)c, (void)m, (void)n, (void)k, (void)ldc;
+#endif
+}
+
+}  // namespace softdla::cpu

@@ -1,0 +1,38 @@
+// The INT8 GEMM on vpdpbusd (AVX-512 VNNI, AVX-VNNI): C[M x N] (int32) = A[M x K] (int8 weights) *
+// B[K x N] (int8 activations), exact.
+//
+// vpdpbusd multiplies unsigned by signed bytes, four at a time into each 32-bit lane. The activations
+// are therefore stored offset by 128 (x ^ 0x80 = x + 128 as an unsigned byte), and the offset is taken
+// back per row: sum(w * (x + 128)) - 128 * sum(w). Both terms are exact in int32 while K <= kVnniMaxK.
+//
+//   B packed: panels of kPanel columns; panel p holds quads (B[4q..4q+3][p*16 + j] + 128) at [p][q][j][4]
+//   A packed: row i holds the quads (A[i][4q..4q+3]) as int32 words, K padded with zeros to a multiple of 4
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cpu_isa.h"
+#include "gemm.h"
+
+namespace softdla::cpu {
+
+// |sum(w * (x + 128))| <= K * 128 * 255 < 2^31, and without the offset the exact sum cannot saturate.
+inline constexpr size_t kVnniMaxK = 65536;
+
+inline size_t k_quads(size_t k) { return (k + 3) / 4; }
+inline size_t packed_u8_size(size_t k, size_t n) { return panels(n) * k_quads(k) * kPanel * 4; }
+
+struct VnniWeights {
+  std::vector<int32_t> quads;        // [M][k_quads(K)]
+  std::vector<int32_t> offset_sums;  // 128 * sum of row i: what the offset adds to row i
+  size_t k = 0;
+};
+VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k);
+
+// C (row-major int32, row stride ldc) = A * B for rows [0, m) of `a` (a.quads offset by the caller) and
+// n columns of the packed B; the offset is already taken back. isa: kAvxVnni or kAvx512Vnni.
+void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m,
+               size_t n, size_t k, size_t ldc);
+
+}  // namespace softdla::cpu

@@ -1,0 +1,101 @@
+"""Every INT8 instruction-set path of the CPU backend (SOFTDLA_CPU_ISA: portable, avx2, avxvnni,
+avx512vnni; src/engine/cpu/cpu_isa.h) on this machine: the switch selects what it names, the
+convolution suite passes against NumPy on each path, and whole INT8 networks give the same bytes on
+every path. Paths this CPU cannot run are skipped (the CPU model changes between machines)."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sdla_testkit.engine import ROOT
+from sdla_testkit.onnx_models import softdla_build
+
+import test_builder_models as nets
+
+BUILD = os.environ.get("SOFTDLA_BUILD_DIR", os.path.join(ROOT, "build"))
+PATHS = ["portable", "avx2", "avxvnni", "avx512vnni"]
+HERE = os.path.dirname(__file__)
+
+
+def _env(isa):
+    return {**os.environ, "SOFTDLA_CPU_ISA": isa, "SOFTDLA_LOG": "warn", "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _active(isa):
+    """(active path, detected path) in a process started with SOFTDLA_CPU_ISA=isa."""
+    code = ("import ctypes, sys; l = ctypes.CDLL(sys.argv[1]); l.softdla_engine_cpu_isa.restype = ctypes.c_char_p; "
+            "print(l.softdla_engine_cpu_isa().decode())")
+    r = subprocess.run([sys.executable, "-c", code, os.path.join(BUILD, "libsoftdla_engine_c.so")], env=_env(isa),
+                       capture_output=True, text=True, check=True)
+    text = r.stdout.strip()  # "avx2 (detected: avx512vnni)"
+    return text.split()[0], text.split("detected: ")[1].rstrip(")"), r.stderr
+
+
+def _skip_unless_runs(isa):
+    active, detected, _ = _active(isa)
+    if active != isa:
+        pytest.skip(f"this CPU cannot run the {isa} path (best: {detected})")
+
+
+@pytest.mark.parametrize("isa", PATHS)
+def test_switch_selects_the_path(isa):
+    active, detected, log = _active(isa)
+    assert active == isa or PATHS.index(isa) > PATHS.index(detected) or isa == "avxvnni", (active, detected)
+    if active != isa:  # a path this CPU lacks: said once, and the best path is used
+        assert "cannot run that path" in log and active == detected, log
+
+
+def test_unknown_switch_value_is_reported():
+    active, detected, log = _active("sse9")
+    assert active == detected and "not one of auto" in log, log
+
+
+@pytest.mark.parametrize("isa", PATHS)
+def test_conv_suite_on_each_path(isa):
+    _skip_unless_runs(isa)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                        os.path.join(HERE, "test_conv.py")], env=_env(isa), capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+RUN_RAW = """
+import sys, numpy as np
+from sdla_testkit.engine import Engine
+eng = Engine(open(sys.argv[1], "rb").read(), backend="cpu")
+raw = [open(p, "rb").read() for p in sys.argv[2:]]
+outs = eng.run_raw(raw, len(eng.io_info(True)))
+sys.stdout.buffer.write(b"".join(outs))
+"""
+
+
+@pytest.mark.parametrize("net", nets.NETS, ids=lambda f: f.__name__)
+def test_int8_networks_identical_on_every_path(net, tmp_path):
+    m, shape = nets.make(net)
+    rng = np.random.default_rng(11)
+    calib = rng.standard_normal([8] + shape[1:]).astype(np.float32)
+    loadable, _ = softdla_build(m, tmp_path, "--int8", "--inputIOFormats=int8:chw32", "--outputIOFormats=int8:chw32",
+                                calib=calib)
+    path = tmp_path / "net.loadable"
+    path.write_bytes(loadable)
+    from sdla_testkit import formats as F
+    from sdla_testkit.engine import Engine
+    info = Engine(loadable, backend="cpu").io_info(False)
+    inputs = []
+    for i, t in enumerate(info):
+        p = tmp_path / f"in{i}.bin"
+        p.write_bytes(F.pack(rng.integers(-128, 128, (t.n, t.c, t.h, t.w)).astype(np.int8), t.format))
+        inputs.append(str(p))
+    results = {}
+    for isa in PATHS:
+        if _active(isa)[0] != isa:
+            continue
+        r = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa), capture_output=True,
+                           check=True)
+        results[isa] = r.stdout
+    assert len(results) >= 2, results.keys()  # portable and avx2 run everywhere this suite runs
+    first = next(iter(results.values()))
+    for isa, out in results.items():
+        assert out == first, f"{isa} differs from {next(iter(results))}"
