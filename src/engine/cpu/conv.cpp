@@ -10,6 +10,7 @@
 #include "gemm.h"
 #include "gemm_vnni.h"
 #include "int8_pack.h"
+#include "int8_requant.h"
 #include "half_convert.h"
 #include "multiversion.h"
 #include "kernels.h"
@@ -174,7 +175,7 @@ class ConvKernel final : public OpKernel {
       if (depthwise_) w8_raw_.assign(raw, raw + count);
       else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
-      if (!depthwise_) windows_ = conv_windows(p.post, g_.K);
+      windows_ = conv_windows(p.post, g_.K);
     } else {
       wf_.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -355,6 +356,7 @@ class ConvKernel final : public OpKernel {
       acc.resize(ohw), wide.resize(ohw);
       w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
       depthwise_s8(g_, static_cast<const int8_t*>(io.inputs[0]) + x_off, w.data(), acc.data());
+      if (windows_) return requantize_window(active_isa(), acc.data(), (*windows_)[k], static_cast<int8_t*>(io.output) + y_off, ohw);
       std::copy(acc.begin(), acc.end(), wide.begin());
       chain_.run_int8(wide.data(), ohw, n, k, 0, io.inputs.data(), static_cast<int8_t*>(io.output) + y_off);
       return;

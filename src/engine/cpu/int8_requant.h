@@ -1,0 +1,21 @@
+// INT8 requantization runs in the shortcut forms of requant_window.h, vectorised per instruction set
+// (AVX-512, AVX2) with a plain C++ fallback; every path gives the bytes of the direct form.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu_isa.h"
+#include "requant_window.h"
+
+namespace softdla::cpu {
+
+// out[i] = sat8(requant_window_value(acc[i], w)) (the non-negative form when w has the flag).
+void requantize_window(Isa isa, const int32_t* acc, const num::RequantWindow& w, int8_t* out, size_t count);
+
+// The same from int8 values (a standalone SDP op of the form [Bias] [ReLU | Clip] requantize).
+void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w, int8_t* out, size_t count);
+
+// out[i] = sat8(residual_window_value(x[i], e[i], w)): the residual add of two int8 tensors.
+void residual_add(Isa isa, const int8_t* x, const int8_t* e, const num::ResidualWindow& w, int8_t* out, size_t count);
+
+}  // namespace softdla::cpu
