@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu_isa.h"
+#include "depthwise_s8.h"
 #include "element.h"
 #include "gemm.h"
 #include "gemm_vnni.h"
@@ -126,24 +127,27 @@ template <class Acc, class In>
 __attribute__((always_inline)) inline void depthwise_accumulate(const ConvGeometry& g, const In* x, const Acc* w,
                                                                 Acc* acc) {
   std::fill(acc, acc + size_t(g.OH) * g.OW, Acc(0));
-  for (uint32_t r = 0; r < g.R; ++r)
-    for (uint32_t s = 0; s < g.S; ++s) {
-      const Acc wv = w[r * g.S + s];
-      const int64_t shift = int64_t(s) * g.dw - g.pl;  // iw = ow * sw + shift
-      const int64_t ow_lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
-      const int64_t last = int64_t(g.W) - 1 - shift;
-      const int64_t ow_hi = last < 0 ? 0 : std::min<int64_t>(last / g.sw + 1, g.OW);
-      for (uint32_t oh = 0; oh < g.OH; ++oh) {
-        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
-        if (ih < 0 || ih >= g.H) continue;
+  // Output rows outermost, so a row of sums stays in L1 while every tap adds into it (taps in (r, s)
+  // order for each output, as before: float sums are unchanged).
+  for (uint32_t oh = 0; oh < g.OH; ++oh) {
+    Acc* __restrict out = acc + size_t(oh) * g.OW;
+    for (uint32_t r = 0; r < g.R; ++r) {
+      const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+      if (ih < 0 || ih >= g.H) continue;
+      for (uint32_t s = 0; s < g.S; ++s) {
+        const Acc wv = w[r * g.S + s];
+        const int64_t shift = int64_t(s) * g.dw - g.pl;  // iw = ow * sw + shift
+        const int64_t ow_lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+        const int64_t last = int64_t(g.W) - 1 - shift;
+        const int64_t ow_hi = last < 0 ? 0 : std::min<int64_t>(last / g.sw + 1, g.OW);
         const In* __restrict row = x + size_t(ih) * g.W + shift;
-        Acc* __restrict out = acc + size_t(oh) * g.OW;
         if (g.sw == 1)
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) out[ow] += wv * Acc(row[ow]);
         else
           for (int64_t ow = ow_lo; ow < ow_hi; ++ow) out[ow] += wv * Acc(row[ow * g.sw]);
       }
     }
+  }
 }
 
 SOFTDLA_MULTIVERSION
@@ -354,8 +358,14 @@ class ConvKernel final : public OpKernel {
       thread_local std::vector<int32_t> acc, w;
       thread_local std::vector<int64_t> wide;
       acc.resize(ohw), wide.resize(ohw);
-      w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
-      depthwise_s8(g_, static_cast<const int8_t*>(io.inputs[0]) + x_off, w.data(), acc.data());
+      const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + x_off;
+      if (taps < kDepthwiseFloatTaps) {
+        const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
+        depthwise_s8_plane(active_isa(), dg, x, w8_raw_.data() + k * taps, acc.data());
+      } else {
+        w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
+        depthwise_s8(g_, x, w.data(), acc.data());
+      }
       if (windows_) return requantize_window(active_isa(), acc.data(), (*windows_)[k], static_cast<int8_t*>(io.output) + y_off, ohw);
       std::copy(acc.begin(), acc.end(), wide.begin());
       chain_.run_int8(wide.data(), ohw, n, k, 0, io.inputs.data(), static_cast<int8_t*>(io.output) + y_off);

@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define SOFTDLA_X86 1
-#endif
+#include "x86_simd.h"
 
 namespace softdla::cpu {
 namespace {

@@ -2,13 +2,7 @@
 
 #include <algorithm>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define SOFTDLA_X86 1
-// GCC 12's AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source of unmasked
-// intrinsics, which -Wmaybe-uninitialized reports at every call site (a false positive).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "x86_simd.h"
 
 namespace softdla::cpu {
 namespace {

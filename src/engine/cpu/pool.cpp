@@ -3,14 +3,55 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "element.h"
 #include "kernels.h"
+#include "multiversion.h"
 #include "numerics.h"
 #include "thread_pool.h"
 
 namespace softdla::cpu {
 namespace {
+
+// One int8 plane, separably: for each output row, the window's input rows are reduced column by
+// column into `line` (contiguous, vectorised), then each output reduces its window's columns of `line`.
+// Max and the sum of an average are exact either way round.
+SOFTDLA_MULTIVERSION
+void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8_t* x, int8_t* y, size_t pl) {
+  const size_t H = in[2], W = in[3], OH = out[2], OW = out[3];
+  const bool max = p.kind == PoolKind::kMax;
+  x += pl * H * W;
+  y += pl * OH * OW;
+  thread_local std::vector<int32_t> line;
+  line.resize(W);
+  int32_t* __restrict acc = line.data();
+  for (size_t oh = 0; oh < OH; ++oh) {
+    const int64_t h0 = int64_t(oh * p.stride_h) - p.pad_top;
+    const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
+    std::fill_n(acc, W, max ? -128 : 0);
+    for (int64_t h = hb; h < he; ++h) {
+      const int8_t* __restrict row = x + h * W;
+      if (max)
+        for (size_t w = 0; w < W; ++w) acc[w] = std::max<int32_t>(acc[w], row[w]);
+      else
+        for (size_t w = 0; w < W; ++w) acc[w] += row[w];
+    }
+    const unsigned kh = p.exclude_padding ? unsigned(he - hb) : p.kernel_h;
+    for (size_t ow = 0; ow < OW; ++ow) {
+      const int64_t w0 = int64_t(ow * p.stride_w) - p.pad_left;
+      const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p.kernel_w, W);
+      int64_t v = max ? -128 : 0;
+      for (int64_t w = wb; w < we; ++w) v = max ? std::max<int64_t>(v, acc[w]) : v + acc[w];
+      if (!max) {
+        const unsigned kw = p.exclude_padding ? unsigned(we - wb) : p.kernel_w;
+        v = num::rshift_rhaz(v * num::q16_reciprocal(kw), 16);
+        v = num::rshift_rhaz(v * num::q16_reciprocal(kh), 16);
+      }
+      y[oh * OW + ow] = num::sat8(v);
+    }
+  }
+}
 
 class PoolKernel final : public OpKernel {
  public:
@@ -23,7 +64,7 @@ class PoolKernel final : public OpKernel {
     pool.parallel_for(planes, [&](size_t b, size_t e) {
       for (size_t pl = b; pl < e; ++pl) {
         if (dtype_ == DataType::kInt8)
-          plane(static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl);
+          plane_s8(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl);
         else
           with_float_storage(dtype_, [&](auto* tag) {
             using T = std::remove_pointer_t<decltype(tag)>;
@@ -34,6 +75,7 @@ class PoolKernel final : public OpKernel {
   }
 
  private:
+  // One float plane (fp32 or fp16 storage).
   template <class T>
   void plane(const T* x, T* y, size_t pl) const {
     const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3];
@@ -47,28 +89,16 @@ class PoolKernel final : public OpKernel {
         const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p_.kernel_w, W);
         const unsigned kh = p_.exclude_padding ? unsigned(he - hb) : p_.kernel_h;
         const unsigned kw = p_.exclude_padding ? unsigned(we - wb) : p_.kernel_w;
-        if constexpr (std::is_same_v<T, int8_t>) {
-          int64_t acc = p_.kind == PoolKind::kMax ? -128 : 0;
-          for (int64_t h = hb; h < he; ++h)
-            for (int64_t w = wb; w < we; ++w)
-              acc = p_.kind == PoolKind::kMax ? std::max<int64_t>(acc, x[h * W + w]) : acc + x[h * W + w];
-          if (p_.kind == PoolKind::kAverage) {
-            acc = num::rshift_rhaz(acc * num::q16_reciprocal(kw), 16);
-            acc = num::rshift_rhaz(acc * num::q16_reciprocal(kh), 16);
+        float acc = p_.kind == PoolKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+        bool nan = false;
+        for (int64_t h = hb; h < he; ++h)
+          for (int64_t w = wb; w < we; ++w) {
+            const float v = load(x, size_t(h * W + w));
+            nan |= std::isnan(v);
+            acc = p_.kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
           }
-          y[oh * OW + ow] = num::sat8(acc);
-        } else {
-          float acc = p_.kind == PoolKind::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
-          bool nan = false;
-          for (int64_t h = hb; h < he; ++h)
-            for (int64_t w = wb; w < we; ++w) {
-              const float v = load(x, size_t(h * W + w));
-              nan |= std::isnan(v);
-              acc = p_.kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
-            }
-          if (p_.kind == PoolKind::kAverage) acc /= float(kh * kw);
-          store(y, oh * OW + ow, nan ? std::numeric_limits<float>::quiet_NaN() : acc);
-        }
+        if (p_.kind == PoolKind::kAverage) acc /= float(kh * kw);
+        store(y, oh * OW + ow, nan ? std::numeric_limits<float>::quiet_NaN() : acc);
       }
     }
   }

@@ -1,0 +1,147 @@
+#include "depthwise_s8.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "multiversion.h"
+#include "x86_simd.h"
+
+namespace softdla::cpu {
+namespace {
+
+constexpr size_t kLanes = 16;  // the widest vector; rows are padded to whole vectors of it
+
+// The plane as padded fp32 rows split by column phase: phase p of padded row i holds padded columns
+// p, p + sw, p + 2 sw, ... Output column ow of tap s then reads phase (s dw) % sw at ow + (s dw) / sw.
+struct PhasedPlane {
+  size_t rows = 0, stride = 0;  // padded rows; floats per phase row (a multiple of kLanes)
+  uint32_t phases = 1;
+  std::vector<float> data;      // [row][phase][stride]
+  const float* at(size_t row, uint32_t phase) const { return data.data() + (row * phases + phase) * stride; }
+};
+
+SOFTDLA_MULTIVERSION
+void widen_strided(const int8_t* src, size_t stride, size_t n, float* dst) {
+  if (stride == 1)
+    for (size_t i = 0; i < n; ++i) dst[i] = float(src[i]);
+  else
+    for (size_t i = 0; i < n; ++i) dst[i] = float(src[i * stride]);
+}
+
+void build_phased(const DepthwiseGeometry& g, const int8_t* x, PhasedPlane& p) {
+  p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
+  p.phases = g.sw;
+  const size_t reach = (size_t(g.S - 1) * g.dw) / g.sw;  // the farthest tap, in phase columns
+  p.stride = (g.OW + reach + kLanes) / kLanes * kLanes;
+  p.data.resize(p.rows * p.phases * p.stride);
+  for (size_t i = 0; i < p.rows; ++i) {
+    const int64_t ih = int64_t(i) - g.pt;
+    float* row = p.data.data() + i * p.phases * p.stride;
+    if (ih < 0 || ih >= g.H) {
+      std::fill_n(row, p.phases * p.stride, 0.f);
+      continue;
+    }
+    const int8_t* src = x + size_t(ih) * g.W;
+    for (uint32_t ph = 0; ph < p.phases; ++ph) {
+      float* dst = row + ph * p.stride;
+      // Padded column j = k * sw + ph is input column j - pl: inside the input for k in [k0, k1).
+      const int64_t first = int64_t(g.pl) - ph;  // k * sw >= first
+      const int64_t k0 = first <= 0 ? 0 : (first + g.sw - 1) / g.sw;
+      const int64_t past = int64_t(g.W) + g.pl - ph;  // k * sw < past
+      const int64_t k1 = past <= 0 ? 0 : std::min<int64_t>(int64_t(p.stride), (past + g.sw - 1) / g.sw);
+      const size_t a = size_t(std::clamp<int64_t>(k0, 0, int64_t(p.stride)));
+      const size_t b = size_t(std::clamp<int64_t>(k1, int64_t(a), int64_t(p.stride)));
+      std::fill(dst, dst + a, 0.f);
+      if (b > a) widen_strided(src + (a * g.sw + ph - g.pl), g.sw, b - a, dst + a);
+      std::fill(dst + b, dst + p.stride, 0.f);
+    }
+  }
+}
+
+struct Tap {
+  size_t row_offset;  // r * dh
+  uint32_t phase;
+  size_t column;      // (s * dw) / sw
+  float weight;
+};
+
+const std::vector<Tap>& taps_of(const DepthwiseGeometry& g, const int8_t* w) {
+  thread_local std::vector<Tap> taps;
+  taps.clear();
+  for (uint32_t r = 0; r < g.R; ++r)
+    for (uint32_t s = 0; s < g.S; ++s)
+      taps.push_back({size_t(r) * g.dh, (s * g.dw) % g.sw, (s * g.dw) / g.sw, float(w[r * g.S + s])});
+  return taps;
+}
+
+void rows_portable(const DepthwiseGeometry& g, const PhasedPlane& p, const std::vector<Tap>& taps, int32_t* out) {
+  std::vector<float> acc(g.OW);
+  for (uint32_t oh = 0; oh < g.OH; ++oh) {
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (const Tap& t : taps) {
+      const float* src = p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column;
+      for (uint32_t ow = 0; ow < g.OW; ++ow) acc[ow] += t.weight * src[ow];
+    }
+    for (uint32_t ow = 0; ow < g.OW; ++ow) out[size_t(oh) * g.OW + ow] = int32_t(acc[ow]);
+  }
+}
+
+#ifdef SOFTDLA_X86
+__attribute__((target("avx512f"))) void rows_avx512(const DepthwiseGeometry& g, const PhasedPlane& p,
+                                                    const std::vector<Tap>& taps, int32_t* out) {
+  alignas(64) int32_t tail[16];
+  for (uint32_t oh = 0; oh < g.OH; ++oh) {
+    for (uint32_t ow = 0; ow < g.OW; ow += 16) {
+      __m512 acc = _mm512_setzero_ps();
+      for (const Tap& t : taps)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column + ow),
+                              _mm512_set1_ps(t.weight), acc);
+      const __m512i v = _mm512_cvttps_epi32(acc);  // exact integers
+      int32_t* dst = out + size_t(oh) * g.OW + ow;
+      if (ow + 16 <= g.OW) {
+        _mm512_storeu_si512(dst, v);
+      } else {
+        _mm512_store_si512(tail, v);
+        std::copy_n(tail, g.OW - ow, dst);
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void rows_avx2(const DepthwiseGeometry& g, const PhasedPlane& p,
+                                                   const std::vector<Tap>& taps, int32_t* out) {
+  alignas(32) int32_t tail[8];
+  for (uint32_t oh = 0; oh < g.OH; ++oh) {
+    for (uint32_t ow = 0; ow < g.OW; ow += 8) {
+      __m256 acc = _mm256_setzero_ps();
+      for (const Tap& t : taps)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column + ow),
+                              _mm256_set1_ps(t.weight), acc);
+      const __m256i v = _mm256_cvttps_epi32(acc);
+      int32_t* dst = out + size_t(oh) * g.OW + ow;
+      if (ow + 8 <= g.OW) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), v);
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tail), v);
+        std::copy_n(tail, g.OW - ow, dst);
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out) {
+  thread_local PhasedPlane plane;
+  build_phased(g, x, plane);
+  const std::vector<Tap>& taps = taps_of(g, w);
+#ifdef SOFTDLA_X86
+  if (isa == Isa::kAvx512Vnni) return rows_avx512(g, plane, taps, out);
+  if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out);
+#endif
+  (void)isa;
+  rows_portable(g, plane, taps, out);
+}
+
+}  // namespace softdla::cpu

@@ -1,0 +1,23 @@
+// INT8 depthwise convolution of one plane (one input channel, one output channel), exact, in fp32
+// lanes: every product (at most 2^14 in magnitude) and every partial sum (below 2^24 while the
+// kernel has fewer than kDepthwiseFloatTaps taps) is an exact integer, and FMA lanes are four times
+// as many per cycle as 32-bit integer multiplies. The plane is widened once into zero-padded,
+// stride-phased rows, so every tap is a contiguous, unconditional vector load.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu_isa.h"
+
+namespace softdla::cpu {
+
+inline constexpr size_t kDepthwiseFloatTaps = 1024;  // taps * 2^14 < 2^24
+
+struct DepthwiseGeometry {
+  uint32_t H, W, OH, OW, R, S, sh, sw, dh, dw, pt, pl;
+};
+
+// out[oh * OW + ow] = sum over taps of x * w (int32), for a plane x [H][W] and weights w [R][S].
+void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out);
+
+}  // namespace softdla::cpu

@@ -1,0 +1,9 @@
+// x86 SIMD intrinsics for the CPU kernels; SOFTDLA_X86 is defined where they are available.
+#pragma once
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SOFTDLA_X86 1
+// GCC 12's AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source of unmasked
+// intrinsics, which -Wmaybe-uninitialized then reports at every call site (a false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
