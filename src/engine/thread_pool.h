@@ -1,6 +1,9 @@
 // A small fixed pool for splitting one op over the CPU cores. parallel_for blocks until all chunks ran.
+// Between ops the workers spin briefly before they sleep: a network runs dozens of ops a millisecond
+// apart, and a condition-variable wake-up per op costs tens of microseconds.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -25,7 +28,7 @@ class ThreadPool {
   static ThreadPool& shared();
 
   // min_per_chunk for items that each cost `cost` element operations: small work stays on the calling
-  // thread, since waking the workers costs tens of microseconds.
+  // thread, since handing work to the workers costs microseconds.
   static size_t min_items(size_t cost) { return std::max<size_t>(1, (size_t(1) << 15) / std::max<size_t>(cost, 1)); }
 
  private:
@@ -34,10 +37,14 @@ class ThreadPool {
   std::mutex mutex_;
   std::mutex submit_mutex_;  // one parallel_for at a time; callers from other threads wait
   std::condition_variable wake_, done_;
+  // The job: written before generation_ is bumped, read by the workers after they see the bump.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, chunks_ = 0;
-  unsigned generation_ = 0, pending_ = 0;
-  bool stop_ = false;
+  std::atomic<unsigned> generation_{0};
+  std::atomic<unsigned> pending_{0};  // workers that have not finished the current generation
+  unsigned sleepers_ = 0;             // workers waiting on wake_ (guarded by mutex_)
+  bool waiting_ = false;              // the submitter sleeps on done_ (guarded by mutex_)
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace softdla
