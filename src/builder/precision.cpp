@@ -356,6 +356,20 @@ void Converter::convert_op(size_t i) {
     if (const auto* c = std::get_if<ConvParams>(&op.params)) clip_hi(c->post);
     if (const auto* d = std::get_if<DeconvParams>(&op.params)) clip_hi(d->post);
   }
+  if (demanded > 0 && out_scale < demanded * (1 - 1e-9)) {
+    // The planned scale saturates below the clip's bound (a ReLU6 output calibrated under 6): there
+    // a ReLU requantized straight to that scale clips too, in one op and with one rounding instead of
+    // two, so no requantize op follows (issue 15). A planned scale above the bound keeps the two ops.
+    auto relu_for_clip = [](SdpParams& post) {
+      SdpStep relu;
+      relu.kind = SdpKind::kRelu;
+      for (SdpStep& st : post.steps)
+        if (st.kind == SdpKind::kClip && st.lo == 0.f) st = relu;
+    };
+    if (auto* c = std::get_if<ConvParams>(&params)) relu_for_clip(c->post);
+    if (auto* d = std::get_if<DeconvParams>(&params)) relu_for_clip(d->post);
+    demanded = 0;
+  }
   const double write_scale = demanded > 0 ? demanded : out_scale;
   const uint32_t out = add_tensor(src_.tensors[so], P, float(write_scale), demanded > 0 && demanded != out_scale ? "_clipped" : "");
   std::visit(
