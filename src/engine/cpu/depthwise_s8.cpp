@@ -130,9 +130,28 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const DepthwiseGeometry& g, c
 }
 #endif
 
+// A handful of outputs (a global average pool lowered to a depthwise convolution: one output whose
+// window is the whole plane): each output as a plain sum, without building the phased plane.
+void few_outputs(const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out) {
+  for (uint32_t oh = 0; oh < g.OH; ++oh)
+    for (uint32_t ow = 0; ow < g.OW; ++ow) {
+      int32_t sum = 0;
+      for (uint32_t r = 0; r < g.R; ++r) {
+        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+        if (ih < 0 || ih >= g.H) continue;
+        for (uint32_t s = 0; s < g.S; ++s) {
+          const int64_t iw = int64_t(ow) * g.sw - g.pl + int64_t(s) * g.dw;
+          if (iw >= 0 && iw < g.W) sum += int32_t(x[ih * g.W + iw]) * w[r * g.S + s];
+        }
+      }
+      out[size_t(oh) * g.OW + ow] = sum;
+    }
+}
+
 }  // namespace
 
 void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out) {
+  if (size_t(g.OH) * g.OW <= 4) return few_outputs(g, x, w, out);
   thread_local PhasedPlane plane;
   build_phased(g, x, plane);
   const std::vector<Tap>& taps = taps_of(g, w);
