@@ -3,10 +3,40 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "log.h"
 
 namespace softdla::cpu {
 namespace {
+
+// AMX-TILE and AMX-INT8 (CPUID leaf 7, EDX bits 24 and 25), usable once Linux grants this process the
+// tile data state (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; refused on older kernels and
+// where the hypervisor hides AMX).
+bool amx_usable() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+bool has_avxvnni() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avxvnni");
+#else
+  return false;
+#endif
+}
 
 Isa detect() {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -14,7 +44,7 @@ Isa detect() {
   // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vnni"))
-    return Isa::kAvx512Vnni;
+    return amx_usable() ? Isa::kAmx : Isa::kAvx512Vnni;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni")) return Isa::kAvxVnni;
   if (__builtin_cpu_supports("avx2")) return Isa::kAvx2;
 #endif
@@ -25,17 +55,17 @@ Isa choose() {
   const Isa best = detect();
   const char* env = std::getenv("SOFTDLA_CPU_ISA");
   if (!env || !*env || std::strcmp(env, "auto") == 0) return best;
-  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni, Isa::kAmx}) {
     if (std::strcmp(env, isa_name(isa)) != 0) continue;
-    // avx512vnni implies the rest on every CPU that has it, except avxvnni (a separate VEX feature).
-    const bool runs = isa == best || isa < Isa::kAvxVnni || (isa == Isa::kAvxVnni && best == Isa::kAvxVnni) ||
-                      (isa == Isa::kAvxVnni && best == Isa::kAvx512Vnni && __builtin_cpu_supports("avxvnni"));
+    // Each path implies the ones below it on every CPU that has it, except avxvnni (a separate VEX feature).
+    const bool runs = isa != Isa::kAvxVnni || best == Isa::kAvxVnni ||
+                      (best > Isa::kAvxVnni && has_avxvnni());
     if (isa <= best && runs) return isa;
     log(LogLevel::kWarn, "SOFTDLA_CPU_ISA=", env, ": this CPU cannot run that path; using ", isa_name(best));
     return best;
   }
   log(LogLevel::kWarn, "SOFTDLA_CPU_ISA=", env,
-      " is not one of auto, avx512vnni, avxvnni, avx2, portable; using ", isa_name(best));
+      " is not one of auto, amx, avx512vnni, avxvnni, avx2, portable; using ", isa_name(best));
   return best;
 }
 
@@ -53,6 +83,7 @@ Isa active_isa() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::kAmx: return "amx";
     case Isa::kAvx512Vnni: return "avx512vnni";
     case Isa::kAvxVnni: return "avxvnni";
     case Isa::kAvx2: return "avx2";

@@ -1,6 +1,10 @@
-// Which instruction set the CPU backend's INT8 kernels use, chosen once per process at run time:
-// the best the CPU has, or the one SOFTDLA_CPU_ISA forces (auto | avx512vnni | avxvnni | avx2 |
-// portable). Every path gives the same bytes; the switch exists so tests and benchmarks can run each.
+// Which instruction set the CPU backend's kernels use, chosen once per process at run time: the best
+// the CPU has, or the one SOFTDLA_CPU_ISA forces (auto | amx | avx512vnni | avxvnni | avx2 | portable). It
+// picks the INT8 kernels (amx: the convolution GEMM on AMX tiles, the rest as avx512vnni), and also the
+// FP32 GEMM of FP16/FP32 convolutions (gemm.h: AVX-512F tiles on avx512vnni and amx, AVX2+FMA on avx2
+// and avxvnni, plain C++ on portable) and the bulk fp16 conversions
+// (half_convert.h). INT8 bytes are the same on every path, FP16/FP32 bytes on the two FMA paths
+// (avx512vnni, avx2/avxvnni); the switch exists so tests and benchmarks can run each.
 #pragma once
 #include <string>
 
@@ -11,7 +15,11 @@ enum class Isa {
   kAvx2 = 1,        // int16 pair products (vpmaddwd)
   kAvxVnni = 2,     // 256-bit vpdpbusd (VEX encoding; Alder Lake and later, Zen 5)
   kAvx512Vnni = 3,  // 512-bit vpdpbusd (Cascade Lake and later, Zen 4 and later)
+  kAmx = 4,         // AMX-INT8 tiles (tdpbsud; Sapphire Rapids and later), with AVX-512 VNNI elsewhere
 };
+
+// Whether a path runs AVX-512 code (every path from avx512vnni up does).
+inline bool has_avx512(Isa isa) { return isa >= Isa::kAvx512Vnni; }
 
 // The best path this CPU can run.
 Isa detected_isa();

@@ -32,7 +32,9 @@ void build_phased(const DepthwiseGeometry& g, const int8_t* x, PhasedPlane& p) {
   p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
   p.phases = g.sw;
   const size_t reach = (size_t(g.S - 1) * g.dw) / g.sw;  // the farthest tap, in phase columns
-  p.stride = (g.OW + reach + kLanes) / kLanes * kLanes;
+  // A vector load at output column ow (a multiple of the lanes) reaches ow + lanes - 1 + reach.
+  const size_t whole_outputs = (g.OW + kLanes - 1) / kLanes * kLanes;
+  p.stride = (whole_outputs + reach + kLanes - 1) / kLanes * kLanes;
   p.data.resize(p.rows * p.phases * p.stride);
   for (size_t i = 0; i < p.rows; ++i) {
     const int64_t ih = int64_t(i) - g.pt;
@@ -156,7 +158,7 @@ void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, co
   build_phased(g, x, plane);
   const std::vector<Tap>& taps = taps_of(g, w);
 #ifdef SOFTDLA_X86
-  if (isa == Isa::kAvx512Vnni) return rows_avx512(g, plane, taps, out);
+  if (has_avx512(isa)) return rows_avx512(g, plane, taps, out);
   if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out);
 #endif
   (void)isa;

@@ -94,13 +94,66 @@ void store_tile(const int32_t (*tile)[W], const int32_t* offset_sums, int32_t* c
   }
 }
 
+#ifdef SOFTDLA_X86
+// AMX: C tiles of 16 rows x 16 columns (int32), A tiles of 16 rows x 16 quads (the weights, signed),
+// B tiles of 16 quads x 16 columns (one panel's quads: 64 bytes a row, exactly the packed layout);
+// tdpbsud multiplies signed A by unsigned B, so the activations' +128 offset is taken back as on VNNI.
+// Tiles 0-3 accumulate a 32 x 32 block, 4-5 hold A, 6-7 B. The tile configuration is per thread, so
+// every call loads it and releases the tiles at the end.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quads, const int32_t* offset_sums,
+                                                            const uint8_t* bp, int32_t* c, size_t m, size_t n,
+                                                            size_t kq, size_t ldc) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+  const size_t a_stride = kq * 4, panel_bytes = kq * kPanel * 4, np = panels(n);
+  alignas(64) int32_t tile[32][2 * kPanel];
+  for (size_t p = 0; p < np; p += 2) {
+    const uint8_t* b0 = bp + p * panel_bytes;
+    const uint8_t* b1 = b0 + panel_bytes;  // past an odd last panel: the spare panel packed_u8_size adds
+    const size_t cols = std::min(2 * kPanel, n - p * kPanel);
+    for (size_t row = 0; row < m; row += 32) {
+      const auto* a0 = reinterpret_cast<const uint8_t*>(a_quads + row * kq);
+      const uint8_t* a1 = a0 + 16 * a_stride;  // past m: the next rows, or the 32 zero rows after A
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (size_t q = 0; q < kq; q += 16) {
+        _tile_loadd(4, a0 + q * 4, a_stride);
+        _tile_loadd(5, a1 + q * 4, a_stride);
+        _tile_loadd(6, b0 + q * 64, 64);
+        _tile_loadd(7, b1 + q * 64, 64);
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
+      }
+      _tile_stored(0, &tile[0][0], sizeof(tile[0]));
+      _tile_stored(1, &tile[0][kPanel], sizeof(tile[0]));
+      _tile_stored(2, &tile[16][0], sizeof(tile[0]));
+      _tile_stored(3, &tile[16][kPanel], sizeof(tile[0]));
+      store_tile(tile, offset_sums + row, c + row * ldc + p * kPanel, std::min<size_t>(32, m - row), cols, ldc);
+    }
+  }
+  _tile_release();
+}
+#endif
+
 }  // namespace
 
 VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k) {
   VnniWeights w;
   const size_t kq = k_quads(k);
   w.k = k;
-  w.quads.assign(m * kq, 0);
+  w.quads.assign((m + 32) * kq, 0);
   w.offset_sums.assign(m, 0);
   for (size_t i = 0; i < m; ++i) {
     int32_t sum = 0;
@@ -118,6 +171,7 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
   const size_t kq = k_quads(k), panel_bytes = kq * kPanel * 4, np = panels(n);
   thread_local std::vector<int32_t> zero_row;
   zero_row.assign(kq, 0);
+  if (isa == Isa::kAmx) return gemm_amx(a_quads, offset_sums, bp, c, m, n, kq, ldc);
   // Panels outermost: a pair of B panels (2 x k x 16 bytes) stays in L1/L2 while every row block of A
   // (all in L2) passes over it; rows outermost would stream the whole packed B once per row block.
   if (isa == Isa::kAvx512Vnni) {

@@ -181,7 +181,7 @@ __attribute__((target("avx2"))) void residual_avx2(const int8_t* x, const int8_t
 
 void requantize_window(Isa isa, const int32_t* acc, const num::RequantWindow& w, int8_t* out, size_t count) {
 #ifdef SOFTDLA_X86
-  if (isa == Isa::kAvx512Vnni) return requantize_avx512(acc, w, out, count);
+  if (has_avx512(isa)) return requantize_avx512(acc, w, out, count);
   if (isa >= Isa::kAvx2) return requantize_avx2(acc, w, out, count);
 #endif
   (void)isa;
@@ -190,7 +190,7 @@ void requantize_window(Isa isa, const int32_t* acc, const num::RequantWindow& w,
 
 void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w, int8_t* out, size_t count) {
 #ifdef SOFTDLA_X86
-  if (isa == Isa::kAvx512Vnni) return requantize_s8_avx512(x, w, out, count);
+  if (has_avx512(isa)) return requantize_s8_avx512(x, w, out, count);
   if (isa >= Isa::kAvx2) return requantize_s8_avx2(x, w, out, count);
 #endif
   (void)isa;
@@ -199,7 +199,7 @@ void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w,
 
 void residual_add(Isa isa, const int8_t* x, const int8_t* e, const num::ResidualWindow& w, int8_t* out, size_t count) {
 #ifdef SOFTDLA_X86
-  if (isa == Isa::kAvx512Vnni) return residual_avx512(x, e, w, out, count);
+  if (has_avx512(isa)) return residual_avx512(x, e, w, out, count);
   if (isa >= Isa::kAvx2) return residual_avx2(x, e, w, out, count);
 #endif
   (void)isa;
