@@ -51,28 +51,29 @@ def _host_array(value):
 def input_array(t, value):
     """value as an array of t's NCHW shape and stored type: checked for shape, dtype and (INT8)
     finiteness. A view of value when it already has the stored type (no copy)."""
-    expect = f"input {t.describe()}"
+    def expect():  # only when there is an error to name the tensor in
+        return f"input {t.describe()}"
     try:
         x = _host_array(value)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"{expect}: cannot make an array of {type(value).__name__} ({e})") from None
+        raise TypeError(f"{expect()}: cannot make an array of {type(value).__name__} ({e})") from None
     kind = x.dtype.kind
     if kind == "b" or kind not in "iuf":
-        raise TypeError(f"{expect} takes real numbers (float or integer arrays; int8 codes for int8 inputs), "
+        raise TypeError(f"{expect()} takes real numbers (float or integer arrays; int8 codes for int8 inputs), "
                         f"not {x.dtype}" + (": cast 0/1 masks to float explicitly" if kind == "b" else ""))
     if dla_shape(x.shape) != t.shape:
-        raise ValueError(f"{expect} needs shape {t.shape}, got {x.shape}")
+        raise ValueError(f"{expect()} needs shape {t.shape}, got {x.shape}")
     x = x.reshape(t.shape)
     if t.dtype == np.int8:
         if x.dtype == np.int8:  # codes
             return x
         if t.scale is None:
-            raise ValueError(f"{expect} is int8 and this libcudla reports no scale: pass int8 codes")
+            raise ValueError(f"{expect()} is int8 and this libcudla reports no scale: pass int8 codes")
         if kind == "f":
             bad = ~np.isfinite(x)
             if bad.any():
                 first = tuple(int(i) for i in np.argwhere(bad)[0])
-                raise ValueError(f"{expect} is quantized to int8 and takes finite values only; "
+                raise ValueError(f"{expect()} is quantized to int8 and takes finite values only; "
                                  f"{int(bad.sum())} value(s) are NaN or infinite (first {x[first]} at {first})")
         # Finite values beyond the int8 range saturate (as the DLA's quantize does); clipping first in
         # float64 keeps huge values (1e300) from overflowing float32 on the way.
@@ -84,7 +85,7 @@ def input_array(t, value):
         overflow = np.isinf(y) & np.isfinite(x)
         if overflow.any():
             first = tuple(int(i) for i in np.argwhere(overflow)[0])
-            raise ValueError(f"{expect}: {int(overflow.sum())} finite value(s) overflow {t.dtype.name} "
+            raise ValueError(f"{expect()}: {int(overflow.sum())} finite value(s) overflow {t.dtype.name} "
                              f"(first {x[first]} at {first}; largest {float(np.finfo(t.dtype).max):g})")
         return y
     return x.astype(t.dtype, copy=False)  # integers and narrower floats: exact, or rounded to the nearest

@@ -87,6 +87,10 @@ class _ModuleState:
         self.host_memory = True       # NumPy memory is registered as it is (else: device staging)
         self.in_stage, self.out_stage = [], []  # _cuda.DeviceMemory per tensor, when not host_memory
         self.in_dla, self.out_dla = [], []      # their DLA addresses
+        # Host memory: a buffer per tensor registered once, and the task that uses them, for runs of
+        # NumPy arrays (Module._run_staged: no registration, no task building per run).
+        self.host_in, self.host_out = [], []
+        self.task, self.task_array = None, None
         self.lock = threading.Lock()  # one submission (and its status) at a time; close waits for it
 
 
@@ -110,6 +114,7 @@ def _release_module(state):
             except cudla.CudlaError as e:
                 error = error or e
         state.in_stage, state.out_stage, state.in_dla, state.out_dla = [], [], [], []  # after unregistering
+        state.host_in, state.host_out, state.task, state.task_array = [], [], None, None
     with state.device.lock:
         state.device.modules.discard(state)
     if error is not None:
@@ -246,6 +251,15 @@ class Module:
                 st.out_stage = [_cuda.DeviceMemory(t.size) for t in self.outputs]
                 st.in_dla = [self._register(m.ptr, m.nbytes) for m in st.in_stage]
                 st.out_dla = [self._register(m.ptr, m.nbytes) for m in st.out_stage]
+            else:
+                st.host_in = [io.aligned_empty(t.size) for t in self.inputs]
+                st.host_out = [io.aligned_empty(t.size) for t in self.outputs]
+                task = cudla.Task()
+                task.module_handle = st.handle
+                task.input_tensor = [self._register(b.ctypes.data, b.nbytes) for b in st.host_in]
+                task.output_tensor = [self._register(b.ctypes.data, b.nbytes) for b in st.host_out]
+                st.task = task  # owns the address arrays the cudlaTask below points into
+                st.task_array = np.frombuffer(bytes(memoryview(task)), cudla.task_dtype).copy()
         except BaseException:
             self.close()
             raise
@@ -334,6 +348,14 @@ class Module:
         serialized around the submission only. docs/PYTHON.md says which calls copy."""
         stream = _stream_handle(stream)
         values, outs = self._feeds(feeds), self._outs(out)
+        if self._state.task is not None and not stream and out is None and \
+                all(type(v) is np.ndarray for v in values):
+            # Data that is converted or packed anyway goes through the buffers made at load; an input
+            # the task could read in place, or an output it could write as returned, keeps its zero copy.
+            xs = [io.input_array(t, v) for t, v in zip(self.inputs, values)]
+            if not any(io.reads_in_place(t, x) for t, x in zip(self.inputs, xs)) and \
+                    not any(t.format == formats.LINEAR and io.result_dtype(t, raw) == t.dtype for t in self.outputs):
+                return self._run_staged(xs, raw)
         r = _Run(self, raw, stream)
         try:
             r.plan_inputs(values)
@@ -346,6 +368,23 @@ class Module:
             return results
         finally:
             r.release()
+
+    def _run_staged(self, xs, raw):
+        """run() for NumPy inputs (xs: from io.input_array) that need packing and outputs that need
+        unpacking, where the library takes host memory (a CPU machine): through the buffers and the task
+        made at load, so a run registers nothing."""
+        st = self._state
+        with st.lock:
+            if not st.handle or not st.device.handle:
+                raise ValueError("this Module is closed")
+            for t, x, buf in zip(self.inputs, xs, st.host_in):
+                formats.pack(x, t.format, t.target, out=buf)
+            dev = st.device.handle
+            cudla.check_status(cudla._ext.submit_task(dev, st.task_array.ctypes.data, 1, 0, 0))
+            status = cudla.get_last_error(dev)
+            if status != 0:
+                raise cudla.CudlaError(status)
+            return {t.name: io.host_result(t, buf, raw) for t, buf in zip(self.outputs, st.host_out)}
 
     def _submit(self, r):
         """Registers the run's memory, fills the staging buffers, submits, waits for the stream, reads the

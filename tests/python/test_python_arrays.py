@@ -225,3 +225,25 @@ def test_gpu_arrays_must_already_be_in_the_stored_form(fp16_linear):
                                              r"is used in place, so it must hold the 4096 bytes of the dla_hwc4 "
                                              r"layout \(softdla.formats.layout\), not 1024 bytes"):
             m.run([FakeCudaArray(np.zeros((4, 1, 16, 16), np.int8))])
+
+
+@pytest.mark.skipif(_cuda.available(), reason="the load-time host buffers exist where the library takes host memory")
+def test_converted_data_goes_through_buffers_registered_at_load(registrations):
+    """Float inputs of an INT8 model are quantized and packed anyway, and its FP16 output unpacked: such runs
+    use the buffers the module registered at load (nothing registered per run) and give the same values as
+    the per-run path (taken here with out=)."""
+    lb = softdla.build(os.path.join(MODELS, "digits.onnx"), int8=True, fp16=True,
+                       calib_data=os.path.join(MODELS, "digits_calib"), progress=False)
+    images = np.load(os.path.join(MODELS, "digits_test_images.npy")).astype(np.float32)[:6]
+    with softdla.Device(0) as dev:
+        m = dev.load(lb)
+        at_load = len(registrations)
+        assert at_load == len(m.inputs) + len(m.outputs)
+        staged = [m.run([im[None]])["probabilities"] for im in images]
+        assert len(registrations) == at_load  # nothing registered by the runs
+        for im, got in zip(images, staged):
+            out = np.empty(m.outputs[0].shape, np.float32)
+            want = m.run([im[None]], out={"probabilities": out})["probabilities"]
+            np.testing.assert_array_equal(got, want)
+        assert len(registrations) > at_load  # the out= runs registered their memory
+        assert len({g.tobytes() for g in staged}) > 1  # each run's own result, not a stale buffer

@@ -199,7 +199,7 @@ class ConvKernel final : public OpKernel {
     if (depthwise_) {
       const size_t planes = size_t(batch_) * g_.K;
       pool.parallel_for(planes, [&](size_t b, size_t e) {
-        for (size_t p = b; p < e; ++p) run_depthwise_plane(io, p);
+        for (size_t p = b; p < e; ++p) run_depthwise_plane(io, p, p > b && (p - 1) / g_.Kg == p / g_.Kg);
       }, ThreadPool::min_items(ohw * kdim));
       return;
     }
@@ -349,7 +349,8 @@ class ConvKernel final : public OpKernel {
     split_rows(work, g_.Kg, split);
   }
 
-  void run_depthwise_plane(const OpIo& io, size_t plane) const {
+  // same_input: the previous plane this thread ran read the same input channel (a channel multiplier).
+  void run_depthwise_plane(const OpIo& io, size_t plane, bool same_input) const {
     const uint32_t n = uint32_t(plane / g_.K), k = uint32_t(plane % g_.K);
     const uint32_t c = k / g_.Kg;  // the group's single input channel
     const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW, taps = size_t(g_.R) * g_.S;
@@ -361,7 +362,7 @@ class ConvKernel final : public OpKernel {
       const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + x_off;
       if (taps < kDepthwiseFloatTaps) {
         const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
-        depthwise_s8_plane(active_isa(), dg, x, w8_raw_.data() + k * taps, acc.data());
+        depthwise_s8_plane(active_isa(), dg, x, w8_raw_.data() + k * taps, acc.data(), same_input);
       } else {
         w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
         depthwise_s8(g_, x, w.data(), acc.data());

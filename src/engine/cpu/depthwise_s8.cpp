@@ -152,10 +152,11 @@ void few_outputs(const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, i
 
 }  // namespace
 
-void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out) {
+void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out,
+                        bool same_input) {
   if (size_t(g.OH) * g.OW <= 4) return few_outputs(g, x, w, out);
   thread_local PhasedPlane plane;
-  build_phased(g, x, plane);
+  if (!same_input || plane.data.empty()) build_phased(g, x, plane);
   const std::vector<Tap>& taps = taps_of(g, w);
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return rows_avx512(g, plane, taps, out);

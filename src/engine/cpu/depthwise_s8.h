@@ -18,6 +18,9 @@ struct DepthwiseGeometry {
 };
 
 // out[oh * OW + ow] = sum over taps of x * w (int32), for a plane x [H][W] and weights w [R][S].
-void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out);
+// same_input: x is the plane this thread's previous call used, unchanged since (the next output channel
+// of a channel multiplier), so its widened rows are reused.
+void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out,
+                        bool same_input = false);
 
 }  // namespace softdla::cpu
