@@ -6,6 +6,9 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #define SOFTDLA_X86 1
+// GCC 12's AVX-512 headers pass an undefined register as the unused merge source of unmasked
+// intrinsics, which -Wmaybe-uninitialized reports at every call site (a false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace softdla::cpu {
@@ -21,25 +24,47 @@ bool has_f16c() {
   return yes;
 }
 
-__attribute__((target("avx,f16c"))) size_t halves_to_floats_f16c(const uint16_t* in, float* out, size_t n) {
-  size_t i = 0;
+__attribute__((target("avx,f16c"))) size_t halves_to_floats_f16c(const uint16_t* in, float* out, size_t i, size_t n) {
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
   return i;
 }
 
-__attribute__((target("avx,f16c"))) size_t floats_to_halves_f16c(const float* in, uint16_t* out, size_t n) {
+__attribute__((target("avx,f16c"))) size_t floats_to_halves_f16c(const float* in, uint16_t* out, size_t i, size_t n) {
   const __m256 max = _mm256_set1_ps(65504.f), min = _mm256_set1_ps(-65504.f);
   const __m256 sign = _mm256_set1_ps(-0.f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
-  size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 x = _mm256_loadu_ps(in + i);
     const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
     // min/max return their second operand when it is NaN, so NaN survives the clamp; then make it
-    // the canonical quiet NaN (0x7e00 | sign in fp16), as the scalar rule does.
+    // the canonical quiet NaN (0x7e00 | sign in fp16), as the scalar rule does. The select is
+    // and/andnot/or: GCC 12 turns _mm256_blendv_ps under target("avx") into a branch per lane.
     x = _mm256_max_ps(min, _mm256_min_ps(max, x));
-    x = _mm256_blendv_ps(x, _mm256_or_ps(qnan, _mm256_and_ps(x, sign)), nan);
+    const __m256 canonical = _mm256_or_ps(qnan, _mm256_and_ps(x, sign));
+    x = _mm256_or_ps(_mm256_and_ps(nan, canonical), _mm256_andnot_ps(nan, x));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+  return i;
+}
+
+__attribute__((target("avx512f"))) size_t halves_to_floats_avx512(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+  return i;
+}
+
+__attribute__((target("avx512f"))) size_t floats_to_halves_avx512(const float* in, uint16_t* out, size_t n) {
+  const __m512 max = _mm512_set1_ps(65504.f), min = _mm512_set1_ps(-65504.f);
+  const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u)), qnan = _mm512_set1_epi32(0x7fc00000);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 x = _mm512_loadu_ps(in + i);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    x = _mm512_max_ps(min, _mm512_min_ps(max, x));  // NaN survives, as in the F16C form
+    const __m512i canonical = _mm512_or_si512(qnan, _mm512_and_si512(_mm512_castps_si512(x), sign));
+    x = _mm512_mask_mov_ps(x, nan, _mm512_castsi512_ps(canonical));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
   }
   return i;
 }
@@ -47,20 +72,29 @@ __attribute__((target("avx,f16c"))) size_t floats_to_halves_f16c(const float* in
 
 }  // namespace
 
-void halves_to_floats(const uint16_t* in, float* out, size_t n) {
+void halves_to_floats(Isa isa, const uint16_t* in, float* out, size_t n) {
   size_t i = 0;
 #ifdef SOFTDLA_X86
-  if (has_f16c()) i = halves_to_floats_f16c(in, out, n);
+  if (isa >= Isa::kAvx512Vnni) i = halves_to_floats_avx512(in, out, n);
+  if (isa >= Isa::kAvx2 && has_f16c()) i = halves_to_floats_f16c(in, out, i, n);
+#else
+  (void)isa;
 #endif
   for (; i < n; ++i) out[i] = num::half_to_float(in[i]);
 }
 
-void floats_to_halves(const float* in, uint16_t* out, size_t n) {
+void floats_to_halves(Isa isa, const float* in, uint16_t* out, size_t n) {
   size_t i = 0;
 #ifdef SOFTDLA_X86
-  if (has_f16c()) i = floats_to_halves_f16c(in, out, n);
+  if (isa >= Isa::kAvx512Vnni) i = floats_to_halves_avx512(in, out, n);
+  if (isa >= Isa::kAvx2 && has_f16c()) i = floats_to_halves_f16c(in, out, i, n);
+#else
+  (void)isa;
 #endif
   for (; i < n; ++i) out[i] = num::float_to_half(in[i]);
 }
+
+void halves_to_floats(const uint16_t* in, float* out, size_t n) { halves_to_floats(active_isa(), in, out, n); }
+void floats_to_halves(const float* in, uint16_t* out, size_t n) { floats_to_halves(active_isa(), in, out, n); }
 
 }  // namespace softdla::cpu

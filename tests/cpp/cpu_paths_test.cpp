@@ -1,0 +1,104 @@
+// The CPU backend's FP16/FP32 kernels on every SOFTDLA_CPU_ISA path this CPU runs (cpu_isa.h):
+// - the bulk fp16 <-> fp32 conversions (half_convert.h) against the scalar rules of numerics.h, bit for
+//   bit: every half code, and floats around every rounding boundary, the saturation threshold,
+//   subnormals, infinities and NaNs of both signs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu_isa.h"
+#include "half_convert.h"
+#include "numerics.h"
+
+using namespace softdla;
+
+namespace {
+
+std::vector<cpu::Isa> runnable_paths() {
+  std::vector<cpu::Isa> out;
+  for (cpu::Isa isa : {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvxVnni, cpu::Isa::kAvx512Vnni}) {
+    const bool runs = isa == cpu::Isa::kAvxVnni ? cpu::detected_isa() == isa : isa <= cpu::detected_isa();
+    if (runs) out.push_back(isa);
+  }
+  return out;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+TEST(HalfConvert, EveryHalfCodeToFloat) {
+  // Odd lengths and offsets so the vector loops and their scalar tails both see every code.
+  std::vector<uint16_t> in(0x10000 + 13);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint16_t(i);
+  for (cpu::Isa isa : runnable_paths()) {
+    for (size_t offset : {size_t(0), size_t(5)}) {
+      const size_t n = in.size() - offset;
+      std::vector<float> out(n);
+      cpu::halves_to_floats(isa, in.data() + offset, out.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = in[offset + i];
+        const float want = num::half_to_float(h);
+        if (std::isnan(want)) {
+          // Signalling NaN codes may come back quieted; sign and NaN-ness are kept.
+          ASSERT_TRUE(std::isnan(out[i])) << cpu::isa_name(isa) << " " << h;
+          ASSERT_EQ(bits(out[i]) >> 31, bits(want) >> 31) << cpu::isa_name(isa) << " " << h;
+        } else {
+          ASSERT_EQ(bits(out[i]), bits(want)) << cpu::isa_name(isa) << " " << h;
+        }
+      }
+    }
+  }
+}
+
+TEST(HalfConvert, FloatsToHalvesMatchScalarRule) {
+  std::vector<float> in;
+  // Around every half value: the value itself, the midpoints to its neighbours and one float ulp
+  // either side of them (ties to even, subnormal ties, rounding up into the next binade).
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    for (uint32_t sign : {0u, 0x8000u}) {
+      const float v = num::half_to_float(uint16_t(h | sign));
+      const float next = num::half_to_float(uint16_t((h + 1) | sign));
+      const float mid = h + 1 < 0x7c00 ? (v + next) / 2 : v;
+      for (float x : {v, mid, std::nextafter(mid, 0.f), std::nextafter(mid, 2 * mid)}) in.push_back(x);
+    }
+  }
+  for (float x : {65504.f, 65519.f, 65519.99f, 65520.f, 1e9f, std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
+                  std::ldexp(1.f, -25), std::ldexp(1.5f, -25), std::ldexp(1.f, -26), 0.f}) {
+    in.push_back(x);
+    in.push_back(-x);
+  }
+  for (uint32_t nan : {0x7fc00000u, 0x7f800001u, 0x7fffffffu, 0x7fa00000u}) {
+    in.push_back(from_bits(nan));
+    in.push_back(from_bits(nan | 0x80000000u));
+  }
+  uint32_t state = 12345;  // plus random bit patterns
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    in.push_back(from_bits(state));
+  }
+  for (cpu::Isa isa : runnable_paths()) {
+    for (size_t offset : {size_t(0), size_t(3)}) {
+      const size_t n = in.size() - offset;
+      std::vector<uint16_t> out(n);
+      cpu::floats_to_halves(isa, in.data() + offset, out.data(), n);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(out[i], num::float_to_half(in[offset + i]))
+            << cpu::isa_name(isa) << " " << std::hex << bits(in[offset + i]);
+    }
+  }
+}
