@@ -1,7 +1,9 @@
 // The CPU backend's FP16/FP32 kernels on every SOFTDLA_CPU_ISA path this CPU runs (cpu_isa.h):
 // - the bulk fp16 <-> fp32 conversions (half_convert.h) against the scalar rules of numerics.h, bit for
 //   bit: every half code, and floats around every rounding boundary, the saturation threshold,
-//   subnormals, infinities and NaNs of both signs.
+//   subnormals, infinities and NaNs of both signs;
+// - gemm_f32 (gemm.h): the AVX-512 and AVX2+FMA kernels give the same bits for every shape (short row
+//   blocks, odd panel counts, partial panels, row slices), and the portable one agrees within rounding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "cpu_isa.h"
+#include "gemm.h"
 #include "half_convert.h"
 #include "numerics.h"
 
@@ -101,4 +104,51 @@ TEST(HalfConvert, FloatsToHalvesMatchScalarRule) {
             << cpu::isa_name(isa) << " " << std::hex << bits(in[offset + i]);
     }
   }
+}
+
+TEST(GemmF32, FmaPathsGiveTheSameBits) {
+  const auto paths = runnable_paths();
+  uint32_t state = 99;
+  auto uniform = [&] {
+    state = state * 1664525u + 1013904223u;
+    return float(int32_t(state >> 8) - (1 << 23)) / float(1 << 23);
+  };
+  // m: short blocks of every kernel height (1-11, 13, 20), several 12-row blocks, and 300 x 3000 for
+  // more than one row slice; n: partial panels, odd and even panel counts.
+  const size_t ms[] = {1, 3, 4, 5, 8, 9, 11, 12, 13, 20, 24, 37, 64, 300};
+  const size_t ns[] = {1, 7, 16, 17, 31, 32, 33, 49, 64, 100};
+  const size_t ks[] = {1, 2, 27, 64, 577, 3000};
+  for (size_t m : ms)
+    for (size_t n : ns)
+      for (size_t k : ks) {
+        if (m * n * k > size_t(40) << 20) continue;
+        std::vector<float> a(m * k), b(k * n), bp(cpu::packed_f32_size(k, n), 0.f);
+        for (float& x : a) x = uniform();
+        for (float& x : b) x = uniform();
+        cpu::pack_b_f32(b.data(), k, n, n, bp.data());
+        const size_t ldc = n + 3;  // the columns past n must stay untouched
+        std::vector<double> exact(m * n, 0.0);
+        for (size_t i = 0; i < m; ++i)
+          for (size_t p = 0; p < k; ++p)
+            for (size_t j = 0; j < n; ++j) exact[i * n + j] += double(a[i * k + p]) * double(b[p * n + j]);
+        std::vector<float> fma_result;
+        for (cpu::Isa isa : paths) {
+          std::vector<float> c(m * ldc, 1234.5f);
+          cpu::gemm_f32(isa, a.data(), bp.data(), c.data(), m, n, k, ldc);
+          for (size_t i = 0; i < m; ++i)
+            for (size_t j = 0; j < ldc; ++j) {
+              if (j >= n) {
+                ASSERT_EQ(c[i * ldc + j], 1234.5f) << cpu::isa_name(isa);
+                continue;
+              }
+              ASSERT_NEAR(c[i * ldc + j], exact[i * n + j], 1e-5 * double(k))
+                  << cpu::isa_name(isa) << " m " << m << " n " << n << " k " << k;
+            }
+          if (isa == cpu::Isa::kPortable) continue;
+          if (fma_result.empty()) fma_result = c;
+          else
+            ASSERT_EQ(std::memcmp(c.data(), fma_result.data(), c.size() * sizeof(float)), 0)
+                << cpu::isa_name(isa) << " m " << m << " n " << n << " k " << k;
+        }
+      }
 }

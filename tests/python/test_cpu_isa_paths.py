@@ -1,7 +1,10 @@
-"""Every INT8 instruction-set path of the CPU backend (SOFTDLA_CPU_ISA: portable, avx2, avxvnni,
+"""Every instruction-set path of the CPU backend (SOFTDLA_CPU_ISA: portable, avx2, avxvnni,
 avx512vnni; src/engine/cpu/cpu_isa.h) on this machine: the switch selects what it names, the
-convolution suite passes against NumPy on each path, and whole INT8 networks give the same bytes on
-every path. Paths this CPU cannot run are skipped (the CPU model changes between machines)."""
+convolution suite passes against NumPy on each path, whole INT8 networks give the same bytes on
+every path, and whole FP16 networks the same bytes on the avx2 and avx512vnni paths (both FMA kernels
+give every output the same sequence of FMAs; the portable path rounds each product, so its FP16 bytes
+may differ within the tolerance). Paths this CPU cannot run are skipped (the CPU model changes between
+machines)."""
 import ctypes
 import os
 import subprocess
@@ -99,3 +102,26 @@ def test_int8_networks_identical_on_every_path(net, tmp_path):
     first = next(iter(results.values()))
     for isa, out in results.items():
         assert out == first, f"{isa} differs from {next(iter(results))}"
+
+
+@pytest.mark.parametrize("net", nets.NETS, ids=lambda f: f.__name__)
+def test_fp16_networks_identical_on_fma_paths(net, tmp_path):
+    for isa in ("avx2", "avx512vnni"):
+        _skip_unless_runs(isa)
+    m, shape = nets.make(net)
+    loadable, _ = softdla_build(m, tmp_path, "--fp16", "--inputIOFormats=fp16:chw16", "--outputIOFormats=fp16:chw16")
+    path = tmp_path / "net.loadable"
+    path.write_bytes(loadable)
+    from sdla_testkit import formats as F
+    from sdla_testkit.engine import Engine
+    info = Engine(loadable, backend="cpu").io_info(False)
+    rng = np.random.default_rng(12)
+    inputs = []
+    for i, t in enumerate(info):
+        p = tmp_path / f"in{i}.bin"
+        p.write_bytes(F.pack(rng.standard_normal((t.n, t.c, t.h, t.w)).astype(np.float16), t.format))
+        inputs.append(str(p))
+    results = {isa: subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
+                                   capture_output=True, check=True).stdout for isa in ("avx2", "avx512vnni")}
+    assert len(results["avx2"]) > 0
+    assert results["avx512vnni"] == results["avx2"]

@@ -8,6 +8,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define SOFTDLA_X86 1
+// GCC 12's AVX-512 headers pass an undefined register as the unused merge source of unmasked
+// intrinsics, which -Wmaybe-uninitialized reports at every call site (a false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace softdla::cpu {
@@ -74,6 +77,142 @@ __attribute__((target("avx2,fma"))) void tile6_f32_avx2(const float* const* a, c
   _mm256_storeu_ps(out[5], c50), _mm256_storeu_ps(out[5] + 8, c51);
 }
 
+// ---------------------------------------------------------------- AVX-512 fp32 kernels
+// R rows (12, 8 or 4) x 32 columns (two panels; the 1-panel form for an odd last panel): up to 24
+// accumulators, two B loads and R broadcasts per k. Every output element gets the same sequence of FMAs
+// as in tile6_f32_avx2 (one per k, in order, from 0), so the two paths give identical bits.
+// The A rows are addressed from two bases (rows 0-5 and 6-11) and three strides, not through twelve
+// pointers: with twelve, GCC runs out of general registers and reloads the loop bound from the stack.
+constexpr size_t kRows512 = 12;
+
+#define SOFTDLA_F32_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+// Byte offset of row r % 6 from its base: 0, l1, 2 l1, l3, 4 l1, l5 (each one address operand).
+template <size_t r>
+__attribute__((always_inline)) inline size_t row_offset(size_t l1, size_t l3, size_t l5) {
+  constexpr size_t q = r % 6;
+  if constexpr (q == 0) return 0;
+  else if constexpr (q == 1) return l1;
+  else if constexpr (q == 2) return 2 * l1;
+  else if constexpr (q == 3) return l3;
+  else if constexpr (q == 4) return 4 * l1;
+  else return l5;
+}
+
+#define SOFTDLA_A_AT(r) \
+  (*reinterpret_cast<const float*>(((r) < 6 ? pa : pb) + row_offset<r>(l1, l3, l5)))
+
+// C rows [0, rows) (row stride ldc), the columns the masks keep, = rows of A (row stride lda) x B panels.
+template <size_t R>
+__attribute__((target("avx512f,fma"), always_inline)) inline void tile2_f32_avx512(
+    const float* a, size_t lda, const float* b0, const float* b1, size_t k, float* c, size_t ldc, size_t rows,
+    __mmask16 m0, __mmask16 m1) {
+  const size_t l1 = lda * sizeof(float), l3 = 3 * l1, l5 = 5 * l1;
+  const char* pa = reinterpret_cast<const char*>(a);
+  const char* pb = pa + 6 * l1;
+#define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
+  SOFTDLA_F32_ROWS12(DECLARE)
+#undef DECLARE
+  for (size_t p = 0; p < k; ++p, pa += sizeof(float), pb += sizeof(float)) {
+    const __m512 x0 = _mm512_loadu_ps(b0 + p * kPanel), x1 = _mm512_loadu_ps(b1 + p * kPanel);
+#define STEP(r)                                        \
+  if constexpr (r < R) {                               \
+    const __m512 w = _mm512_set1_ps(SOFTDLA_A_AT(r));  \
+    c##r##0 = _mm512_fmadd_ps(w, x0, c##r##0);         \
+    c##r##1 = _mm512_fmadd_ps(w, x1, c##r##1);         \
+  }
+    SOFTDLA_F32_ROWS12(STEP)
+#undef STEP
+  }
+#define STORE(r)                                                  \
+  if constexpr (r < R) {                                          \
+    if (r < rows) {                                               \
+      _mm512_mask_storeu_ps(c + r * ldc, m0, c##r##0);            \
+      _mm512_mask_storeu_ps(c + r * ldc + kPanel, m1, c##r##1);   \
+    }                                                             \
+  }
+  SOFTDLA_F32_ROWS12(STORE)
+#undef STORE
+}
+
+template <size_t R>
+__attribute__((target("avx512f,fma"), always_inline)) inline void tile1_f32_avx512(
+    const float* a, size_t lda, const float* b0, size_t k, float* c, size_t ldc, size_t rows, __mmask16 m0) {
+  const size_t l1 = lda * sizeof(float), l3 = 3 * l1, l5 = 5 * l1;
+  const char* pa = reinterpret_cast<const char*>(a);
+  const char* pb = pa + 6 * l1;
+#define DECLARE(r) __m512 c##r = _mm512_setzero_ps();
+  SOFTDLA_F32_ROWS12(DECLARE)
+#undef DECLARE
+  for (size_t p = 0; p < k; ++p, pa += sizeof(float), pb += sizeof(float)) {
+    const __m512 x0 = _mm512_loadu_ps(b0 + p * kPanel);
+#define STEP(r) \
+  if constexpr (r < R) c##r = _mm512_fmadd_ps(_mm512_set1_ps(SOFTDLA_A_AT(r)), x0, c##r);
+    SOFTDLA_F32_ROWS12(STEP)
+#undef STEP
+  }
+#define STORE(r) \
+  if constexpr (r < R) if (r < rows) _mm512_mask_storeu_ps(c + r * ldc, m0, c##r);
+  SOFTDLA_F32_ROWS12(STORE)
+#undef STORE
+}
+#undef SOFTDLA_A_AT
+#undef SOFTDLA_F32_ROWS12
+
+inline __mmask16 lane_mask(size_t cols) {
+  return cols >= kPanel ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
+}
+
+// Out-of-line instances, one per shape, so each keeps its accumulators in registers. b1 null: one panel.
+template <size_t R>
+__attribute__((target("avx512f,fma"), noinline)) void tile_f32_avx512(const float* a, size_t lda, const float* b0,
+                                                                      const float* b1, size_t k, float* c,
+                                                                      size_t ldc, size_t rows, size_t cols) {
+  if (b1) tile2_f32_avx512<R>(a, lda, b0, b1, k, c, ldc, rows, lane_mask(cols), lane_mask(cols - kPanel));
+  else tile1_f32_avx512<R>(a, lda, b0, k, c, ldc, rows, lane_mask(cols));
+}
+
+// A rows of this many bytes at most pass over each B panel pair while it stays in L2 (the rows
+// themselves stay in L2 too); larger A is taken in slices of rows.
+constexpr size_t kABlockBytes = size_t(1) << 20;
+
+__attribute__((target("avx512f,fma"))) void gemm_f32_avx512(const float* a, const float* bp, float* c, size_t m,
+                                                            size_t n, size_t k, size_t ldc) {
+  const size_t np = panels(n), panel = k * kPanel;
+  // The last, short row block reads a copy of its rows padded with zero rows to the kernel's height.
+  const size_t full = m / kRows512 * kRows512, tail = m - full;
+  thread_local std::vector<float> tail_rows;
+  const size_t tail_height = tail > 8 ? 12 : tail > 4 ? 8 : 4;
+  if (tail) {
+    tail_rows.assign(tail_height * k, 0.f);
+    std::memcpy(tail_rows.data(), a + full * k, tail * k * sizeof(float));
+  }
+  const size_t row_bytes = std::max<size_t>(k, 1) * sizeof(float);
+  const size_t slice = std::max(kRows512, kABlockBytes / row_bytes / kRows512 * kRows512);
+  // Panels outermost within a slice of rows: a pair of B panels (2 x k x 16 floats) stays in cache
+  // while every row block of the slice passes over it.
+  for (size_t row0 = 0; row0 < m; row0 += slice) {
+    const size_t row1 = std::min(m, row0 + slice);
+    for (size_t p = 0; p < np; p += 2) {
+      const float* b0 = bp + p * panel;
+      const float* b1 = p + 1 < np ? b0 + panel : nullptr;
+      const size_t cols = std::min(2 * kPanel, n - p * kPanel);
+      for (size_t row = row0; row < row1; row += kRows512) {
+        float* out = c + row * ldc + p * kPanel;
+        if (row < full) {
+          tile_f32_avx512<12>(a + row * k, k, b0, b1, k, out, ldc, kRows512, cols);
+        } else if (tail_height == 12) {
+          tile_f32_avx512<12>(tail_rows.data(), k, b0, b1, k, out, ldc, tail, cols);
+        } else if (tail_height == 8) {
+          tile_f32_avx512<8>(tail_rows.data(), k, b0, b1, k, out, ldc, tail, cols);
+        } else {
+          tile_f32_avx512<4>(tail_rows.data(), k, b0, b1, k, out, ldc, tail, cols);
+        }
+      }
+    }
+  }
+}
+
 // madd multiplies the (k even, k odd) int16 pair of A with the interleaved pair of each B column:
 // 8 columns per register, exact int32 sums.
 __attribute__((target("avx2"))) void tile6_s8_avx2(const int32_t* const* a, const int16_t* panel, size_t q0,
@@ -116,9 +255,11 @@ bool has_avx2() { return false; }
 constexpr size_t kRowsF32 = 6, kRowsS8 = 6;
 #endif
 
-void tile_f32(const float* const* a, const float* panel, size_t k, float (*out)[kPanel]) {
+void tile_f32(Isa isa, const float* const* a, const float* panel, size_t k, float (*out)[kPanel]) {
 #ifdef SOFTDLA_X86
-  if (has_avx2()) return tile6_f32_avx2(a, panel, k, out);
+  if (isa >= Isa::kAvx2 && has_avx2()) return tile6_f32_avx2(a, panel, k, out);
+#else
+  (void)isa;
 #endif
   tile_f32_portable<kRowsF32>(a, panel, k, out);
 }
@@ -155,6 +296,14 @@ std::vector<int32_t> pack_a_s8(const int8_t* a, size_t m, size_t k) {
 }
 
 void gemm_f32(const float* a, const float* bp, float* c, size_t m, size_t n, size_t k, size_t ldc) {
+  gemm_f32(active_isa(), a, bp, c, m, n, k, ldc);
+}
+
+void gemm_f32(Isa isa, const float* a, const float* bp, float* c, size_t m, size_t n, size_t k, size_t ldc) {
+#ifdef SOFTDLA_X86
+  // avx512vnni (and every path above it) implies AVX-512F (cpu_isa.cpp checks it), and FMA comes with it.
+  if (isa >= Isa::kAvx512Vnni) return gemm_f32_avx512(a, bp, c, m, n, k, ldc);
+#endif
   thread_local std::vector<float> zero_row;
   zero_row.assign(k, 0.f);
   for (size_t row = 0; row < m; row += kRowsF32) {
@@ -163,7 +312,7 @@ void gemm_f32(const float* a, const float* bp, float* c, size_t m, size_t n, siz
     for (size_t r = 0; r < kRowsF32; ++r) a_rows[r] = r < rows ? a + (row + r) * k : zero_row.data();
     for (size_t p = 0; p < panels(n); ++p) {
       float tile[kRowsF32][kPanel];
-      tile_f32(a_rows, bp + p * k * kPanel, k, tile);
+      tile_f32(isa, a_rows, bp + p * k * kPanel, k, tile);
       const size_t cols = std::min(kPanel, n - p * kPanel);
       for (size_t r = 0; r < rows; ++r) std::memcpy(c + (row + r) * ldc + p * kPanel, tile[r], cols * sizeof(float));
     }

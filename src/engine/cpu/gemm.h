@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu_isa.h"
+
 namespace softdla::cpu {
 
 inline constexpr size_t kPanel = 16;
@@ -34,7 +36,12 @@ void pack_b_s8(const int8_t* b, size_t k, size_t n, size_t ldb, int16_t* out);
 std::vector<int32_t> pack_a_s8(const int8_t* a, size_t m, size_t k);
 
 // C (row-major, row stride ldc, n columns) = A * packed B. Overwrites C.
+// fp32 on the path active_isa() picks: 12x32 AVX-512F tiles (avx512vnni and up), 6x16 AVX2+FMA tiles (avx2,
+// avxvnni), or plain C++ (portable). The two FMA paths give every element the same FMAs in the same
+// order (k ascending from 0), so the same bits; the portable one rounds each product.
 void gemm_f32(const float* a, const float* bp, float* c, size_t m, size_t n, size_t k, size_t ldc);
+// The same on a given path (tests); the CPU must be able to run it.
+void gemm_f32(Isa isa, const float* a, const float* bp, float* c, size_t m, size_t n, size_t k, size_t ldc);
 void gemm_s8(const int32_t* ap, const int16_t* bp, int64_t* c, size_t m, size_t n, size_t k, size_t ldc);
 
 }  // namespace softdla::cpu
