@@ -2,9 +2,11 @@
 // on each output row. INT8 accumulates exactly and saturates to int32 (docs/NUMERICS.md §Convolution).
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "conv_implicit.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
 #include "element.h"
@@ -180,6 +182,9 @@ class ConvKernel final : public OpKernel {
       else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
       windows_ = conv_windows(p.post, g_.K);
+      if (vnni_ && active_isa() == Isa::kAvx512Vnni && ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
+        implicit_ = std::make_unique<ImplicitConvS8>(
+            ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl}, raw);
     } else {
       wf_.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -203,6 +208,7 @@ class ConvKernel final : public OpKernel {
       }, ThreadPool::min_items(ohw * kdim));
       return;
     }
+    if (implicit_) return run_implicit(io, pool);
     // Column tiles: whole panels, small enough for the scratch budget, and enough of them to keep
     // every core busy.
     const size_t per_image = size_t(batch_) * g_.groups;
@@ -302,6 +308,23 @@ class ConvKernel final : public OpKernel {
         }
       };
       split_rows(rows, g_.Kg, split);
+    }
+  }
+
+  // INT8 stride-1 k x k convolutions without im2col (conv_implicit.h), image by image; the sums are
+  // requantized as run_unit_vnni does.
+  void run_implicit(const OpIo& io, ThreadPool& pool) const {
+    const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
+    for (uint32_t n = 0; n < batch_; ++n) {
+      int8_t* y = static_cast<int8_t*>(io.output) + size_t(n) * g_.K * ohw;
+      implicit_->run(static_cast<const int8_t*>(io.inputs[0]) + n * in_image, pool,
+                     [&](uint32_t k, size_t hw0, const int32_t* sums, size_t count) {
+                       int8_t* out = y + size_t(k) * ohw + hw0;
+                       if (windows_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
+                       thread_local std::vector<int64_t> wide;
+                       wide.assign(sums, sums + count);
+                       chain_.run_int8(wide.data(), count, n, k, hw0, io.inputs.data(), out);
+                     });
     }
   }
 
@@ -406,6 +429,7 @@ class ConvKernel final : public OpKernel {
   std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
   bool vnni_ = false;        // INT8 on vpdpbusd (gemm_vnni.h)
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows
+  std::unique_ptr<ImplicitConvS8> implicit_;  // stride-1 k x k on AVX-512 VNNI
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored

@@ -1,0 +1,51 @@
+// INT8 convolution of stride 1 with a k x k kernel as an implicit GEMM on AVX-512 VNNI: no im2col.
+//
+// Each image's input is packed once into offset byte quads over a zero-padded plane: [channel quad][pixel
+// of the padded plane][4 channels], pixel-contiguous. Outputs are computed on a grid as wide as the padded
+// plane (Wp = OW + (S - 1) dw), where output pixel P = oh * Wp + ow reads padded pixel P + r dh Wp + s dw
+// for tap (r, s): every tap is the same 1x1 product with its B shifted by a constant, so a register tile
+// of 32 grid pixels loads 64 contiguous bytes per channel quad and tap. The grid's last (S - 1) dw
+// columns of each row are computed and dropped (3 % of a 56-wide 3x3 layer). Exact as gemm_vnni.h: the
+// +128 offset is taken back with the weight sums, int32 cannot overflow while K <= kVnniMaxK.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "thread_pool.h"
+
+namespace softdla::cpu {
+
+struct ImplicitGeometry {
+  uint32_t C, H, W, K, R, S, OH, OW, dh, dw, pt, pl;
+};
+
+class ImplicitConvS8 {
+ public:
+  // Whether the path takes this convolution (groups 1, stride 1, more than one tap).
+  static bool applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t R, uint32_t S);
+  // weights: [K][C][R][S] int8.
+  ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights);
+
+  // Receives int32 sums of output channel k for `count` consecutive output pixels of one output row,
+  // starting at spatial index hw0 (oh * OW + ow).
+  using Epilogue = std::function<void(uint32_t k, size_t hw0, const int32_t* sums, size_t count)>;
+  // One image: x is its [C][H][W] int8 input.
+  void run(const int8_t* x, ThreadPool& pool, const Epilogue& epilogue) const;
+
+ private:
+  void pack(const int8_t* x, uint8_t* packed, size_t q0, size_t q1) const;
+  void block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+
+  ImplicitGeometry g_;
+  size_t cq_ = 0;          // channel quads
+  size_t wp_ = 0, hp_ = 0;  // the padded plane
+  size_t grid_ = 0;        // output grid pixels (OH * Wp)
+  size_t plane_px_ = 0;    // pixels per quad row of the packed input, with slack for the last loads
+  std::vector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K)
+  std::vector<int32_t> offset_sums_;   // 128 * sum of each output channel's weights
+  std::vector<size_t> tap_offsets_;    // r dh Wp + s dw, in pixels
+};
+
+}  // namespace softdla::cpu
