@@ -1,4 +1,4 @@
-"""Every instruction-set path of the CPU backend (SOFTDLA_CPU_ISA: portable, avx2, avxvnni,
+"""Every instruction-set path of the CPU backend (SOFTDLA_CPU_ISA: portable, avx2, avxvnni, amx,
 avx512vnni; src/engine/cpu/cpu_isa.h) on this machine: the switch selects what it names, the
 convolution suite passes against NumPy on each path, whole INT8 networks give the same bytes on
 every path, and whole FP16 networks the same bytes on the avx2 and avx512vnni paths (both FMA kernels
@@ -19,7 +19,7 @@ from sdla_testkit.onnx_models import softdla_build
 import test_builder_models as nets
 
 BUILD = os.environ.get("SOFTDLA_BUILD_DIR", os.path.join(ROOT, "build"))
-PATHS = ["portable", "avx2", "avxvnni", "avx512vnni"]
+PATHS = ["portable", "avx2", "avxvnni", "avx512vnni", "amx"]
 HERE = os.path.dirname(__file__)
 
 

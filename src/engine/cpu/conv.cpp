@@ -184,7 +184,8 @@ class ConvKernel final : public OpKernel {
       windows_ = conv_windows(p.post, g_.K);
       if (vnni_ && active_isa() == Isa::kAvx512Vnni && ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
         implicit_ = std::make_unique<ImplicitConvS8>(
-            ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl}, raw);
+            ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
+            raw);
     } else {
       wf_.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -429,7 +430,7 @@ class ConvKernel final : public OpKernel {
   std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
   bool vnni_ = false;        // INT8 on vpdpbusd (gemm_vnni.h)
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows
-  std::unique_ptr<ImplicitConvS8> implicit_;  // stride-1 k x k on AVX-512 VNNI
+  std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided) on AVX-512 VNNI
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored

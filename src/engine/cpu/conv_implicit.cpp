@@ -15,7 +15,8 @@ constexpr size_t kBlockRows = 32, kBlockPixels = 64;  // one work unit: 4 x 2 re
 #define SOFTDLA_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
 // 8 output channels x 32 grid pixels over every tap and channel quad; a[r] points at row r's
-// [taps][cq] quads, b at the packed input of the tile's first pixel (quad rows qstride bytes apart).
+// [taps][cq] quads, b at the packed input of the tile's first pixel in phase 0 (quad rows qstride bytes
+// apart); offsets[t] is the byte offset of tap t's input from there.
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int32_t* const* a, const uint8_t* b,
                                                                      size_t qstride, const size_t* offsets,
                                                                      size_t taps, size_t cq, int32_t (*out)[kPixels]) {
@@ -23,7 +24,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int3
   SOFTDLA_ROWS8(DECLARE)
 #undef DECLARE
   for (size_t t = 0; t < taps; ++t) {
-    const uint8_t* bt = b + offsets[t] * 4;
+    const uint8_t* bt = b + offsets[t];
     const size_t base = t * cq;
     for (size_t q = 0; q < cq; ++q) {
       const uint8_t* bq = bt + q * qstride;
@@ -49,7 +50,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int3
 
 bool ImplicitConvS8::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t R, uint32_t S) {
 #ifdef SOFTDLA_X86
-  return groups == 1 && sh == 1 && sw == 1 && size_t(R) * S > 1;
+  return groups == 1 && (size_t(R) * S > 1 || sh > 1 || sw > 1);
 #else
   (void)groups, (void)sh, (void)sw, (void)R, (void)S;
   return false;
@@ -58,15 +59,20 @@ bool ImplicitConvS8::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t
 
 ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights) : g_(g) {
   cq_ = (g.C + 3) / 4;
-  wp_ = g.OW + size_t(g.S - 1) * g.dw;
-  hp_ = g.OH + size_t(g.R - 1) * g.dh;
-  grid_ = size_t(g.OH) * wp_;
+  wq_ = g.OW + size_t(g.S - 1) * g.dw / g.sw;
+  hq_ = g.OH + size_t(g.R - 1) * g.dh / g.sh;
+  phases_ = size_t(g.sh) * g.sw;
+  grid_ = size_t(g.OH) * wq_;
   // The last tile reads up to a block past the grid, shifted by the farthest tap.
-  const size_t reach = size_t(g.R - 1) * g.dh * wp_ + size_t(g.S - 1) * g.dw;
+  const size_t reach = size_t(g.R - 1) * g.dh / g.sh * wq_ + size_t(g.S - 1) * g.dw / g.sw;
   plane_px_ = (grid_ + kBlockPixels - 1) / kBlockPixels * kBlockPixels + reach;
   const size_t taps = size_t(g.R) * g.S;
   for (uint32_t r = 0; r < g.R; ++r)
-    for (uint32_t s = 0; s < g.S; ++s) tap_offsets_.push_back(size_t(r) * g.dh * wp_ + size_t(s) * g.dw);
+    for (uint32_t s = 0; s < g.S; ++s) {
+      const size_t phase = (size_t(r) * g.dh % g.sh) * g.sw + size_t(s) * g.dw % g.sw;
+      const size_t pixel = size_t(r) * g.dh / g.sh * wq_ + size_t(s) * g.dw / g.sw;
+      tap_offsets_.push_back((phase * cq_ * plane_px_ + pixel) * 4);
+    }
   taps_quads_.assign((size_t(g.K) + kBlockRows) * taps * cq_, 0);
   offset_sums_.assign(g.K, 0);
   for (uint32_t k = 0; k < g.K; ++k) {
@@ -82,19 +88,27 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights)
   }
 }
 
-void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t q0, size_t q1) const {
+// Quad rows [u0, u1) of the packed input, u = phase * cq + quad.
+void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1) const {
   const size_t qstride = plane_px_ * 4;
-  for (size_t q = q0; q < q1; ++q) {
-    uint8_t* dst = packed + q * qstride;
+  for (size_t u = u0; u < u1; ++u) {
+    const size_t phase = u / cq_, q = u % cq_, pa = phase / g_.sw, pb = phase % g_.sw;
+    uint8_t* dst = packed + u * qstride;
     std::memset(dst, 0x80, qstride);  // x = 0 is byte 0x80: padding and channels past C
-    for (uint32_t i = 0; i < g_.H; ++i) {
-      const size_t prow = (size_t(i) + g_.pt) * wp_ + g_.pl;
-      if ((size_t(i) + g_.pt) >= hp_) break;
-      for (uint32_t b = 0; b < 4 && 4 * q + b < g_.C; ++b) {
-        const int8_t* src = x + (size_t(4 * q + b) * g_.H + i) * g_.W;
-        uint8_t* d = dst + prow * 4 + b;
-        const size_t cols = std::min<size_t>(g_.W, wp_ - g_.pl);
-        for (size_t j = 0; j < cols; ++j) d[j * 4] = uint8_t(src[j]) ^ 0x80u;
+    // Phase row a is padded row pa + a sh, input row pa + a sh - pt; likewise for columns.
+    for (size_t a = 0; a < hq_; ++a) {
+      const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;
+      if (i < 0 || i >= g_.H) continue;
+      const int64_t first = int64_t(g_.pl) - int64_t(pb);  // column b reads input column pb + b sw - pl
+      const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
+      for (uint32_t c4 = 0; c4 < 4 && 4 * q + c4 < g_.C; ++c4) {
+        const int8_t* src = x + (size_t(4 * q + c4) * g_.H + size_t(i)) * g_.W;
+        uint8_t* d = dst + a * wq_ * 4 + c4;
+        for (size_t b = b0; b < wq_; ++b) {
+          const size_t j = pb + b * g_.sw - g_.pl;
+          if (j >= g_.W) break;
+          d[b * 4] = uint8_t(src[j]) ^ 0x80u;
+        }
       }
     }
   }
@@ -119,8 +133,8 @@ void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, cons
   for (size_t r = 0; r < rows; ++r) {
     const int32_t* s = sums.data() + r * kBlockPixels;
     for (size_t p = 0; p < pixels;) {
-      const size_t gp = pix0 + p, oh = gp / wp_, ow = gp % wp_;
-      const size_t run = std::min(pixels - p, wp_ - ow);
+      const size_t gp = pix0 + p, oh = gp / wq_, ow = gp % wq_;
+      const size_t run = std::min(pixels - p, wq_ - ow);
       if (ow < g_.OW) epilogue(uint32_t(row0 + r), oh * g_.OW + ow, s + p, std::min<size_t>(run, g_.OW - ow));
       p += run;
     }
@@ -132,9 +146,9 @@ void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, cons
 
 void ImplicitConvS8::run(const int8_t* x, ThreadPool& pool, const Epilogue& epilogue) const {
   thread_local std::vector<uint8_t> packed;  // the calling thread's: the workers get a pointer
-  packed.resize(cq_ * plane_px_ * 4);
+  packed.resize(phases_ * cq_ * plane_px_ * 4);
   uint8_t* data = packed.data();
-  pool.parallel_for(cq_, [&](size_t b, size_t e) { pack(x, data, b, e); }, ThreadPool::min_items(plane_px_ * 4));
+  pool.parallel_for(phases_ * cq_, [&](size_t b, size_t e) { pack(x, data, b, e); }, ThreadPool::min_items(plane_px_ * 4));
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
     for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * kBlockRows, (u / row_blocks) * kBlockPixels, epilogue);

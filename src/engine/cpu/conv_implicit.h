@@ -1,12 +1,14 @@
-// INT8 convolution of stride 1 with a k x k kernel as an implicit GEMM on AVX-512 VNNI: no im2col.
+// INT8 convolution with a k x k kernel as an implicit GEMM on AVX-512 VNNI: no im2col.
 //
-// Each image's input is packed once into offset byte quads over a zero-padded plane: [channel quad][pixel
-// of the padded plane][4 channels], pixel-contiguous. Outputs are computed on a grid as wide as the padded
-// plane (Wp = OW + (S - 1) dw), where output pixel P = oh * Wp + ow reads padded pixel P + r dh Wp + s dw
-// for tap (r, s): every tap is the same 1x1 product with its B shifted by a constant, so a register tile
-// of 32 grid pixels loads 64 contiguous bytes per channel quad and tap. The grid's last (S - 1) dw
-// columns of each row are computed and dropped (3 % of a 56-wide 3x3 layer). Exact as gemm_vnni.h: the
-// +128 offset is taken back with the weight sums, int32 cannot overflow while K <= kVnniMaxK.
+// Each image's input is packed once into offset byte quads over the zero-padded plane, split by stride
+// phase: phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., as [channel quad]
+// [pixel][4 channels], pixel-contiguous. Outputs are computed on a grid as wide as a phase plane
+// (Wq = OW + (S - 1) dw / sw), where output pixel P = oh * Wq + ow reads, for tap (r, s), pixel
+// P + (r dh / sh) Wq + s dw / sw of phase (r dh % sh, s dw % sw): every tap is the same 1x1 product with
+// its B shifted by a constant, so a register tile of 32 grid pixels loads 64 contiguous bytes per channel
+// quad and tap. The grid's last columns of each row are computed and dropped (3 % of a 56-wide 3x3
+// layer). Exact as gemm_vnni.h: the +128 offset is taken back with the weight sums, and int32 cannot
+// overflow while K <= kVnniMaxK.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,12 +20,12 @@
 namespace softdla::cpu {
 
 struct ImplicitGeometry {
-  uint32_t C, H, W, K, R, S, OH, OW, dh, dw, pt, pl;
+  uint32_t C, H, W, K, R, S, OH, OW, sh, sw, dh, dw, pt, pl;
 };
 
 class ImplicitConvS8 {
  public:
-  // Whether the path takes this convolution (groups 1, stride 1, more than one tap).
+  // Whether the path takes this convolution (groups 1; 1x1 of stride 1 reads its planes directly instead).
   static bool applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t R, uint32_t S);
   // weights: [K][C][R][S] int8.
   ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights);
@@ -39,13 +41,14 @@ class ImplicitConvS8 {
   void block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
 
   ImplicitGeometry g_;
-  size_t cq_ = 0;          // channel quads
-  size_t wp_ = 0, hp_ = 0;  // the padded plane
-  size_t grid_ = 0;        // output grid pixels (OH * Wp)
-  size_t plane_px_ = 0;    // pixels per quad row of the packed input, with slack for the last loads
+  size_t cq_ = 0;           // channel quads
+  size_t wq_ = 0, hq_ = 0;  // a phase plane
+  size_t phases_ = 1;       // sh * sw
+  size_t grid_ = 0;         // output grid pixels (OH * Wq)
+  size_t plane_px_ = 0;     // pixels per quad row of a phase plane, with slack for the last loads
   std::vector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K)
   std::vector<int32_t> offset_sums_;   // 128 * sum of each output channel's weights
-  std::vector<size_t> tap_offsets_;    // r dh Wp + s dw, in pixels
+  std::vector<size_t> tap_offsets_;    // bytes from a grid pixel's packed position to its tap's input
 };
 
 }  // namespace softdla::cpu

@@ -68,13 +68,17 @@ struct Window512 {
   }
 };
 
-__attribute__((target("avx512f,avx512bw"))) void requantize_avx512(const int32_t* acc, const num::RequantWindow& w,
-                                                                   int8_t* out, size_t count) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_avx512(const int32_t* acc,
+                                                                            const num::RequantWindow& w, int8_t* out,
+                                                                            size_t count) {
   const Window512 win(w);
   size_t i = 0;
   for (; i + 16 <= count; i += 16)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), win.apply(_mm512_loadu_si512(acc + i)));
-  requantize_portable(acc + i, w, out + i, count - i);
+  if (i < count) {  // the tail under a mask (short runs are common: one output row of a 7x7 layer)
+    const __mmask16 m = __mmask16((1u << (count - i)) - 1);
+    _mm_mask_storeu_epi8(out + i, m, win.apply(_mm512_maskz_loadu_epi32(m, acc + i)));
+  }
 }
 
 __attribute__((target("avx512f,avx512bw"))) void requantize_s8_avx512(const int8_t* x, const num::RequantWindow& w,
