@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "element.h"
+#include "half_convert.h"
 #include "kernel.h"
 #include "multiversion.h"
 #include "numerics.h"
@@ -135,9 +136,18 @@ void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t 
       default: {
         bool bc = false;
         const void* row = operand_row(st, ops, n, c, hw0, bc);
+        thread_local std::vector<float> ebuf;
+        if (dtype_ == DataType::kFloat16 && !bc) {
+          ebuf.resize(count);
+          halves_to_floats(static_cast<const uint16_t*>(row), ebuf.data(), count);
+          if (s.kind == SdpKind::kEltAdd) {
+            for (size_t i = 0; i < count; ++i) v[i] += ebuf[i];
+            break;
+          }
+        }
         for (size_t i = 0; i < count; ++i) {
           const size_t j = bc ? 0 : i;
-          const float x = dtype_ == DataType::kFloat16 ? load(static_cast<const uint16_t*>(row), j)
+          const float x = dtype_ == DataType::kFloat16 ? (bc ? load(static_cast<const uint16_t*>(row), 0) : ebuf[i])
                                                        : load(static_cast<const float*>(row), j);
           switch (s.kind) {
             case SdpKind::kEltAdd: v[i] += x; break;

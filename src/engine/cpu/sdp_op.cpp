@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "element.h"
+#include "half_convert.h"
 #include "int8_requant.h"
 #include "kernels.h"
 #include "sdp_chain.h"
@@ -44,10 +45,12 @@ class SdpKernel final : public OpKernel {
             using T = std::remove_pointer_t<decltype(tag)>;
             const T* x = static_cast<const T*>(io.inputs[0]) + nc * hw;
             vf.resize(hw);
-            for (size_t i = 0; i < hw; ++i) vf[i] = load(x, i);
+            if constexpr (std::is_same_v<T, uint16_t>) halves_to_floats(x, vf.data(), hw);
+            else for (size_t i = 0; i < hw; ++i) vf[i] = load(x, i);
             chain_.run_float(vf.data(), hw, n, c, 0, io.inputs.data());
             T* y = static_cast<T*>(io.output) + nc * hw;
-            for (size_t i = 0; i < hw; ++i) store(y, i, vf[i]);
+            if constexpr (std::is_same_v<T, uint16_t>) floats_to_halves(vf.data(), y, hw);
+            else for (size_t i = 0; i < hw; ++i) store(y, i, vf[i]);
           });
         }
       }
