@@ -182,7 +182,7 @@ class ConvKernel final : public OpKernel {
       else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
       windows_ = conv_windows(p.post, g_.K);
-      if (vnni_ && active_isa() == Isa::kAvx512Vnni && ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
+      if (vnni_ && has_avx512(active_isa()) && ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
         implicit_ = std::make_unique<ImplicitConvS8>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
             raw);
