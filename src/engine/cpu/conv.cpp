@@ -12,11 +12,11 @@
 #include "element.h"
 #include "gemm.h"
 #include "gemm_vnni.h"
+#include "half_convert.h"
 #include "int8_pack.h"
 #include "int8_requant.h"
-#include "half_convert.h"
-#include "multiversion.h"
 #include "kernels.h"
+#include "multiversion.h"
 #include "numerics.h"
 #include "sdp_chain.h"
 #include "sdp_forms.h"
@@ -178,14 +178,14 @@ class ConvKernel final : public OpKernel {
       vnni_ = !depthwise_ && g_.kdim() <= kVnniMaxK && active_isa() >= Isa::kAvxVnni;
       pointwise_ = g_.R == 1 && g_.S == 1 && g_.sh == 1 && g_.sw == 1 && g_.pt == 0 && g_.pl == 0 && g_.OH == g_.H &&
                    g_.OW == g_.W;
-      if (depthwise_) w8_raw_.assign(raw, raw + count);
-      else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
-      else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
       windows_ = conv_windows(p.post, g_.K);
       if (vnni_ && has_avx512(active_isa()) && ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
         implicit_ = std::make_unique<ImplicitConvS8>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
             raw);
+      else if (depthwise_) w8_raw_.assign(raw, raw + count);
+      else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
+      else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
     } else {
       wf_.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -312,7 +312,7 @@ class ConvKernel final : public OpKernel {
     }
   }
 
-  // INT8 stride-1 k x k convolutions without im2col (conv_implicit.h), image by image; the sums are
+  // INT8 convolutions without im2col (conv_implicit.h: k x k, or strided), image by image; the sums are
   // requantized as run_unit_vnni does.
   void run_implicit(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
