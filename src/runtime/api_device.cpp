@@ -40,7 +40,9 @@ extern "C" cudlaStatus cudlaCreateDevice(uint64_t const device, cudlaDevHandle* 
       return fail_status(cudlaErrorInvalidParam, fn, "flags must be CUDLA_CUDA_DLA (0) or CUDLA_STANDALONE (1), got ",
                          flags);
     std::string why;
-    const gpu::Choice backend = flags == CUDLA_CUDA_DLA ? gpu::choose_backend(&why) : gpu::Choice::kCpu;
+    // Standalone handles take the same backend as hybrid ones (their tasks stage NvSciBuf memory through
+    // the GPU: standalone_gpu.h).
+    const gpu::Choice backend = gpu::choose_backend(&why);
     if (backend == gpu::Choice::kCudaMissing)
       return fail_status(cudlaErrorUnsupportedOperation, fn, "SOFTDLA_BACKEND=cuda but the CUDA backend is unavailable: ",
                          why, " (unset SOFTDLA_BACKEND to fall back to the CPU)");

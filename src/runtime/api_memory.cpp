@@ -44,7 +44,7 @@ extern "C" cudlaStatus cudlaMemRegister(cudlaDevHandle const devHandle, const ui
         return fail_status(cudlaErrorInvalidAddress, fn, "CUDA does not recognise ", static_cast<const void*>(ptr),
                            ": ", e.what());
       }
-      if (dev->gpu_compute && !device_memory)
+      if (dev->gpu_compute && dev->mode == CUDLA_CUDA_DLA && !device_memory)
         return fail_status(cudlaErrorInvalidAddress, fn, "pointer ", static_cast<const void*>(ptr),
                            " is host memory; in hybrid mode register CUDA device memory (cudaMalloc), as on a "
                            "Jetson, or set SOFTDLA_BACKEND=cpu to run on host memory");

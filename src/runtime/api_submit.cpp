@@ -19,6 +19,7 @@
 #include "softdla/cudla_ext.h"
 #include "statistics_record.h"
 #include "standalone_events.h"
+#include "standalone_gpu.h"
 
 using namespace softdla;
 using namespace softdla::rt;
@@ -135,6 +136,14 @@ cudlaStatus softdla::rt::run_task(DeviceState& dev, const ResolvedTask& t) {
   const uint64_t index = dev.tasks_done++;
   if (const cudlaStatus fault = injected_fault_for(index); fault != cudlaSuccess)
     return fail_status(fault, kFn, "task ", index, " failed: fault injected by SOFTDLA_FAULT");
+  if (dev.mode == CUDLA_STANDALONE && t.module->gpu) {
+    try {
+      run_task_gpu(dev, t, index);
+      return cudlaSuccess;
+    } catch (const std::exception& e) {
+      return fail_status(cudlaErrorUnknown, kFn, "task ", index, " failed on the GPU: ", e.what());
+    }
+  }
   try {
     t.module->engine.run(t.inputs, t.outputs, t.statistics ? &timings : nullptr, deadline);
   } catch (const TaskTimeout& e) {

@@ -12,8 +12,10 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <utility>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "cudla.h"
 #include "engine.h"
@@ -70,6 +72,9 @@ struct DeviceState {
   // Pinned word a failing stream-ordered CPU task sets so the stream's fault kernel traps
   // (Platform::fail_stream); made on first use, guarded by state_mutex.
   uint32_t* stream_fault_flag = nullptr;
+  // Standalone handles on the CUDA backend: device buffers their tasks stage through (standalone_gpu.h),
+  // used only by the handle's worker.
+  std::vector<std::pair<void*, size_t>> gpu_stage;
   std::unique_ptr<StandaloneQueue> queue;  // standalone handles: made on the first submit; guarded by state_mutex
 };
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "log.h"
+#include "standalone_gpu.h"
 #include "standalone_queue.h"
 #include "task.h"
 
@@ -107,6 +108,7 @@ ModuleState::~ModuleState() = default;
 DeviceState::DeviceState() = default;
 DeviceState::~DeviceState() {
   if (stream_fault_flag) platform->free_pinned(stream_fault_flag);
+  free_gpu_stage(*this);
 }
 
 }  // namespace softdla::rt
