@@ -179,10 +179,14 @@ class ConvKernel final : public OpKernel {
       pointwise_ = g_.R == 1 && g_.S == 1 && g_.sh == 1 && g_.sw == 1 && g_.pt == 0 && g_.pl == 0 && g_.OH == g_.H &&
                    g_.OW == g_.W;
       windows_ = conv_windows(p.post, g_.K);
-      if (vnni_ && has_avx512(active_isa()) && ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
+      // The implicit GEMM: vpdpbusd quads with AVX-512, int16 pairs with AVX2 (and AVX-VNNI CPUs, whose
+      // 256-bit path is otherwise im2col); exact while K <= kVnniMaxK either way.
+      const Isa isa = active_isa();
+      if (!depthwise_ && g_.kdim() <= kVnniMaxK && isa >= Isa::kAvx2 &&
+          ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
         implicit_ = std::make_unique<ImplicitConvS8>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
-            raw);
+            raw, !has_avx512(isa));
       else if (depthwise_) w8_raw_.assign(raw, raw + count);
       else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());

@@ -8,8 +8,10 @@
 namespace softdla::cpu {
 namespace {
 
-constexpr size_t kRows = 8, kPixels = 32;          // the register tile
-constexpr size_t kBlockRows = 32, kBlockPixels = 64;  // one work unit: 4 x 2 register tiles
+// Register tiles: 8 rows x 32 pixels (AVX-512 VNNI), 6 rows x 16 pixels (AVX2). One work unit is 24 rows
+// x 64 pixels, whole tiles of either.
+constexpr size_t kTileCols = 32;  // the tile buffer's row length (the wider tile)
+constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 
 #ifdef SOFTDLA_X86
 #define SOFTDLA_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -19,7 +21,7 @@ constexpr size_t kBlockRows = 32, kBlockPixels = 64;  // one work unit: 4 x 2 re
 // apart); offsets[t] is the byte offset of tap t's input from there.
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int32_t* const* a, const uint8_t* b,
                                                                      size_t qstride, const size_t* offsets,
-                                                                     size_t taps, size_t cq, int32_t (*out)[kPixels]) {
+                                                                     size_t taps, size_t cq, int32_t (*out)[kTileCols]) {
 #define DECLARE(r) __m512i c##r##0 = _mm512_setzero_si512(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
   SOFTDLA_ROWS8(DECLARE)
 #undef DECLARE
@@ -44,6 +46,41 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int3
   SOFTDLA_ROWS8(STORE)
 #undef STORE
 }
+
+#define SOFTDLA_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+// The int16-pair form on AVX2: 6 output channels x 16 grid pixels; each 4-byte slot holds two channels
+// as int16 (b) and two weights as int16 (a), and vpmaddwd sums the two products exactly into int32.
+__attribute__((target("avx2"))) void tile_taps_avx2(const int32_t* const* a, const uint8_t* b, size_t qstride,
+                                                    const size_t* offsets, size_t taps, size_t cq,
+                                                    int32_t (*out)[kTileCols]) {
+#define DECLARE(r) __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
+  SOFTDLA_ROWS6(DECLARE)
+#undef DECLARE
+  for (size_t t = 0; t < taps; ++t) {
+    const uint8_t* bt = b + offsets[t];
+    const size_t base = t * cq;
+    for (size_t q = 0; q < cq; ++q) {
+      const uint8_t* bq = bt + q * qstride;
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 32));
+      const size_t i = base + q;
+#define STEP(r)                                                                 \
+  {                                                                             \
+    const __m256i w = _mm256_set1_epi32(a##r[i]);                               \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(x0, w));              \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(x1, w));              \
+  }
+      SOFTDLA_ROWS6(STEP)
+#undef STEP
+    }
+  }
+#define STORE(r)                                                            \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r]), c##r##0),         \
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r] + 8), c##r##1);
+  SOFTDLA_ROWS6(STORE)
+#undef STORE
+}
 #endif
 
 }  // namespace
@@ -57,8 +94,9 @@ bool ImplicitConvS8::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t
 #endif
 }
 
-ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights) : g_(g) {
-  cq_ = (g.C + 3) / 4;
+ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights, bool pairs) : g_(g), pairs_(pairs) {
+  per_slot_ = pairs ? 2 : 4;
+  cq_ = (g.C + per_slot_ - 1) / per_slot_;
   wq_ = g.OW + size_t(g.S - 1) * g.dw / g.sw;
   hq_ = g.OH + size_t(g.R - 1) * g.dh / g.sh;
   phases_ = size_t(g.sh) * g.sw;
@@ -76,38 +114,43 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights)
   taps_quads_.assign((size_t(g.K) + kBlockRows) * taps * cq_, 0);
   offset_sums_.assign(g.K, 0);
   for (uint32_t k = 0; k < g.K; ++k) {
-    auto* row = reinterpret_cast<int8_t*>(taps_quads_.data() + size_t(k) * taps * cq_);
+    int32_t* row = taps_quads_.data() + size_t(k) * taps * cq_;
     int32_t sum = 0;
     for (uint32_t c = 0; c < g.C; ++c)
       for (size_t t = 0; t < taps; ++t) {
         const int8_t v = weights[(size_t(k) * g.C + c) * taps + t];
-        row[(t * cq_ + c / 4) * 4 + c % 4] = v;
+        const size_t slot = t * cq_ + c / per_slot_, lane = c % per_slot_;
+        if (pairs) reinterpret_cast<int16_t*>(row + slot)[lane] = v;
+        else reinterpret_cast<int8_t*>(row + slot)[lane] = v;
         sum += v;
       }
-    offset_sums_[k] = 128 * sum;
+    offset_sums_[k] = pairs ? 0 : 128 * sum;  // only the unsigned quads carry the +128 offset
   }
 }
 
-// Quad rows [u0, u1) of the packed input, u = phase * cq + quad.
+// Slot rows [u0, u1) of the packed input, u = phase * cq + slot: quads of x + 128 as unsigned bytes, or
+// pairs of int16.
 void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1) const {
   const size_t qstride = plane_px_ * 4;
   for (size_t u = u0; u < u1; ++u) {
     const size_t phase = u / cq_, q = u % cq_, pa = phase / g_.sw, pb = phase % g_.sw;
     uint8_t* dst = packed + u * qstride;
-    std::memset(dst, 0x80, qstride);  // x = 0 is byte 0x80: padding and channels past C
+    // Zero in each form (padding, and channels past C): byte 0x80 for quads, 0 for int16 pairs.
+    std::memset(dst, pairs_ ? 0 : 0x80, qstride);
     // Phase row a is padded row pa + a sh, input row pa + a sh - pt; likewise for columns.
     for (size_t a = 0; a < hq_; ++a) {
       const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;
       if (i < 0 || i >= g_.H) continue;
       const int64_t first = int64_t(g_.pl) - int64_t(pb);  // column b reads input column pb + b sw - pl
       const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
-      for (uint32_t c4 = 0; c4 < 4 && 4 * q + c4 < g_.C; ++c4) {
-        const int8_t* src = x + (size_t(4 * q + c4) * g_.H + size_t(i)) * g_.W;
-        uint8_t* d = dst + a * wq_ * 4 + c4;
+      for (uint32_t lane = 0; lane < per_slot_ && per_slot_ * q + lane < g_.C; ++lane) {
+        const int8_t* src = x + (size_t(per_slot_ * q + lane) * g_.H + size_t(i)) * g_.W;
+        uint8_t* d = dst + a * wq_ * 4;
         for (size_t b = b0; b < wq_; ++b) {
           const size_t j = pb + b * g_.sw - g_.pl;
           if (j >= g_.W) break;
-          d[b * 4] = uint8_t(src[j]) ^ 0x80u;
+          if (pairs_) reinterpret_cast<int16_t*>(d + b * 4)[lane] = src[j];
+          else d[b * 4 + lane] = uint8_t(src[j]) ^ 0x80u;
         }
       }
     }
@@ -117,17 +160,21 @@ void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1
 void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const {
 #ifdef SOFTDLA_X86
   const size_t taps = tap_offsets_.size(), row_quads = taps * cq_;
-  alignas(64) int32_t tile[kRows][kPixels];
+  const size_t tile_rows = pairs_ ? 6 : 8, tile_pixels = pairs_ ? 16 : 32;
+  alignas(64) int32_t tile[8][kTileCols];
   thread_local std::vector<int32_t> sums;
   sums.resize(kBlockRows * kBlockPixels);
   const size_t rows = std::min<size_t>(kBlockRows, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
-  for (size_t p = 0; p < pixels; p += kPixels)
-    for (size_t r = 0; r < rows; r += kRows) {
-      const int32_t* a[kRows];
-      for (size_t i = 0; i < kRows; ++i) a[i] = taps_quads_.data() + (row0 + r + i) * row_quads;  // zero rows past K
-      tile_taps(a, packed + (pix0 + p) * 4, plane_px_ * 4, tap_offsets_.data(), taps, cq_, tile);
-      for (size_t i = 0; i < kRows && r + i < rows; ++i)
-        for (size_t j = 0; j < kPixels; ++j) sums[(r + i) * kBlockPixels + p + j] = tile[i][j] - offset_sums_[row0 + r + i];
+  for (size_t p = 0; p < pixels; p += tile_pixels)
+    for (size_t r = 0; r < rows; r += tile_rows) {
+      const int32_t* a[8];
+      for (size_t i = 0; i < tile_rows; ++i) a[i] = taps_quads_.data() + (row0 + r + i) * row_quads;  // zero rows past K
+      const uint8_t* b = packed + (pix0 + p) * 4;
+      if (pairs_) tile_taps_avx2(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, tile);
+      else tile_taps(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, tile);
+      for (size_t i = 0; i < tile_rows && r + i < rows; ++i)
+        for (size_t j = 0; j < tile_pixels; ++j)
+          sums[(r + i) * kBlockPixels + p + j] = tile[i][j] - offset_sums_[row0 + r + i];
     }
   // Grid pixels to output rows: each grid row's first OW pixels are outputs.
   for (size_t r = 0; r < rows; ++r) {

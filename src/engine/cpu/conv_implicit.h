@@ -1,5 +1,5 @@
 // INT8 convolution with a k x k kernel as an implicit GEMM on AVX-512 VNNI (also on AMX machines,
-// where it measured faster than im2col into AMX tiles): no im2col.
+// where it measured faster than im2col into AMX tiles) or on AVX2 (int16 pairs, vpmaddwd): no im2col.
 //
 // Each image's input is packed once into offset byte quads over the zero-padded plane, split by stride
 // phase: phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., as [channel quad]
@@ -28,8 +28,9 @@ class ImplicitConvS8 {
  public:
   // Whether the path takes this convolution (groups 1; 1x1 of stride 1 reads its planes directly instead).
   static bool applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t R, uint32_t S);
-  // weights: [K][C][R][S] int8.
-  ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights);
+  // weights: [K][C][R][S] int8. pairs: the AVX2 form (int16 pairs and vpmaddwd) instead of AVX-512 VNNI's
+  // offset byte quads and vpdpbusd; both exact.
+  ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights, bool pairs);
 
   // Receives int32 sums of output channel k for `count` consecutive output pixels of one output row,
   // starting at spatial index hw0 (oh * OW + ow).
@@ -42,7 +43,9 @@ class ImplicitConvS8 {
   void block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
 
   ImplicitGeometry g_;
-  size_t cq_ = 0;           // channel quads
+  bool pairs_ = false;
+  uint32_t per_slot_ = 4;   // channels per 4-byte slot: 4 (quads) or 2 (int16 pairs)
+  size_t cq_ = 0;           // channel slots
   size_t wq_ = 0, hq_ = 0;  // a phase plane
   size_t phases_ = 1;       // sh * sw
   size_t grid_ = 0;         // output grid pixels (OH * Wq)
