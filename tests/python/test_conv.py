@@ -59,11 +59,24 @@ def build_float(c, dtype, x_fmt=F.LINEAR, y_fmt=F.LINEAR):
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def fp32_error_ok(c, got, ref):
+    """FP32 within 1e-5 of the output's magnitude, or of a thousandth of its terms' magnitude
+    (conv(|x|, |w|)) where the sum cancels: an fp32 sum of K terms carries rounding error of order
+    sqrt(K) ulps of the terms, not of the result (one 31x20 kernel over 8 channels summing to ~1 is 1.1e-5
+    off on every fp32 path)."""
+    rng = np.random.default_rng(c["seed"])
+    x = np.abs(rng.standard_normal((c["n"], c["c"], c["h"], c["w"])))
+    wt = np.abs(rng.standard_normal((c["k"], c["c"] // c["groups"], c["r"], c["s"])))
+    terms = np.max(R.conv_acc(x, wt, c["stride"], c["pads"], c["dil"], c["groups"]))
+    scale = max(float(np.max(np.abs(ref))), 1e-3 * float(terms))
+    return float(np.max(np.abs(np.asarray(got, np.float64) - ref))) / scale < 1e-5
+
+
 @settings(max_examples=60, **SETTINGS)
 @given(conv_cases())
 def test_conv_fp32(c):
     g, x, ref = build_float(c, np.float32)
-    assert R.rel_err(run_graph(g, x), ref) < 1e-5
+    assert fp32_error_ok(c, run_graph(g, x), ref)
 
 
 @settings(max_examples=60, **SETTINGS)
@@ -77,7 +90,7 @@ def test_conv_fp16(c):
 @given(conv_cases(big_kernels=True))
 def test_conv_fp32_large_kernels(c):
     g, x, ref = build_float(c, np.float32)
-    assert R.rel_err(run_graph(g, x), ref) < 1e-5
+    assert fp32_error_ok(c, run_graph(g, x), ref)
 
 
 def build_int8(c, rng, steps_spec=(), x_fmt=F.LINEAR, y_fmt=F.LINEAR, lut=0):

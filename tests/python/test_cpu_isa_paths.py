@@ -2,9 +2,8 @@
 avx512vnni; src/engine/cpu/cpu_isa.h) on this machine: the switch selects what it names, the
 convolution suite passes against NumPy on each path, whole INT8 networks give the same bytes on
 every path, and whole FP16 networks the same bytes on the avx2 and avx512vnni paths (both FMA kernels
-give every output the same sequence of FMAs; the portable path rounds each product, so its FP16 bytes
-may differ within the tolerance). Paths this CPU cannot run are skipped (the CPU model changes between
-machines)."""
+give every output the same sequence of FMAs, as the portable path's std::fma does). Paths this CPU
+cannot run are skipped (the CPU model changes between machines)."""
 import ctypes
 import os
 import subprocess

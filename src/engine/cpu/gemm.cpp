@@ -3,15 +3,10 @@
 #include "cpu_isa.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define SOFTDLA_X86 1
-// GCC 12's AVX-512 headers pass an undefined register as the unused merge source of unmasked
-// intrinsics, which -Wmaybe-uninitialized reports at every call site (a false positive).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "x86_simd.h"
 
 namespace softdla::cpu {
 namespace {
@@ -26,7 +21,7 @@ void tile_f32_portable(const float* const* a, const float* panel, size_t k, floa
   for (size_t p = 0; p < k; ++p) {
     const float* b = panel + p * kPanel;
     for (size_t r = 0; r < R; ++r)
-      for (size_t j = 0; j < kPanel; ++j) acc[r][j] += a[r][p] * b[j];
+      for (size_t j = 0; j < kPanel; ++j) acc[r][j] = std::fma(a[r][p], b[j], acc[r][j]);  // as the FMA tiles
   }
   std::memcpy(out, acc, sizeof(acc));
 }

@@ -1,14 +1,10 @@
 #include "half_convert.h"
 
 #include "numerics.h"
+#include "x86_simd.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef SOFTDLA_X86
 #include <cpuid.h>
-#include <immintrin.h>
-#define SOFTDLA_X86 1
-// GCC 12's AVX-512 headers pass an undefined register as the unused merge source of unmasked
-// intrinsics, which -Wmaybe-uninitialized reports at every call site (a false positive).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace softdla::cpu {

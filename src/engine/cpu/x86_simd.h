@@ -4,6 +4,9 @@
 #include <immintrin.h>
 #define SOFTDLA_X86 1
 // GCC 12's AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source of unmasked
-// intrinsics, which -Wmaybe-uninitialized then reports at every call site (a false positive).
+// intrinsics, which -Wmaybe-uninitialized then reports at every call site (a false positive). Clang
+// has no such warning (nor the group).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
