@@ -180,3 +180,31 @@ def test_builder_doc_carries_the_generated_op_table():
     doc = open(os.path.join(ROOT, "docs", "BUILDER.md")).read()
     begin, end = "<!-- op table: begin -->\n", "<!-- op table: end -->"
     assert doc[doc.index(begin) + len(begin):doc.index(end)] == table, "regenerate with: build/softdla ops"
+
+
+# ------------------------------------------------------------------ clipped ReLU in INT8
+@pytest.mark.parametrize("hi", [6.0, 0.5])
+def test_clipped_relu_is_one_op_at_its_planned_scale(tmp_path, hi):
+    """Conv -> Clip(0, hi) in INT8 writes the Clip's planned scale itself, with no requantize op after it:
+    calibrated under the bound (hi = 6, outputs reach about 3), saturation at that scale clips; calibrated at
+    the bound (hi = 0.5, often exceeded), the clip step does. Values against ONNX Runtime on new inputs."""
+    g = G(seed=7)
+    x = g.input("x", [1, 4, 8, 8])
+    y = g.node("Clip", [g.conv(x, 4, 8), g.const(np.float32(0.0)), g.const(np.float32(hi))])
+    m = g.model(y)
+    rng = np.random.default_rng(3)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", rng.standard_normal((16, 4, 8, 8)).astype(np.float32))
+    loadable = softdla.build(m, int8=True, fp16=True, calib_data=calib, progress=False)
+    layers = softdla.inspect(loadable)["layers"]
+    assert not any("requantize" in name for name, _, _ in layers), layers
+    images = rng.standard_normal((4, 1, 4, 8, 8)).astype(np.float32)
+    with softdla.Device() as dev:
+        module = dev.load(loadable)
+        for image in images:
+            got = module.run([image])[module.outputs[0].name]
+            want = ort_run(m, image)[0]
+            assert got.max() <= hi + 1e-6
+            # INT8 input, weight and output steps (the convolution reaches about 4 before the clip).
+            assert np.max(np.abs(got - want)) < 0.1, (hi, np.max(np.abs(got - want)))
