@@ -142,6 +142,18 @@ def test_conv_int8_exact(c, post):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# Rows wide enough for the implicit GEMM's vector packing (16-pixel runs of 1, 2, 3 or 4 channels,
+# stride 1 and 2, padding on either side, dilation) and the 1x1 stride-2 case that packs one phase.
+@pytest.mark.parametrize("c_in,r,stride,pads,dil", [
+    (8, 3, (1, 1), (1, 1, 1, 1), (1, 1)), (6, 3, (2, 2), (1, 0, 1, 2), (1, 1)), (5, 1, (2, 2), (0, 0, 0, 0), (1, 1)),
+    (4, 7, (2, 2), (3, 3, 3, 3), (1, 1)), (7, 3, (1, 2), (2, 2, 2, 2), (2, 2)), (3, 5, (2, 1), (0, 4, 0, 1), (1, 1))])
+def test_conv_int8_wide_rows(c_in, r, stride, pads, dil):
+    c = dict(n=2, c=c_in, k=19, h=11, w=75, r=r, s=r, stride=stride, dil=dil, pads=pads, groups=1, seed=c_in * r)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 16), 2 ** 16, 19)}), ("relu", {})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 @pytest.mark.parametrize("x_fmt,y_fmt", [(F.CHW32, F.CHW32), (F.DLA_LINEAR, F.DLA_LINEAR), (F.DLA_HWC4, F.CHW32)])
 def test_conv_int8_io_formats(x_fmt, y_fmt):
     c = dict(n=2, c=3, k=33, h=9, w=13, r=3, s=3, stride=(2, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=5)

@@ -99,17 +99,21 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
   cq_ = (g.C + per_slot_ - 1) / per_slot_;
   wq_ = g.OW + size_t(g.S - 1) * g.dw / g.sw;
   hq_ = g.OH + size_t(g.R - 1) * g.dh / g.sh;
-  phases_ = size_t(g.sh) * g.sw;
   grid_ = size_t(g.OH) * wq_;
   // The last tile reads up to a block past the grid, shifted by the farthest tap.
   const size_t reach = size_t(g.R - 1) * g.dh / g.sh * wq_ + size_t(g.S - 1) * g.dw / g.sw;
   plane_px_ = (grid_ + kBlockPixels - 1) / kBlockPixels * kBlockPixels + reach;
   const size_t taps = size_t(g.R) * g.S;
+  // Only the phases some tap reads are packed (a 1x1 stride-2 convolution reads one of four), in the
+  // order taps first reach them.
   for (uint32_t r = 0; r < g.R; ++r)
     for (uint32_t s = 0; s < g.S; ++s) {
-      const size_t phase = (size_t(r) * g.dh % g.sh) * g.sw + size_t(s) * g.dw % g.sw;
+      const uint32_t phase = (r * g.dh % g.sh) * g.sw + s * g.dw % g.sw;
+      const auto found = std::find(used_phases_.begin(), used_phases_.end(), phase);
+      const size_t slot = size_t(found - used_phases_.begin());
+      if (found == used_phases_.end()) used_phases_.push_back(phase);
       const size_t pixel = size_t(r) * g.dh / g.sh * wq_ + size_t(s) * g.dw / g.sw;
-      tap_offsets_.push_back((phase * cq_ * plane_px_ + pixel) * 4);
+      tap_offsets_.push_back((slot * cq_ * plane_px_ + pixel) * 4);
     }
   taps_quads_.assign((size_t(g.K) + kBlockRows) * taps * cq_, 0);
   offset_sums_.assign(g.K, 0);
@@ -128,33 +132,84 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
   }
 }
 
-// Slot rows [u0, u1) of the packed input, u = phase * cq + slot: quads of x + 128 as unsigned bytes, or
-// pairs of int16.
+// Slot rows [u0, u1) of the packed input, u = (used phase) * cq + slot: quads of x + 128 as unsigned
+// bytes, or pairs of int16.
 void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1) const {
   const size_t qstride = plane_px_ * 4;
   for (size_t u = u0; u < u1; ++u) {
-    const size_t phase = u / cq_, q = u % cq_, pa = phase / g_.sw, pb = phase % g_.sw;
+    const size_t phase = used_phases_[u / cq_], q = u % cq_, pa = phase / g_.sw, pb = phase % g_.sw;
     uint8_t* dst = packed + u * qstride;
     // Zero in each form (padding, and channels past C): byte 0x80 for quads, 0 for int16 pairs.
     std::memset(dst, pairs_ ? 0 : 0x80, qstride);
-    // Phase row a is padded row pa + a sh, input row pa + a sh - pt; likewise for columns.
+    // Phase column b reads input column pb + b sw - pl: the columns [b0, b1) are inside the input.
+    const int64_t first = int64_t(g_.pl) - int64_t(pb);
+    const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
+    const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);  // b sw < past
+    const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
+    if (b0 >= b1) continue;
+    const uint32_t lanes = std::min<uint32_t>(per_slot_, g_.C - per_slot_ * uint32_t(q));
+    // Phase row a is padded row pa + a sh, input row pa + a sh - pt.
     for (size_t a = 0; a < hq_; ++a) {
       const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;
       if (i < 0 || i >= g_.H) continue;
-      const int64_t first = int64_t(g_.pl) - int64_t(pb);  // column b reads input column pb + b sw - pl
-      const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
-      for (uint32_t lane = 0; lane < per_slot_ && per_slot_ * q + lane < g_.C; ++lane) {
-        const int8_t* src = x + (size_t(per_slot_ * q + lane) * g_.H + size_t(i)) * g_.W;
-        uint8_t* d = dst + a * wq_ * 4;
-        for (size_t b = b0; b < wq_; ++b) {
-          const size_t j = pb + b * g_.sw - g_.pl;
-          if (j >= g_.W) break;
-          if (pairs_) reinterpret_cast<int16_t*>(d + b * 4)[lane] = src[j];
-          else d[b * 4 + lane] = uint8_t(src[j]) ^ 0x80u;
+      const int8_t* src[4];
+      for (uint32_t lane = 0; lane < lanes; ++lane)
+        src[lane] = x + (size_t(per_slot_ * q + lane) * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
+      uint8_t* d = dst + (a * wq_ + b0) * 4;
+      const size_t n = b1 - b0;
+      const size_t done = lanes == per_slot_ ? interleave_run(src, d, n) : 0;
+      for (size_t b = done; b < n; ++b)
+        for (uint32_t lane = 0; lane < lanes; ++lane) {
+          const int8_t v = src[lane][b * g_.sw];
+          if (pairs_) reinterpret_cast<int16_t*>(d + b * 4)[lane] = v;
+          else d[b * 4 + lane] = uint8_t(v) ^ 0x80u;
         }
-      }
     }
   }
+}
+
+// Interleaves whole 16-pixel runs of the slot's channel rows (src[lane][b * sw]) into d's 4-byte slots
+// with SSE2 (stride 1 or 2; reads stay inside each row's n * sw bytes), and returns the pixels done.
+size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size_t n) const {
+#ifdef SOFTDLA_X86
+  if (g_.sw > 2) return 0;
+  const __m128i even = _mm_set1_epi16(0x00ff), flip = _mm_set1_epi8(char(0x80));
+  // 16 values of row p: the run's next bytes, or its even bytes for stride 2.
+  auto load = [&](const int8_t* p) {
+    if (g_.sw == 1) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    return _mm_packus_epi16(_mm_and_si128(lo, even), _mm_and_si128(hi, even));
+  };
+  size_t b = 0;
+  // A stride-2 load reads 32 bytes, one past its 16th value: the run's last byte is (n - 1) sw.
+  for (; b + 15 + g_.sw <= n; b += 16) {
+    __m128i* out = reinterpret_cast<__m128i*>(d + b * 4);
+    if (pairs_) {
+      // Sign-extended int16 lanes: channel 0 in the low half of each slot, channel 1 in the high.
+      const __m128i v0 = load(src[0] + b * g_.sw), v1 = load(src[1] + b * g_.sw);
+      const __m128i c0lo = _mm_srai_epi16(_mm_unpacklo_epi8(v0, v0), 8), c0hi = _mm_srai_epi16(_mm_unpackhi_epi8(v0, v0), 8);
+      const __m128i c1lo = _mm_srai_epi16(_mm_unpacklo_epi8(v1, v1), 8), c1hi = _mm_srai_epi16(_mm_unpackhi_epi8(v1, v1), 8);
+      _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(c0lo, c1lo));
+      _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(c0lo, c1lo));
+      _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(c0hi, c1hi));
+      _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(c0hi, c1hi));
+    } else {
+      const __m128i v0 = load(src[0] + b * g_.sw), v1 = load(src[1] + b * g_.sw);
+      const __m128i v2 = load(src[2] + b * g_.sw), v3 = load(src[3] + b * g_.sw);
+      const __m128i ab_lo = _mm_unpacklo_epi8(v0, v1), ab_hi = _mm_unpackhi_epi8(v0, v1);
+      const __m128i cd_lo = _mm_unpacklo_epi8(v2, v3), cd_hi = _mm_unpackhi_epi8(v2, v3);
+      _mm_storeu_si128(out + 0, _mm_xor_si128(_mm_unpacklo_epi16(ab_lo, cd_lo), flip));
+      _mm_storeu_si128(out + 1, _mm_xor_si128(_mm_unpackhi_epi16(ab_lo, cd_lo), flip));
+      _mm_storeu_si128(out + 2, _mm_xor_si128(_mm_unpacklo_epi16(ab_hi, cd_hi), flip));
+      _mm_storeu_si128(out + 3, _mm_xor_si128(_mm_unpackhi_epi16(ab_hi, cd_hi), flip));
+    }
+  }
+  return b;
+#else
+  (void)src, (void)d, (void)n;
+  return 0;
+#endif
 }
 
 void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const {
@@ -193,9 +248,9 @@ void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, cons
 
 void ImplicitConvS8::run(const int8_t* x, ThreadPool& pool, const Epilogue& epilogue) const {
   thread_local std::vector<uint8_t> packed;  // the calling thread's: the workers get a pointer
-  packed.resize(phases_ * cq_ * plane_px_ * 4);
+  packed.resize(used_phases_.size() * cq_ * plane_px_ * 4);
   uint8_t* data = packed.data();
-  pool.parallel_for(phases_ * cq_, [&](size_t b, size_t e) { pack(x, data, b, e); }, ThreadPool::min_items(plane_px_ * 4));
+  pool.parallel_for(used_phases_.size() * cq_, [&](size_t b, size_t e) { pack(x, data, b, e); }, ThreadPool::min_items(plane_px_ * 4));
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
     for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * kBlockRows, (u / row_blocks) * kBlockPixels, epilogue);

@@ -40,6 +40,7 @@ class ImplicitConvS8 {
 
  private:
   void pack(const int8_t* x, uint8_t* packed, size_t q0, size_t q1) const;
+  size_t interleave_run(const int8_t* const* src, uint8_t* d, size_t n) const;
   void block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
 
   ImplicitGeometry g_;
@@ -47,7 +48,7 @@ class ImplicitConvS8 {
   uint32_t per_slot_ = 4;   // channels per 4-byte slot: 4 (quads) or 2 (int16 pairs)
   size_t cq_ = 0;           // channel slots
   size_t wq_ = 0, hq_ = 0;  // a phase plane
-  size_t phases_ = 1;       // sh * sw
+  std::vector<uint32_t> used_phases_;  // the stride phases (a * sw + b) some tap reads, in pack order
   size_t grid_ = 0;         // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;     // pixels per quad row of a phase plane, with slack for the last loads
   std::vector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K)
