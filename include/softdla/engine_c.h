@@ -41,6 +41,10 @@ const char* softdla_engine_cpu_isa(void);
  * run the CUDA backend and copy the outputs back. */
 int softdla_engine_use_gpu(softdla_engine* engine, char* err, size_t errlen);
 
+/* 1 when the CPU backend runs op i inside op i - 1's kernel (a convolution and the residual add after
+ * it, fused; docs/NUMERICS.md), 0 when op i runs on its own or i is out of range. */
+int softdla_engine_op_fused(const softdla_engine* engine, uint32_t op);
+
 /* Runs once. inputs/outputs hold one buffer per I/O tensor, each io_size bytes. */
 int softdla_engine_run(softdla_engine* engine, const void* const* inputs, void* const* outputs, char* err,
                        size_t errlen);

@@ -5,6 +5,7 @@
 #include "error.h"
 #include "io_convert.h"
 #include "io_layout.h"
+#include "op_fusion.h"
 #include "tensor_placement.h"
 #include "thread_pool.h"
 
@@ -12,6 +13,12 @@ namespace softdla {
 
 Engine::Engine(Model model) : model_(std::move(model)) {
   for (size_t i = 0; i < model_.ops.size(); ++i) kernels_.push_back(cpu::make_kernel(model_, i));
+  // A kernel that can also compute the next op (a convolution and the residual add after it) takes it.
+  absorbed_.assign(model_.ops.size(), false);
+  const std::vector<int> fusible = fusible_next_inputs(model_);
+  for (size_t i = 0; i + 1 < kernels_.size(); ++i)
+    if (!absorbed_[i] && fusible[i] >= 0 && kernels_[i]->fuse_next(model_, model_.ops[i + 1], size_t(fusible[i])))
+      absorbed_[i + 1] = true;
   io_linear_.resize(model_.inputs.size() + model_.outputs.size());
 }
 
@@ -59,12 +66,19 @@ void Engine::run(std::span<const void* const> inputs, std::span<void* const> out
   ThreadPool& pool = ThreadPool::shared();
   for (size_t i = 0; i < model_.ops.size(); ++i) {
     const Op& op = model_.ops[i];
-    OpIo io;
-    for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
-    io.output = where[op.outputs[0]];
     const auto start = Clock::now();
-    kernels_[i]->run(io, pool);
-    const auto end = Clock::now();
+    if (!absorbed_[i]) {  // an absorbed op ran inside the previous op's kernel: it takes no time of its own
+      OpIo io;
+      for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
+      io.output = where[op.outputs[0]];
+      if (i + 1 < model_.ops.size() && absorbed_[i + 1]) {
+        const Op& next = model_.ops[i + 1];
+        for (uint32_t t : next.inputs) io.fused_inputs.push_back(where[t]);
+        io.output = where[next.outputs[0]];
+      }
+      kernels_[i]->run(io, pool);
+    }
+    const auto end = absorbed_[i] ? start : Clock::now();
     if (timings) (*timings)[i] = {ms_since(start), ms_since(end)};
     if (end > deadline)
       throw TaskTimeout("task ran past its timeout after op " + std::to_string(i) + " '" + op.name + "'");

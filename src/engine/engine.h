@@ -29,6 +29,8 @@ class Engine {
   ~Engine();
 
   const Model& model() const { return model_; }
+  // Whether op i runs inside op i - 1's kernel (OpKernel::fuse_next); false for an index out of range.
+  bool op_fused(size_t i) const { return i < absorbed_.size() && absorbed_[i]; }
 
   // inputs[i] / outputs[i]: buffers of model().inputs[i].desc.size bytes in the binding's format.
   // Thread-safe; concurrent calls on one Engine run one after another.
@@ -40,6 +42,7 @@ class Engine {
  private:
   Model model_;
   std::vector<std::unique_ptr<OpKernel>> kernels_;
+  std::vector<bool> absorbed_;  // op i runs inside op i - 1's kernel (OpKernel::fuse_next)
   mutable std::mutex mutex_;
   mutable std::vector<uint8_t> arena_;
   mutable std::vector<std::vector<uint8_t>> io_linear_;  // linear copies of non-linear I/O tensors

@@ -56,6 +56,10 @@ extern "C" uint32_t softdla_engine_num_outputs(const softdla_engine* e) {
   return e ? uint32_t(e->engine.model().outputs.size()) : 0;
 }
 
+extern "C" int softdla_engine_op_fused(const softdla_engine* e, uint32_t op) {
+  return e && e->engine.op_fused(op) ? 1 : 0;
+}
+
 extern "C" uint64_t softdla_engine_io_size(const softdla_engine* e, int is_output, uint32_t i) {
   if (!e) return 0;
   const auto& list = is_output ? e->engine.model().outputs : e->engine.model().inputs;

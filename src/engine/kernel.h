@@ -32,12 +32,16 @@ inline size_t eltwise_operand_slot(const Op& op, int32_t tensor) {
 
 struct OpIo {
   std::vector<const void*> inputs;  // one per Op::inputs entry (constants point at their data)
-  void* output = nullptr;
+  void* output = nullptr;           // the next op's output when fuse_next() took it
+  std::vector<const void*> fused_inputs;  // the next op's inputs, when fuse_next() took it
 };
 
 class OpKernel {
  public:
   virtual ~OpKernel() = default;
+  // Takes over `next`, the following op, whose input `input` is this op's output and read by nothing
+  // else (op_fusion.h): run() then computes next's output and next is not run. False when it cannot.
+  virtual bool fuse_next(const Model& /*m*/, const Op& /*next*/, size_t /*input*/) { return false; }
   virtual void run(const OpIo& io, ThreadPool& pool) const = 0;
 };
 

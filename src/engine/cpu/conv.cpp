@@ -204,6 +204,20 @@ class ConvKernel final : public OpKernel {
     }
   }
 
+  // An INT8 convolution takes the residual add after it (an SDP op adding two int8 tensors of the
+  // output's shape, in the residual window form): each run of results is added to the other operand
+  // as it is written, exactly as the add's own kernel would, and the intermediate is never stored.
+  bool fuse_next(const Model& m, const Op& next, size_t input) override {
+    const auto* p = std::get_if<SdpParams>(&next.params);
+    if (dtype_ != DataType::kInt8 || !p || next.inputs.size() != 2) return false;
+    const Tensor& out = m.tensors[next.outputs[0]];
+    for (uint32_t t : {next.inputs[0], next.inputs[1], next.outputs[0]})
+      if (m.tensors[t].shape != out.shape || m.tensors[t].dtype != DataType::kInt8) return false;
+    residual_ = residual_window(next, *p);
+    residual_swapped_ = input == 1;
+    return residual_.has_value();
+  }
+
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t kdim = g_.kdim(), ohw = size_t(g_.OH) * g_.OW;
     if (depthwise_) {
@@ -278,8 +292,8 @@ class ConvKernel final : public OpKernel {
           int64_t* v = acc.data() + (r - r0) * cols;
           for (size_t j = 0; j < cols; ++j) v[j] = num::sat32(v[j]);
           const uint32_t k = uint32_t(k_first + r);
-          int8_t* out = static_cast<int8_t*>(io.output) + (out_base + k) * ohw + col0;
-          chain_.run_int8(v, cols, n, k, col0, io.inputs.data(), out);
+          emit_int8(io, (out_base + k) * ohw + col0, cols,
+                    [&](int8_t* out) { chain_.run_int8(v, cols, n, k, col0, io.inputs.data(), out); });
         }
       };
       split_rows(rows, g_.Kg, split);
@@ -324,11 +338,13 @@ class ConvKernel final : public OpKernel {
       int8_t* y = static_cast<int8_t*>(io.output) + size_t(n) * g_.K * ohw;
       implicit_->run(static_cast<const int8_t*>(io.inputs[0]) + n * in_image, pool,
                      [&](uint32_t k, size_t hw0, const int32_t* sums, size_t count) {
-                       int8_t* out = y + size_t(k) * ohw + hw0;
-                       if (windows_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
-                       thread_local std::vector<int64_t> wide;
-                       wide.assign(sums, sums + count);
-                       chain_.run_int8(wide.data(), count, n, k, hw0, io.inputs.data(), out);
+                       emit_int8(io, size_t(y - static_cast<int8_t*>(io.output)) + size_t(k) * ohw + hw0, count,
+                                 [&](int8_t* out) {
+                                   if (windows_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
+                                   thread_local std::vector<int64_t> wide;
+                                   wide.assign(sums, sums + count);
+                                   chain_.run_int8(wide.data(), count, n, k, hw0, io.inputs.data(), out);
+                                 });
                      });
     }
   }
@@ -365,13 +381,11 @@ class ConvKernel final : public OpKernel {
       for (size_t r = r0; r < r1; ++r) {
         const int32_t* v = acc.data() + (r - r0) * cols;
         const uint32_t k = uint32_t(k_first + r);
-        int8_t* out = static_cast<int8_t*>(io.output) + (out_base + k) * ohw + col0;
-        if (windows_) {
-          requantize_window(active_isa(), v, (*windows_)[k], out, cols);
-        } else {
+        emit_int8(io, (out_base + k) * ohw + col0, cols, [&](int8_t* out) {
+          if (windows_) return requantize_window(active_isa(), v, (*windows_)[k], out, cols);
           wide.assign(v, v + cols);
           chain_.run_int8(wide.data(), cols, n, k, col0, io.inputs.data(), out);
-        }
+        });
       }
     };
     split_rows(work, g_.Kg, split);
@@ -395,9 +409,11 @@ class ConvKernel final : public OpKernel {
         w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
         depthwise_s8(g_, x, w.data(), acc.data());
       }
-      if (windows_) return requantize_window(active_isa(), acc.data(), (*windows_)[k], static_cast<int8_t*>(io.output) + y_off, ohw);
-      std::copy(acc.begin(), acc.end(), wide.begin());
-      chain_.run_int8(wide.data(), ohw, n, k, 0, io.inputs.data(), static_cast<int8_t*>(io.output) + y_off);
+      emit_int8(io, y_off, ohw, [&](int8_t* out) {
+        if (windows_) return requantize_window(active_isa(), acc.data(), (*windows_)[k], out, ohw);
+        std::copy(acc.begin(), acc.end(), wide.begin());
+        chain_.run_int8(wide.data(), ohw, n, k, 0, io.inputs.data(), out);
+      });
       return;
     }
     thread_local std::vector<float> acc, xf;
@@ -416,6 +432,21 @@ class ConvKernel final : public OpKernel {
       floats_to_halves(acc.data(), static_cast<uint16_t*>(io.output) + y_off, ohw);
     else
       std::memcpy(static_cast<float*>(io.output) + y_off, acc.data(), ohw * sizeof(float));
+  }
+
+  // Hands `write` the place for the int8 results of output elements [offset, offset + count): the
+  // output itself, or with a fused residual add, a scratch run then added to the add's other operand
+  // into the output (the add's output, the same elements).
+  template <class Write>
+  void emit_int8(const OpIo& io, size_t offset, size_t count, Write&& write) const {
+    int8_t* out = static_cast<int8_t*>(io.output) + offset;
+    if (!residual_) return write(out);
+    thread_local std::vector<int8_t> mine;
+    mine.resize(count);
+    write(mine.data());
+    const int8_t* other = static_cast<const int8_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]) + offset;
+    if (residual_swapped_) residual_add(active_isa(), other, mine.data(), *residual_, out, count);
+    else residual_add(active_isa(), mine.data(), other, *residual_, out, count);
   }
 
   template <class Fn>
@@ -437,6 +468,8 @@ class ConvKernel final : public OpKernel {
   std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided) on AVX-512 VNNI
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
+  std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form
+  bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
   std::vector<float> wf_;
 };

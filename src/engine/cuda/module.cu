@@ -11,6 +11,7 @@
 #include "io_device.cuh"
 #include "io_layout.h"
 #include "model_checks.h"
+#include "op_fusion.h"
 #include "statistics_record.h"
 #include "tensor_placement.h"
 
@@ -100,31 +101,10 @@ class GpuModule final : public Module {
   // residual-add SDP op after it). The intermediate between them is then never written.
   void fuse_ops() {
     absorbed_.assign(ops_.size(), 0);
-    std::vector<uint32_t> readers(model_.tensors.size(), 0);
-    for (const Op& op : model_.ops)
-      for (uint32_t t : op.inputs) ++readers[t];
-    for (const IoBinding& io : model_.outputs) ++readers[io.tensor];
-    const std::vector<bool> in_arena = intermediate_mask(model_);
-    for (size_t i = 0; i + 1 < ops_.size(); ++i) {
-      const Op &op = model_.ops[i], &next = model_.ops[i + 1];
-      // Which of next's inputs op computes: the first, or (a residual add whose other operand came
-      // earlier) the second.
-      size_t input = 0;
-      while (input < next.inputs.size() && input < 2 && next.inputs[input] != op.outputs[0]) ++input;
-      if (absorbed_[i] || input == next.inputs.size() || input == 2 || readers[op.outputs[0]] != 1) continue;
-      // The fused kernel writes next's output while it reads op's inputs: their bytes must not meet
-      // (the memory plan may reuse op's inputs for next's output, as their lifetimes do not overlap).
-      bool disjoint = true;
-      for (uint32_t in : op.inputs) disjoint = disjoint && !arena_overlap(in, next.outputs[0], in_arena);
-      if (disjoint && ops_[i]->fuse_next(model_, next, input, ctx_)) absorbed_[i + 1] = 1;
-    }
-  }
-
-  bool arena_overlap(uint32_t a, uint32_t b, const std::vector<bool>& in_arena) const {
-    if (!in_arena[a] || !in_arena[b]) return false;
-    auto bytes = [&](uint32_t t) { return element_count(model_.tensors[t].shape) * element_size(model_.tensors[t].dtype); };
-    const uint64_t a0 = model_.memory_plan.offsets[a], b0 = model_.memory_plan.offsets[b];
-    return a0 < b0 + bytes(b) && b0 < a0 + bytes(a);
+    const std::vector<int> fusible = fusible_next_inputs(model_);
+    for (size_t i = 0; i + 1 < ops_.size(); ++i)
+      if (!absorbed_[i] && fusible[i] >= 0 && ops_[i]->fuse_next(model_, model_.ops[i + 1], size_t(fusible[i]), ctx_))
+        absorbed_[i + 1] = 1;
   }
 
   cudaGraphExec_t graph_for(const void* const* inputs, void* const* outputs) {

@@ -1,0 +1,93 @@
+"""A convolution fused with the residual add after it (the CPU backend runs both in one kernel and never
+writes the intermediate): byte-exact against NumPy's integer reference on every convolution path
+(implicit GEMM, 1x1 planes, im2col, depthwise), with the convolution computing the add's first or
+second input, and not fused where the intermediate has another reader."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sdla_testkit import reference as R
+from sdla_testkit import writer
+from sdla_testkit.engine import Engine, lib, run_graph
+
+# (input channels, output channels, kernel, stride, pads, groups): one per CPU convolution path.
+GEOMETRIES = {
+    "3x3": (16, 24, 3, 1, 1, 1),          # implicit GEMM
+    "3x3-stride2": (8, 16, 3, 2, 1, 1),  # implicit GEMM, stride phases
+    "1x1": (32, 40, 1, 1, 0, 1),          # the input planes read directly
+    "grouped": (12, 12, 3, 1, 1, 3),      # im2col
+    "depthwise": (20, 20, 3, 1, 1, 20),   # depthwise planes
+}
+
+
+def build(geometry, seed, swapped, residual_chain, also_output=False):
+    cin, cout, k, stride, pad, groups = GEOMETRIES[geometry]
+    rng = np.random.default_rng(seed)
+    n, h, w = 2, 9, 23
+    oh = (h + 2 * pad - k) // stride + 1
+    ow = (w + 2 * pad - k) // stride + 1
+    x = rng.integers(-128, 128, (n, cin, h, w)).astype(np.int8)
+    e = rng.integers(-128, 128, (n, cout, oh, ow)).astype(np.int8)
+    wt = rng.integers(-128, 128, (cout, cin // groups, k, k)).astype(np.int8)
+    bias = rng.integers(-(2 ** 16), 2 ** 16, cout)
+    kdim = cin // groups * k * k
+    mult = rng.integers(1, 2 ** 15, cout)
+    shift = np.full(cout, int(np.ceil(np.log2(128 * 128 * np.sqrt(kdim) * 2 ** 15 / 127))) + 1)
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.int8, 0.05)
+    ei = g.input("e", e.shape, np.int8, 0.05)
+    c = g.tensor("c", (n, cout, oh, ow), np.int8, 0.1)
+    y = g.tensor("y", (n, cout, oh, ow), np.int8, 0.1)
+    conv_steps = [("bias", {"values": bias}), ("relu", {})]
+    post = writer.sdp([writer.sdp_step("bias", ivalues=bias), writer.sdp_step("relu")], multiplier=mult, shift=shift)
+    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.int8), (stride, stride), (pad,) * 4, (1, 1), groups, post))
+    # The add: [Scale] EltAdd(second input) [ReLU | Clip], one multiplier.
+    tm, ts = int(rng.integers(1, 2 ** 14)), int(rng.integers(0, 15))
+    steps, ref_steps = [], []
+    if "scale" in residual_chain:
+        sm, ss = int(rng.integers(1, 2 ** 14)), int(rng.integers(0, 15))
+        steps.append(writer.sdp_step("scale", ivalues=[sm], shift=ss))
+        ref_steps.append(("scale", {"values": [sm], "shift": ss}))
+    first, second = (ei, c) if swapped else (c, ei)
+    steps.append(writer.sdp_step("add", tensor=second, tensor_multiplier=tm, tensor_shift=ts))
+    ref_steps.append(("add", {"operand": 0, "tm": tm, "ts": ts}))
+    if "relu" in residual_chain:
+        steps.append(writer.sdp_step("relu"))
+        ref_steps.append(("relu", {}))
+    if "clip" in residual_chain:
+        steps.append(writer.sdp_step("clip", lo_i=-3000, hi_i=90000))
+        ref_steps.append(("clip", {"lo": -3000, "hi": 90000}))
+    m, s = int(rng.integers(1, 2 ** 15)), int(rng.integers(12, 26))
+    g.op("Sdp", [first, second], y, writer.sdp(steps, multiplier=[m], shift=[s]))
+    g.output(y)
+    if also_output:
+        g.output(c)
+    conv_ref = R.sdp_int8(R.sat32(R.conv_acc(x, wt, (stride, stride), (pad,) * 4, (1, 1), groups, exact=True)),
+                          conv_steps, mult, shift)
+    a, b = (e, conv_ref) if swapped else (conv_ref, e)
+    ref = R.sdp_int8(a.astype(np.int64), ref_steps, [m], [s], [b])
+    return g, (x, e), ref, conv_ref
+
+
+def fused_ops(g):
+    eng = Engine(g.serialize(), backend="cpu")
+    return [i for i in range(len(g.ops)) if lib().softdla_engine_op_fused(eng.h, i)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(GEOMETRIES)), st.integers(0, 2 ** 31), st.booleans(),
+       st.sampled_from(["", "relu", "scale relu", "clip", "scale"]))
+def test_fused_residual_add_is_exact(geometry, seed, swapped, chain):
+    g, arrays, ref, _ = build(geometry, seed, swapped, chain)
+    assert fused_ops(g) == [1]  # the add ran inside the convolution's kernel
+    np.testing.assert_array_equal(run_graph(g, *arrays), ref)
+
+
+@pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
+def test_not_fused_when_the_intermediate_is_also_an_output(geometry):
+    g, arrays, ref, conv_ref = build(geometry, 7, False, "relu", also_output=True)
+    assert fused_ops(g) == []
+    y, c = run_graph(g, *arrays)
+    np.testing.assert_array_equal(y, ref)
+    np.testing.assert_array_equal(c, conv_ref)
