@@ -15,17 +15,18 @@ namespace softdla::cpu {
 namespace {
 
 // One int8 plane, separably: for each output row, the window's input rows are reduced column by
-// column into `line` (contiguous, vectorised), then each output reduces its window's columns of `line`.
-// Max and the sum of an average are exact either way round.
+// column into `line`, then the windows along the row (both passes contiguous, vectorised). Max and the
+// sum of an average are exact either way round.
 SOFTDLA_MULTIVERSION
 void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8_t* x, int8_t* y, size_t pl) {
   const size_t H = in[2], W = in[3], OH = out[2], OW = out[3];
   const bool max = p.kind == PoolKind::kMax;
   x += pl * H * W;
   y += pl * OH * OW;
-  thread_local std::vector<int32_t> line;
-  line.resize(W);
+  thread_local std::vector<int32_t> line, windows;
+  line.resize(W), windows.resize(W);
   int32_t* __restrict acc = line.data();
+  int32_t* __restrict win = windows.data();
   for (size_t oh = 0; oh < OH; ++oh) {
     const int64_t h0 = int64_t(oh * p.stride_h) - p.pad_top;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
@@ -38,14 +39,26 @@ void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8
         for (size_t w = 0; w < W; ++w) acc[w] += row[w];
     }
     const unsigned kh = p.exclude_padding ? unsigned(he - hb) : p.kernel_h;
+    // Every window that lies inside the row, reduced at once (contiguous, vectorised): windows[w] covers
+    // columns [w, w + kernel_w). Outputs whose window sticks out over the padding reduce their own.
+    const size_t kw = p.kernel_w, inside = W >= kw ? W - kw + 1 : 0;
+    std::copy_n(acc, inside, win);
+    for (size_t t = 1; t < kw; ++t) {
+      if (max)
+        for (size_t w = 0; w < inside; ++w) win[w] = std::max(win[w], acc[w + t]);
+      else
+        for (size_t w = 0; w < inside; ++w) win[w] += acc[w + t];
+    }
     for (size_t ow = 0; ow < OW; ++ow) {
       const int64_t w0 = int64_t(ow * p.stride_w) - p.pad_left;
       const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p.kernel_w, W);
       int64_t v = max ? -128 : 0;
-      for (int64_t w = wb; w < we; ++w) v = max ? std::max<int64_t>(v, acc[w]) : v + acc[w];
+      if (w0 >= 0 && size_t(w0) < inside) v = win[w0];
+      else
+        for (int64_t w = wb; w < we; ++w) v = max ? std::max<int64_t>(v, acc[w]) : v + acc[w];
       if (!max) {
-        const unsigned kw = p.exclude_padding ? unsigned(we - wb) : p.kernel_w;
-        v = num::rshift_rhaz(v * num::q16_reciprocal(kw), 16);
+        const unsigned kwu = p.exclude_padding ? unsigned(we - wb) : p.kernel_w;
+        v = num::rshift_rhaz(v * num::q16_reciprocal(kwu), 16);
         v = num::rshift_rhaz(v * num::q16_reciprocal(kh), 16);
       }
       y[oh * OW + ow] = num::sat8(v);
