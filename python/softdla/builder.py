@@ -80,5 +80,7 @@ def check(model, *, target="orin", shapes=None):
 
 
 def inspect(loadable):
-    """A loadable's (path or bytes) build info, I/O tensors and layers, as a dict."""
+    """A loadable's (path or bytes) build info, I/O tensors and layers, as a dict. Its "layer_info" is a
+    list with one dict per op in execution order: tensors, params, fused stages, precision, MACs and bytes
+    (docs/PROFILING.md, "Layer information"); `softdla inspect --json` prints the same dict as JSON."""
     return _inspect(_read(loadable))

@@ -8,6 +8,8 @@
 
 #include "builder.h"
 #include "error.h"
+#include "json_writer.h"
+#include "layer_info.h"
 #include "loadable.h"
 
 namespace nb = nanobind;
@@ -97,7 +99,7 @@ NB_MODULE(_builder_ext, m) {
         e["shape"] = nb::make_tuple(t.shape[0], t.shape[1], t.shape[2], t.shape[3]);
         e["dtype"] = to_string(t.dtype);
         e["format"] = to_string(b.format);
-        e["scale"] = t.scale;
+        e["scale"] = json_float_value(t.scale);  // the float32 scale, as `inspect --json` reads back
         e["size"] = b.desc.size;
         e["strides"] = nb::make_tuple(b.desc.stride[0], b.desc.stride[1], b.desc.stride[2], b.desc.stride[3]);
         l.append(e);
@@ -111,6 +113,58 @@ NB_MODULE(_builder_ext, m) {
       layers.append(nb::make_tuple(op.name, op_kind_name(op.params), to_string(model.tensors[op.outputs[0]].dtype)));
     d["layers"] = layers;
     d["arena_bytes"] = model.memory_plan.arena_size;
+    // The per-layer description (layer_info.h; docs/PROFILING.md): the same values as the JSON of
+    // `softdla inspect --json` (floats as the double their JSON text reads back as).
+    auto tensors = [](const std::vector<LayerTensorInfo>& list) {
+      nb::list l;
+      for (const LayerTensorInfo& t : list) {
+        nb::dict e;
+        e["name"] = t.name;
+        nb::list shape;  // a list, as json.loads gives it
+        for (uint32_t dim : t.shape) shape.append(dim);
+        e["shape"] = shape;
+        e["dtype"] = t.dtype;
+        e["scale"] = json_float_value(t.scale);
+        l.append(e);
+      }
+      return l;
+    };
+    nb::list layer_info;
+    for (const LayerInfo& li : describe_layers(model)) {
+      nb::dict e;
+      e["index"] = li.index;
+      e["name"] = li.name;
+      e["op"] = li.op;
+      e["precision"] = li.precision;
+      e["inputs"] = tensors(li.inputs);
+      e["outputs"] = tensors(li.outputs);
+      nb::dict params;
+      for (const LayerParam& p : li.params) {
+        const char* k = p.key.c_str();
+        switch (p.type) {
+          case LayerParam::Type::kInt: params[k] = p.i; break;
+          case LayerParam::Type::kInts: {
+            nb::list v;
+            for (int64_t x : p.ints) v.append(x);
+            params[k] = v;
+            break;
+          }
+          case LayerParam::Type::kFloat: params[k] = p.f; break;
+          case LayerParam::Type::kString: params[k] = p.s; break;
+          case LayerParam::Type::kBool: params[k] = p.b; break;
+        }
+      }
+      e["params"] = params;
+      nb::list fused;
+      for (const std::string& f : li.fused) fused.append(f);
+      e["fused"] = fused;
+      e["weight_bytes"] = li.weight_bytes;
+      e["macs"] = li.macs;
+      e["input_bytes"] = li.input_bytes;
+      e["output_bytes"] = li.output_bytes;
+      layer_info.append(e);
+    }
+    d["layer_info"] = layer_info;
     return d;
   });
 }
