@@ -7,9 +7,25 @@
 
 namespace softdla::cli {
 
-// softdla run: executes a loadable on the CPU engine over .npy inputs (several batches in turn).
-int run_command(const std::string& path, const std::map<std::string, std::string>& input_files,
-                const std::string& out_dir, int repeat, const std::string& labels_path);
+// What `softdla run` and `softdla profile` take.
+struct RunOptions {
+  std::string path;                                // the loadable
+  std::map<std::string, std::string> input_files;  // input name -> .npy (others get random values)
+  int repeat = 1;                                  // runs of the first batch
+  std::string backend;                             // cpu | cuda | auto; empty: SOFTDLA_BACKEND, else auto
+  uint64_t dla_core = 0;                           // --useDLACore: the device index of cudlaCreateDevice
+  // run only
+  std::string out_dir, labels_path;
+  std::string export_profile, export_times, export_layer_info;  // trtexec-style exports (docs/PROFILING.md)
+  // profile only
+  std::string trace_path;
+};
+// softdla run: executes a loadable through libcudla.so.1 (a DLA core in hybrid mode, as a cuDLA program
+// does) over .npy inputs (several batches in turn), prints its outputs, writes the exports asked for.
+int run_command(const RunOptions& o);
+// softdla profile: runs as `run` does with layer-wise statistics on and writes the timeline of the tasks
+// and their layers as Chrome-trace / Perfetto JSON.
+int profile_command(const RunOptions& o);
 // softdla inspect: I/O descriptors, layers with precision and fused steps, build metadata.
 int inspect_command(const std::string& path);
 // softdla compare: runs `python3 -m softdla.compare ARGS...` (the comparison needs ONNX Runtime) with

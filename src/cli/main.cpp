@@ -1,5 +1,6 @@
-// The softdla command: `build` and `check` (the builder), `run` and `inspect` (loadables), `compare`. The
-// subcommands live in their own files; this one parses the command line and maps errors to exit 1.
+// The softdla command: `build` and `check` (the builder), `run`, `profile` and `inspect` (loadables),
+// `compare`. The subcommands live in their own files; this one parses the command line and maps errors
+// to exit 1.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
@@ -35,13 +36,30 @@ int main(int argc, char** argv) {
   std::string path, out_dir;
   std::vector<std::string> inputs;
   int repeat = 1;
-  CLI::App* run = app.add_subcommand("run", "Run a loadable on the CPU engine and print its outputs");
+  CLI::App* run = app.add_subcommand("run", "Run a loadable on a DLA core (libcudla.so.1) and print its outputs");
   run->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
   run->add_option("-i,--input", inputs, "NAME=FILE.npy (NCHW; several batches run in turn; values are quantized for INT8 inputs)");
   run->add_option("-o,--output-dir", out_dir, "write each output as float32 NAME.npy here");
   run->add_option("-r,--repeat", repeat, "run the first batch this many times and report the median time")->check(whole_number(1, 1'000'000));
   std::string labels;
   run->add_option("--labels", labels, "class labels (.npy): print the top-1 accuracy of output 0")->check(CLI::ExistingFile);
+  // run and profile go through libcudla.so.1 on one DLA core, on the backend asked for (docs/PROFILING.md).
+  std::string backend, export_profile, export_times, export_layer_info, trace;
+  int run_core = 0;
+  const auto backend_help = "cpu | cuda | auto (default: SOFTDLA_BACKEND, else auto: the GPU where there is one)";
+  const auto core_help = "DLA core to run on (the device index given to cudlaCreateDevice; default 0)";
+  run->add_option("--backend", backend, backend_help)->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  run->add_option("--useDLACore", run_core, core_help)->check(whole_number(0, 63));
+  run->add_option("--exportProfile", export_profile, "write the per-layer times of every run as JSON (trtexec's layout)");
+  run->add_option("--exportTimes", export_times, "write each run's start, end and latency as JSON");
+  run->add_option("--exportLayerInfo", export_layer_info, "write the loadable's per-layer information as JSON");
+  CLI::App* profile = app.add_subcommand("profile", "Run a loadable with layer-wise statistics and write its timeline (Chrome trace / Perfetto JSON)");
+  profile->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
+  profile->add_option("-i,--input", inputs, "NAME=FILE.npy (as for run; inputs without one get random values)");
+  profile->add_option("-r,--repeat", repeat, "run the first batch this many times")->check(whole_number(1, 1'000'000));
+  profile->add_option("--backend", backend, backend_help)->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  profile->add_option("--useDLACore", run_core, core_help)->check(whole_number(0, 63));
+  profile->add_option("-o,--output", trace, "the trace file to write (JSON)")->required();
   CLI::App* inspect = app.add_subcommand("inspect", "Print a loadable's I/O descriptors, ops and build metadata");
   inspect->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
   // build: trtexec's DLA flags, so a trtexec command line works with the program name swapped.
@@ -173,7 +191,12 @@ int main(int argc, char** argv) {
       if (eq == std::string::npos) throw softdla::Error("--input takes NAME=FILE.npy, got '" + spec + "'");
       files[spec.substr(0, eq)] = spec.substr(eq + 1);
     }
-    return softdla::cli::run_command(path, files, out_dir, repeat, labels);
+    softdla::cli::RunOptions o;
+    o.path = path, o.input_files = files, o.repeat = repeat, o.backend = backend, o.dla_core = uint64_t(run_core);
+    o.out_dir = out_dir, o.labels_path = labels;
+    o.export_profile = export_profile, o.export_times = export_times, o.export_layer_info = export_layer_info;
+    o.trace_path = trace;
+    return *profile ? softdla::cli::profile_command(o) : softdla::cli::run_command(o);
   } catch (const std::exception& e) {
     std::cerr << "softdla: error: " << e.what() << "\n";
     return 1;

@@ -63,7 +63,7 @@ def test_committed_example_matches_generator(tmp_path):
     (["run", MODEL, "--input", "images"], "--input takes NAME=FILE.npy"),
     (["run", IMAGES], "not a softdla loadable"),
     (["run", MODEL, "--input", "imagse=" + IMAGES], "--input names 'imagse', which is not an input of this loadable; its inputs are 'images'"),
-    (["frobnicate"], "unknown command 'frobnicate'; the commands are run, inspect, build, check, ops, compare"),
+    (["frobnicate"], "unknown command 'frobnicate'; the commands are run, profile, inspect, build, check, ops, compare"),
 ])
 def test_run_errors(args, message):
     r = run(*args, check=False)

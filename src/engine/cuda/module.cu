@@ -11,6 +11,7 @@
 #include "io_device.cuh"
 #include "io_layout.h"
 #include "model_checks.h"
+#include "nvtx_range.h"
 #include "op_fusion.h"
 #include "statistics_record.h"
 #include "tensor_placement.h"
@@ -77,6 +78,7 @@ class GpuModule final : public Module {
   void enqueue(const void* const* inputs, void* const* outputs, void* statistics, uint64_t task_index,
                void* stream_ptr) override {
     const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+    const NvtxRange range(statistics ? "softdla task (layer-wise statistics)" : "softdla task");
     std::lock_guard<std::mutex> lock(mutex_);
     // Tasks of this module share the arena: each waits for the previous one, whatever its stream.
     SOFTDLA_CUDA(cudaStreamWaitEvent(stream, done_, 0));
@@ -167,6 +169,7 @@ class GpuModule final : public Module {
       if (statistics) stamp(stamps + 1 + 2 * i, stream);
       if (!absorbed_[i]) {
         const Op& op = model_.ops[i];
+        const NvtxRange range(op.name.c_str());  // the layer's name, as in the statistics and `softdla profile`
         GpuOpIo io;
         for (uint32_t t : op.inputs) io.inputs.push_back(where[t]);
         io.output = where[op.outputs[0]];
