@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace softdla::builder {
+struct CheckRow;
+}
+
 namespace softdla::cli {
 
 // What `softdla run` and `softdla profile` take.
@@ -26,8 +30,13 @@ int run_command(const RunOptions& o);
 // softdla profile: runs as `run` does with layer-wise statistics on and writes the timeline of the tasks
 // and their layers as Chrome-trace / Perfetto JSON.
 int profile_command(const RunOptions& o);
-// softdla inspect: I/O descriptors, layers with precision and fused steps, build metadata.
-int inspect_command(const std::string& path);
+// softdla inspect: I/O descriptors, layers with precision and fused steps, build metadata; with json, the
+// dict of softdla.inspect() as JSON, "layer_info" included (docs/PROFILING.md).
+int inspect_command(const std::string& path, bool json = false);
+// softdla check --json: the rows of builder::check() as {"model", "target", "nodes", "supported",
+// "unsupported"}; returns the exit status (1 when a node does not run on the DLA), as the table does.
+int print_check_json(const std::string& model_path, const std::string& target,
+                     const std::vector<builder::CheckRow>& rows);
 // softdla compare: runs `python3 -m softdla.compare ARGS...` (the comparison needs ONNX Runtime) with
 // the softdla package importable, and returns its exit status.
 int compare_command(const std::vector<std::string>& args);

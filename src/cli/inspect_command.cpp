@@ -9,20 +9,84 @@
 #include <random>
 #include <sstream>
 
+#include "builder.h"
 #include "commands.h"
 #include "engine.h"
 #include "error.h"
 #include "file_bytes.h"
 #include "io_convert.h"
 #include "io_layout.h"
+#include "json_writer.h"
+#include "layer_info.h"
 #include "loadable.h"
 #include "npy.h"
 #include "numerics.h"
 
 namespace softdla::cli {
 
-int inspect_command(const std::string& path) {
+namespace {
+
+// softdla.inspect()'s dict as JSON: the same keys and values (src/python/builder_ext.cpp).
+std::string inspect_json(const Model& m) {
+  JsonWriter w;
+  w.begin_object();
+  w.field("format_version", std::to_string(m.version.major) + "." + std::to_string(m.version.minor) + "." +
+                                std::to_string(m.version.patch));
+  w.field("target", to_string(m.target)).field("builder", m.build_info.builder);
+  w.field("precisions", m.build_info.precisions).field("flags", m.build_info.flags);
+  w.field("source_model_sha256", m.build_info.source_model_sha256);
+  auto io = [&](const char* key, const std::vector<IoBinding>& list) {
+    w.key(key).begin_array();
+    for (const IoBinding& b : list) {
+      const Tensor& t = m.tensors[b.tensor];
+      w.begin_object().field("name", t.name);
+      w.key("shape").begin_array();
+      for (uint32_t d : t.shape) w.value(d);
+      w.end_array();
+      w.field("dtype", to_string(t.dtype)).field("format", to_string(b.format)).field("scale", t.scale);
+      w.field("size", b.desc.size);
+      w.key("strides").begin_array();
+      for (size_t k = 0; k < 4; ++k) w.value(b.desc.stride[k]);
+      w.end_array().end_object();
+    }
+    w.end_array();
+  };
+  io("inputs", m.inputs);
+  io("outputs", m.outputs);
+  w.key("layers").begin_array();
+  for (const Op& op : m.ops)
+    w.begin_array().value(op.name).value(op_kind_name(op.params)).value(to_string(m.tensors[op.outputs[0]].dtype)).end_array();
+  w.end_array();
+  w.field("arena_bytes", m.memory_plan.arena_size);
+  w.key("layer_info");
+  write_layer_info(w, describe_layers(m));
+  w.end_object();
+  return w.str();
+}
+
+}  // namespace
+
+int print_check_json(const std::string& model_path, const std::string& target, const std::vector<builder::CheckRow>& rows) {
+  JsonWriter w;
+  size_t supported = 0;
+  w.begin_object().field("model", model_path).field("target", target);
+  w.key("nodes").begin_array();
+  for (const builder::CheckRow& r : rows) {
+    supported += r.supported;
+    w.begin_object().field("node", r.node).field("op", r.op).field("dla", r.supported).field("reason", r.reason).end_object();
+  }
+  w.end_array();
+  w.field("supported", supported).field("unsupported", rows.size() - supported).end_object();
+  std::cout << w.str() << "\n";
+  return supported == rows.size() ? 0 : 1;
+}
+
+int inspect_command(const std::string& path, bool json) {
   const Model m = read_loadable(read_file_bytes(path, "loadable", kMaxModelFileBytes));
+  if (json) {
+    std::cout << inspect_json(m) << "\n";
+    return 0;
+  }
   std::cout << "loadable " << path << "\n  format " << m.version.major << "." << m.version.minor << "." << m.version.patch
             << ", target " << to_string(m.target) << ", built by '" << m.build_info.builder << "'\n";
   if (!m.build_info.precisions.empty()) std::cout << "  precisions: " << m.build_info.precisions << "\n";

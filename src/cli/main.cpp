@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
   profile->add_option("-o,--output", trace, "the trace file to write (JSON)")->required();
   CLI::App* inspect = app.add_subcommand("inspect", "Print a loadable's I/O descriptors, ops and build metadata");
   inspect->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
+  bool inspect_json = false;
+  inspect->add_flag("--json", inspect_json, "print everything as JSON, per-layer information included (docs/PROFILING.md)");
   // build: trtexec's DLA flags, so a trtexec command line works with the program name swapped.
   std::string onnx_path, save, calib, calib_data, calibrator = "auto", in_fmt, out_fmt, layer_prec, constraints = "none",
                                                        target = "orin", shapes, mem_pool;
@@ -101,6 +103,8 @@ int main(int argc, char** argv) {
   checkc->add_option("model", check_path, "ONNX model")->required()->check(CLI::ExistingFile);
   checkc->add_option("--target", check_target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
   checkc->add_option("--shapes", check_shapes, "fix input shapes: name:1x3x224x224[,...]");
+  bool check_json = false;
+  checkc->add_flag("--json", check_json, "print the table as JSON (docs/PROFILING.md)");
   CLI::App* ops = app.add_subcommand("ops", "Print the table of ONNX ops the builder accepts, with the inputs and attributes it honours (Markdown)");
   // compare runs the Python implementation (it needs ONNX Runtime): every argument after the
   // subcommand goes to it untouched, --help included.
@@ -123,7 +127,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (*compare) return softdla::cli::compare_command(compare->remaining());
   try {
-    if (*inspect) return softdla::cli::inspect_command(path);
+    if (*inspect) return softdla::cli::inspect_command(path, inspect_json);
     if (*ops) {
       std::cout << softdla::builder::op_rules_markdown();
       return 0;
@@ -132,6 +136,7 @@ int main(int argc, char** argv) {
       const auto rows = softdla::builder::check(softdla::read_file_bytes(check_path, "ONNX model", softdla::kMaxModelFileBytes),
                                                 check_target == "xavier" ? softdla::Target::kXavier : softdla::Target::kOrin,
                                                 softdla::cli::parse_shapes("--shapes", check_shapes));
+      if (check_json) return softdla::cli::print_check_json(check_path, check_target, rows);
       size_t w = 4, unsupported = 0;
       for (const auto& r : rows) w = std::max(w, r.node.size());
       std::cout << std::left << std::setw(int(w)) << "node" << "  " << std::setw(20) << "op" << "  " << std::setw(11)
