@@ -289,3 +289,24 @@ def test_convert(src, dst):
     else:
         ref = real.astype(dtype_of(dst))
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("prec", ["fp32", "fp16"])
+def test_max_pool_nan_reaches_exactly_the_windows_that_hold_it(prec):
+    """A NaN input makes every output whose window covers it NaN (inside the row and over the padding),
+    and no other; the rest equal NumPy's maximum."""
+    dtype = np.float32 if prec == "fp32" else np.float16
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 9, 40)).astype(dtype)
+    x[0, 0, 4, 0] = np.nan   # under the left padding
+    x[0, 1, 2, 21] = np.nan  # in the middle of a row
+    params = writer.Graph.params("Pool", kind=0, kernelH=3, kernelW=3, strideH=2, strideW=2, padTop=1, padLeft=1,
+                                 padBottom=1, padRight=1)
+    got = np.asarray(single_op("Pool", x, (1, 2, 5, 20), params, prec), np.float32)
+    padded = np.pad(x.astype(np.float32), ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    win = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
+    has_nan = np.isnan(win).any(axis=(-1, -2))
+    ref = np.where(has_nan, np.nan, np.nanmax(np.where(np.isnan(win), -np.inf, win), axis=(-1, -2)))
+    assert has_nan.sum() == 3  # one window over the first, two over the second
+    np.testing.assert_array_equal(np.isnan(got), has_nan)
+    np.testing.assert_array_equal(got[~has_nan], ref[~has_nan].astype(dtype).astype(np.float32))

@@ -92,11 +92,31 @@ struct PackedOut {
     dst[lane * lay.lane_stride] = v;
     if (++lane == kPanel) lane = 0, dst += lay.panel_stride;
   }
+  // Where lanes are adjacent (fp32 panels), whole runs up to the panel's end are filled or copied at once.
+  void advance(size_t n) {
+    if ((lane += n) == kPanel) lane = 0, dst += lay.panel_stride;
+  }
   void zeros(size_t n) {
-    for (size_t i = 0; i < n; ++i) put(T(0));
+    if (lay.lane_stride != 1) {
+      for (size_t i = 0; i < n; ++i) put(T(0));
+      return;
+    }
+    for (size_t c; n; n -= c) {
+      c = std::min(n, kPanel - lane);
+      std::fill_n(dst + lane, c, T(0));
+      advance(c);
+    }
   }
   void run(const T* p, size_t stride, size_t n) {
-    for (size_t i = 0; i < n; ++i, p += stride) put(*p);
+    if (lay.lane_stride != 1 || stride != 1) {
+      for (size_t i = 0; i < n; ++i, p += stride) put(*p);
+      return;
+    }
+    for (size_t c; n; n -= c, p += c) {
+      c = std::min(n, kPanel - lane);
+      std::copy_n(p, c, dst + lane);
+      advance(c);
+    }
   }
 };
 
@@ -299,7 +319,11 @@ class ConvKernel final : public OpKernel {
       split_rows(rows, g_.Kg, split);
     } else {
       thread_local std::vector<float> src, b;
-      b.assign(packed_f32_size(kdim, cols), 0.f);
+      // im2col writes every column below `cols`; only the lanes past it in the last panel need zeros.
+      b.resize(packed_f32_size(kdim, cols));
+      if (cols % kPanel)
+        for (size_t k = 0; k < kdim; ++k)
+          std::fill_n(b.data() + packed_f32_index(k, cols, kdim), kPanel - cols % kPanel, 0.f);
       const PackedLayout lay{kdim * kPanel, 1, 1};
       if (dtype_ == DataType::kFloat16) {
         src.resize(size_t(g_.Cg) * rows * g_.W);

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "element.h"
+#include "half_convert.h"
 #include "kernels.h"
 #include "multiversion.h"
 #include "numerics.h"
@@ -81,7 +83,8 @@ class PoolKernel final : public OpKernel {
         else
           with_float_storage(dtype_, [&](auto* tag) {
             using T = std::remove_pointer_t<decltype(tag)>;
-            plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
+            if (p_.kind == PoolKind::kMax) max_plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
+            else plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
           });
       }
     }, ThreadPool::min_items(size_t(out_[2]) * out_[3] * p_.kernel_h * p_.kernel_w));
@@ -112,6 +115,49 @@ class PoolKernel final : public OpKernel {
           }
         if (p_.kind == PoolKind::kAverage) acc /= float(kh * kw);
         store(y, oh * OW + ow, nan ? std::numeric_limits<float>::quiet_NaN() : acc);
+      }
+    }
+  }
+
+  // Max pooling of a float plane, separably as plane_s8 (a maximum does not depend on the order it is
+  // taken in); a NaN anywhere in a window makes that output NaN, as in plane().
+  template <class T>
+  void max_plane(const T* x, T* y, size_t pl) const {
+    const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3], kw = p_.kernel_w;
+    const size_t inside = W >= kw ? W - kw + 1 : 0;
+    x += pl * H * W;
+    y += pl * OH * OW;
+    thread_local std::vector<float> row, line, windows;
+    thread_local std::vector<uint8_t> nan_line, nan_windows;
+    row.resize(W), line.resize(W), windows.resize(W), nan_line.resize(W), nan_windows.resize(W);
+    float *__restrict acc = line.data(), *__restrict win = windows.data();
+    uint8_t *__restrict nan = nan_line.data(), *__restrict nan_win = nan_windows.data();
+    for (size_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = int64_t(oh * p_.stride_h) - p_.pad_top;
+      const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p_.kernel_h, H);
+      std::fill_n(acc, W, -std::numeric_limits<float>::infinity());
+      std::fill_n(nan, W, uint8_t(0));
+      for (int64_t h = hb; h < he; ++h) {
+        const float* r;
+        if constexpr (std::is_same_v<T, uint16_t>) halves_to_floats(x + h * W, row.data(), W), r = row.data();
+        else r = x + h * W;
+        for (size_t w = 0; w < W; ++w) nan[w] |= uint8_t(r[w] != r[w]), acc[w] = std::max(acc[w], r[w]);
+      }
+      std::copy_n(acc, inside, win);
+      std::copy_n(nan, inside, nan_win);
+      for (size_t t = 1; t < kw; ++t)
+        for (size_t w = 0; w < inside; ++w) win[w] = std::max(win[w], acc[w + t]), nan_win[w] |= nan[w + t];
+      for (size_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = int64_t(ow * p_.stride_w) - p_.pad_left;
+        float v = -std::numeric_limits<float>::infinity();
+        bool is_nan = false;
+        if (w0 >= 0 && size_t(w0) < inside) {
+          v = win[w0], is_nan = nan_win[w0];
+        } else {
+          const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p_.kernel_w, W);
+          for (int64_t w = wb; w < we; ++w) v = std::max(v, acc[w]), is_nan |= nan[w] != 0;
+        }
+        store(y, oh * OW + ow, is_nan ? std::numeric_limits<float>::quiet_NaN() : v);
       }
     }
   }
