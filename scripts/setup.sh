@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(cmake g++ make flatbuffers-compiler libflatbuffers-dev libcli11-dev libgtest-dev
               libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler python3-dev python3-venv
               pkg-config  # the C package's test (tests/python/test_c_package.py)
+              chromium  # headless browser for the HTML report's test (tests/python/test_report.py)
               clang libclang-rt-14-dev)  # clang + libFuzzer: the fuzz targets (scripts/fuzz.sh)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
