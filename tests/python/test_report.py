@@ -243,6 +243,25 @@ def test_measures_with_softdla_run_or_says_not_measured(case, tmp_path, monkeypa
     assert missing and missing[0].all_text().startswith("not measured")
 
 
+def test_run_compare_fills_the_error_view_or_says_why_not(case, tmp_path):
+    d = case["dir"]
+    _, dla_part = model_with_topk()
+    onnx.save(dla_part, tmp_path / "part.onnx")
+    out = write_report(tmp_path / "part.onnx", loadable=d / "model.loadable", run_compare=True, measure_run=False,
+                       out=tmp_path / "r.html")
+    err = plot(Dom(open(out, encoding="utf-8").read()).root, "error")
+    layers = case["info"]["layer_info"]
+    assert len(bar_widths(err)) == len(layers)  # every layer's output is an ONNX value of this graph
+    rows = err.find_all("g", class_="row")
+    assert [g.attrs.get("data-layer") for g in rows] == [str(l["index"]) for l in layers]
+    assert all(f"(layer {l['name']})" in title_of(g) for g, l in zip(rows, layers))
+    # The whole model has the TopK, which compare cannot build: the view says so, the page is still written.
+    out = write_report(d / "model.onnx", loadable=d / "model.loadable", run_compare=True, measure_run=False,
+                       out=tmp_path / "r2.html")
+    missing = Dom(open(out, encoding="utf-8").read()).root.find_all("p", **{"data-plot-missing": "error"})
+    assert missing and missing[0].all_text().startswith("not compared: ") and "TopK" in missing[0].all_text()
+
+
 @pytest.mark.parametrize("what,content,message", [
     ("profile", "[{\"count\": 1}, {\"name\": \"conv99\", \"medianMs\": 1.0}]", "is it the profile of another"),
     ("profile", "{not json", "is not valid JSON"),
