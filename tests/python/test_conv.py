@@ -154,6 +154,16 @@ def test_conv_int8_wide_rows(c_in, r, stride, pads, dil):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# Depthwise planes wide enough for the 64-output blocks and the widening's vector steps (stride 1 and 2).
+@pytest.mark.parametrize("w,stride,pads", [(150, (1, 1), (1, 1, 1, 1)), (150, (2, 2), (1, 1, 1, 1)),
+                                           (131, (2, 2), (0, 2, 1, 0)), (97, (1, 2), (1, 0, 1, 2))])
+def test_depthwise_int8_wide_rows(w, stride, pads):
+    c = dict(n=1, c=5, k=5, h=7, w=w, r=3, s=3, stride=stride, dil=(1, 1), pads=pads, groups=5, seed=w)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, 5)})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 @pytest.mark.parametrize("x_fmt,y_fmt", [(F.CHW32, F.CHW32), (F.DLA_LINEAR, F.DLA_LINEAR), (F.DLA_HWC4, F.CHW32)])
 def test_conv_int8_io_formats(x_fmt, y_fmt):
     c = dict(n=2, c=3, k=33, h=9, w=13, r=3, s=3, stride=(2, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=5)

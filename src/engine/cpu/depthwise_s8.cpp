@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "multiversion.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -20,15 +19,40 @@ struct PhasedPlane {
   const float* at(size_t row, uint32_t phase) const { return data.data() + (row * phases + phase) * stride; }
 };
 
-SOFTDLA_MULTIVERSION
-void widen_strided(const int8_t* src, size_t stride, size_t n, float* dst) {
-  if (stride == 1)
-    for (size_t i = 0; i < n; ++i) dst[i] = float(src[i]);
-  else
-    for (size_t i = 0; i < n; ++i) dst[i] = float(src[i * stride]);
+void widen_portable(const int8_t* src, size_t stride, size_t n, float* dst) {
+  for (size_t i = 0; i < n; ++i) dst[i] = float(src[i * stride]);
 }
 
-void build_phased(const DepthwiseGeometry& g, const int8_t* x, PhasedPlane& p) {
+#ifdef SOFTDLA_X86
+// 16 values per step: the next 16 bytes, or (stride 2) the even bytes of the next 32, picked with SSE2
+// as 16-bit lanes' low bytes. A stride-2 step reads one byte past its last value, so it stops a step early.
+__attribute__((target("avx512f"))) void widen_avx512(const int8_t* src, size_t stride, size_t n, float* dst) {
+  size_t i = 0;
+  if (stride == 1) {
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)))));
+  } else if (stride == 2) {
+    const __m128i low = _mm_set1_epi16(0x00ff);
+    for (; i + 17 <= n; i += 16) {
+      const __m128i lo = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i)), low);
+      const __m128i hi = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16)), low);
+      const __m128i bytes = _mm_packus_epi16(lo, hi);  // the even bytes, as unsigned: the sign comes back below
+      _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)));
+    }
+  }
+  widen_portable(src + i * stride, stride, n - i, dst + i);
+}
+#endif
+
+void widen_strided(Isa isa, const int8_t* src, size_t stride, size_t n, float* dst) {
+#ifdef SOFTDLA_X86
+  if (has_avx512(isa)) return widen_avx512(src, stride, n, dst);
+#endif
+  (void)isa;
+  widen_portable(src, stride, n, dst);
+}
+
+void build_phased(Isa isa, const DepthwiseGeometry& g, const int8_t* x, PhasedPlane& p) {
   p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
   p.phases = g.sw;
   const size_t reach = (size_t(g.S - 1) * g.dw) / g.sw;  // the farthest tap, in phase columns
@@ -54,7 +78,7 @@ void build_phased(const DepthwiseGeometry& g, const int8_t* x, PhasedPlane& p) {
       const size_t a = size_t(std::clamp<int64_t>(k0, 0, int64_t(p.stride)));
       const size_t b = size_t(std::clamp<int64_t>(k1, int64_t(a), int64_t(p.stride)));
       std::fill(dst, dst + a, 0.f);
-      if (b > a) widen_strided(src + (a * g.sw + ph - g.pl), g.sw, b - a, dst + a);
+      if (b > a) widen_strided(isa, src + (a * g.sw + ph - g.pl), g.sw, b - a, dst + a);
       std::fill(dst + b, dst + p.stride, 0.f);
     }
   }
@@ -89,22 +113,43 @@ void rows_portable(const DepthwiseGeometry& g, const PhasedPlane& p, const std::
 }
 
 #ifdef SOFTDLA_X86
+// kRows output rows x 16 columns from ow: kRows independent FMA chains over the taps (one chain would
+// wait on the FMA latency at every tap: MobileNet rows are 7 to 112 wide). src[t] is tap t's source
+// for the first row; the next output row reads row_step floats further. Rows are padded to whole
+// vectors, so every load is in bounds; the stores take the row's tail under a mask.
+template <int kRows>
+__attribute__((target("avx512f"), always_inline)) inline void block_avx512(const float* const* src, size_t src_offset,
+                                                                          const float* weights, size_t taps,
+                                                                          size_t row_step, size_t ow, __mmask16 m,
+                                                                          int32_t* dst, size_t dst_step) {
+  __m512 acc[kRows];
+  for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
+  for (size_t t = 0; t < taps; ++t) {
+    const __m512 w = _mm512_set1_ps(weights[t]);
+    const float* x = src[t] + src_offset + ow;
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i * row_step), w, acc[i]);
+  }
+  for (int i = 0; i < kRows; ++i) _mm512_mask_storeu_epi32(dst + i * dst_step + ow, m, _mm512_cvttps_epi32(acc[i]));  // exact
+}
+
 __attribute__((target("avx512f"))) void rows_avx512(const DepthwiseGeometry& g, const PhasedPlane& p,
                                                     const std::vector<Tap>& taps, int32_t* out) {
-  alignas(64) int32_t tail[16];
-  for (uint32_t oh = 0; oh < g.OH; ++oh) {
+  const size_t n = taps.size(), row_step = size_t(g.sh) * p.phases * p.stride;
+  thread_local std::vector<const float*> src;
+  thread_local std::vector<float> weights;
+  src.resize(n), weights.resize(n);
+  for (size_t t = 0; t < n; ++t) weights[t] = taps[t].weight;
+  for (uint32_t oh = 0; oh < g.OH; oh += 4) {
+    for (size_t t = 0; t < n; ++t) src[t] = p.at(size_t(oh) * g.sh + taps[t].row_offset, taps[t].phase) + taps[t].column;
+    int32_t* dst = out + size_t(oh) * g.OW;
+    const uint32_t rows = std::min<uint32_t>(4, g.OH - oh);
     for (uint32_t ow = 0; ow < g.OW; ow += 16) {
-      __m512 acc = _mm512_setzero_ps();
-      for (const Tap& t : taps)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column + ow),
-                              _mm512_set1_ps(t.weight), acc);
-      const __m512i v = _mm512_cvttps_epi32(acc);  // exact integers
-      int32_t* dst = out + size_t(oh) * g.OW + ow;
-      if (ow + 16 <= g.OW) {
-        _mm512_storeu_si512(dst, v);
-      } else {
-        _mm512_store_si512(tail, v);
-        std::copy_n(tail, g.OW - ow, dst);
+      const __mmask16 m = g.OW - ow >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (g.OW - ow)) - 1);
+      if (rows == 4) {
+        block_avx512<4>(src.data(), 0, weights.data(), n, row_step, ow, m, dst, g.OW);
+      } else {  // the last rows, one at a time
+        for (uint32_t i = 0; i < rows; ++i)
+          block_avx512<1>(src.data(), i * row_step, weights.data(), n, row_step, ow, m, dst + i * g.OW, g.OW);
       }
     }
   }
@@ -156,7 +201,7 @@ void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, co
                         bool same_input) {
   if (size_t(g.OH) * g.OW <= 4) return few_outputs(g, x, w, out);
   thread_local PhasedPlane plane;
-  if (!same_input || plane.data.empty()) build_phased(g, x, plane);
+  if (!same_input || plane.data.empty()) build_phased(isa, g, x, plane);
   const std::vector<Tap>& taps = taps_of(g, w);
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return rows_avx512(g, plane, taps, out);
