@@ -34,10 +34,9 @@ bool spin_until(const Ready& ready) {
   }
 }
 
-void run_chunk(const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunks, size_t i) {
-  const size_t begin = n * i / chunks, end = n * (i + 1) / chunks;
-  if (begin < end) fn(begin, end);
-}
+// Chunks per thread: threads take chunks as they finish the last one, so a thread slowed down (a busy
+// core, a costlier part of the op) leaves its share to the others instead of holding up the op.
+constexpr size_t kChunksPerThread = 4;
 
 }  // namespace
 
@@ -46,7 +45,7 @@ ThreadPool::ThreadPool(unsigned threads) {
     const char* env = std::getenv("SOFTDLA_THREADS");
     threads = env ? unsigned(std::max(1, std::atoi(env))) : std::max(1u, std::thread::hardware_concurrency());
   }
-  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -66,7 +65,7 @@ ThreadPool& ThreadPool::shared() {
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
                               size_t min_per_chunk) {
   if (n == 0) return;
-  size_t chunks = std::min<size_t>(size(), std::max<size_t>(1, n / std::max<size_t>(1, min_per_chunk)));
+  size_t chunks = std::min<size_t>(size() * kChunksPerThread, std::max<size_t>(1, n / std::max<size_t>(1, min_per_chunk)));
   std::unique_lock<std::mutex> submit(submit_mutex_, std::try_to_lock);
   if (chunks <= 1 || !submit.owns_lock()) {  // small, or the pool is busy (nested/concurrent use)
     fn(0, n);
@@ -78,6 +77,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     job_ = &fn;
     job_n_ = n;
     chunks_ = chunks;
+    next_chunk_.store(0, std::memory_order_relaxed);
     // Every worker acknowledges every generation (those without a chunk at once), so no worker can
     // still be reading this job's fields when the next one is written.
     pending_.store(unsigned(workers_.size()), std::memory_order_relaxed);
@@ -85,7 +85,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     wake = sleepers_ > 0;
   }
   if (wake) wake_.notify_all();
-  run_chunk(fn, n, chunks, 0);
+  take_chunks();
   if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock<std::mutex> lock(mutex_);
     waiting_ = true;
@@ -95,7 +95,16 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(unsigned index) {
+void ThreadPool::take_chunks() {
+  for (;;) {
+    const size_t i = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= chunks_) return;
+    const size_t begin = job_n_ * i / chunks_, end = job_n_ * (i + 1) / chunks_;
+    if (begin < end) (*job_)(begin, end);
+  }
+}
+
+void ThreadPool::worker_loop() {
   unsigned seen = 0;
   for (;;) {
     auto fresh = [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; };
@@ -107,7 +116,7 @@ void ThreadPool::worker_loop(unsigned index) {
     }
     if (stop_) return;
     seen = generation_.load(std::memory_order_acquire);
-    if (index < chunks_) run_chunk(*job_, job_n_, chunks_, index);
+    take_chunks();
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);  // pairs with the submitter's check before it sleeps
       if (waiting_) done_.notify_all();

@@ -21,8 +21,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   unsigned size() const { return unsigned(workers_.size()) + 1; }
-  // Calls fn(begin, end) over [0, n) in up to size() contiguous chunks; work below min_per_chunk items
-  // per chunk runs on the calling thread alone.
+  // Calls fn(begin, end) over [0, n) in contiguous chunks (a few per thread, taken as threads come
+  // free); work below min_per_chunk items per chunk runs on the calling thread alone.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_per_chunk = 1);
 
   static ThreadPool& shared();
@@ -32,7 +32,8 @@ class ThreadPool {
   static size_t min_items(size_t cost) { return std::max<size_t>(1, (size_t(1) << 15) / std::max<size_t>(cost, 1)); }
 
  private:
-  void worker_loop(unsigned index);
+  void worker_loop();
+  void take_chunks();  // runs chunks of the current job until none is left
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::mutex submit_mutex_;  // one parallel_for at a time; callers from other threads wait
@@ -40,6 +41,7 @@ class ThreadPool {
   // The job: written before generation_ is bumped, read by the workers after they see the bump.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, chunks_ = 0;
+  std::atomic<size_t> next_chunk_{0};  // the next chunk of the current job not yet taken
   std::atomic<unsigned> generation_{0};
   std::atomic<unsigned> pending_{0};  // workers that have not finished the current generation
   unsigned sleepers_ = 0;             // workers waiting on wake_ (guarded by mutex_)
