@@ -58,6 +58,8 @@ std::string inspect_json(const Model& m) {
     w.begin_array().value(op.name).value(op_kind_name(op.params)).value(to_string(m.tensors[op.outputs[0]].dtype)).end_array();
   w.end_array();
   w.field("arena_bytes", m.memory_plan.arena_size);
+  w.key("memory_plan");
+  write_memory_plan(w, describe_memory_plan(m));
   w.key("layer_info");
   write_layer_info(w, describe_layers(m));
   w.end_object();

@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "json_writer.h"
+#include "model_checks.h"
 
 namespace softdla {
 
@@ -273,6 +274,28 @@ std::string layer_info_json(const Model& m, int indent) {
   JsonWriter w(indent);
   write_layer_info(w, describe_layers(m));
   return w.str();
+}
+
+std::vector<MemoryPlanEntry> describe_memory_plan(const Model& m) {
+  const std::vector<TensorLifetime> life = tensor_lifetimes(m);
+  const std::vector<bool> inter = intermediate_mask(m);
+  std::vector<MemoryPlanEntry> plan;
+  for (const Op& op : m.ops)
+    for (uint32_t t : op.outputs) {
+      if (!inter[t]) continue;
+      const Tensor& tensor = m.tensors[t];
+      plan.push_back({tensor.name, m.memory_plan.offsets[t], element_count(tensor.shape) * element_size(tensor.dtype),
+                      int32_t(life[t].first), int32_t(life[t].last)});
+    }
+  return plan;
+}
+
+void write_memory_plan(JsonWriter& w, const std::vector<MemoryPlanEntry>& plan) {
+  w.begin_array();
+  for (const MemoryPlanEntry& e : plan)
+    w.begin_object().field("tensor", e.tensor).field("offset", e.offset).field("bytes", e.bytes)
+        .field("first_op", e.first_op).field("last_op", e.last_op).end_object();
+  w.end_array();
 }
 
 }  // namespace softdla

@@ -78,4 +78,15 @@ void write_layer_info(JsonWriter& w, const std::vector<LayerInfo>& layers);
 // The JSON array of describe_layers(m) (indent: spaces per level; 0: one line).
 std::string layer_info_json(const Model& m, int indent = 2);
 
+// Where each intermediate tensor lives in the arena and for which ops (the report's memory view): its
+// bytes are in use from the op that writes it to the last op that reads it, inclusive. In the order the
+// ops write them; I/O tensors and constants live outside the arena.
+struct MemoryPlanEntry {
+  std::string tensor;
+  uint64_t offset = 0, bytes = 0;
+  int32_t first_op = 0, last_op = 0;  // last_op -1: never read
+};
+std::vector<MemoryPlanEntry> describe_memory_plan(const Model& m);
+void write_memory_plan(JsonWriter& w, const std::vector<MemoryPlanEntry>& plan);
+
 }  // namespace softdla

@@ -114,24 +114,16 @@ NB_MODULE(_builder_ext, m) {
       layers.append(nb::make_tuple(op.name, op_kind_name(op.params), to_string(model.tensors[op.outputs[0]].dtype)));
     d["layers"] = layers;
     d["arena_bytes"] = model.memory_plan.arena_size;
-    // Where each intermediate tensor lives in the arena and for which ops (the report's memory view):
-    // a tensor's bytes are in use from the op that writes it to the last op that reads it, inclusive.
-    // Listed in the order the ops write them; I/O tensors and constants live outside the arena.
-    const std::vector<TensorLifetime> life = tensor_lifetimes(model);
-    const std::vector<bool> inter = intermediate_mask(model);
-    nb::list memory_plan;
-    for (const Op& op : model.ops)
-      for (uint32_t t : op.outputs) {
-        if (!inter[t]) continue;
-        const Tensor& tensor = model.tensors[t];
-        nb::dict e;
-        e["tensor"] = tensor.name;
-        e["offset"] = model.memory_plan.offsets[t];
-        e["bytes"] = element_count(tensor.shape) * element_size(tensor.dtype);
-        e["first_op"] = life[t].first;
-        e["last_op"] = life[t].last;
-        memory_plan.append(e);
-      }
+    nb::list memory_plan;  // describe_memory_plan() (layer_info.h): the report's memory view
+    for (const MemoryPlanEntry& p : describe_memory_plan(model)) {
+      nb::dict e;
+      e["tensor"] = p.tensor;
+      e["offset"] = p.offset;
+      e["bytes"] = p.bytes;
+      e["first_op"] = p.first_op;
+      e["last_op"] = p.last_op;
+      memory_plan.append(e);
+    }
     d["memory_plan"] = memory_plan;
     // The per-layer description (layer_info.h; docs/PROFILING.md): the same values as the JSON of
     // `softdla inspect --json` (floats as the double their JSON text reads back as).
