@@ -37,9 +37,18 @@ int inspect_command(const std::string& path, bool json = false);
 // "unsupported"}; returns the exit status (1 when a node does not run on the DLA), as the table does.
 int print_check_json(const std::string& model_path, const std::string& target,
                      const std::vector<builder::CheckRow>& rows);
-// softdla compare: runs `python3 -m softdla.compare ARGS...` (the comparison needs ONNX Runtime) with
-// the softdla package importable, and returns its exit status.
-int compare_command(const std::vector<std::string>& args);
+// The subcommands written in Python (compare, report, estimate): python_command runs the module's
+// main(ARGS...) with the softdla package importable, in place of this process, and returns only when
+// Python cannot be started.
+struct PythonCommand {
+  const char* name;    // as typed after `softdla`
+  const char* module;  // the module whose main(argv) runs it
+  const char* needs;   // the packages it imports besides softdla, for the message when one is missing
+};
+inline constexpr PythonCommand kCompare{"compare", "softdla.compare", "numpy, onnx and onnxruntime"};
+inline constexpr PythonCommand kReport{"report", "softdla.report", "numpy and onnx (onnxruntime for --run-compare)"};
+inline constexpr PythonCommand kEstimate{"estimate", "softdla.orin_latency", "numpy (and onnx for an ONNX model)"};
+int python_command(const PythonCommand& command, const std::vector<std::string>& args);
 
 // trtexec-style option values.
 // `flag` names the option in errors.

@@ -1,5 +1,5 @@
 // The softdla command: `build` and `check` (the builder), `run`, `profile` and `inspect` (loadables),
-// `compare`. The subcommands live in their own files; this one parses the command line and maps errors
+// `compare`, `report` and `estimate` (Python). The subcommands live in their own files; this one parses the command line and maps errors
 // to exit 1.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -111,6 +111,12 @@ int main(int argc, char** argv) {
   CLI::App* compare = app.add_subcommand("compare", "Compare a loadable with ONNX Runtime FP32 layer by layer (Python: softdla.compare)");
   compare->prefix_command();
   compare->set_help_flag();
+  CLI::App* report = app.add_subcommand("report", "Write one self-contained HTML report of a model: DLA support, layers, times, errors, memory plan (Python: softdla.report)");
+  report->prefix_command();
+  report->set_help_flag();
+  CLI::App* estimate = app.add_subcommand("estimate", "Predict a loadable's (or ONNX model's) latency on one Orin DLA core, layer by layer (Python: softdla.orin_latency)");
+  estimate->prefix_command();
+  estimate->set_help_flag();
   // CLI11 answers a mistyped command with "A subcommand is required": name it and list the real ones.
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;
@@ -125,7 +131,9 @@ int main(int argc, char** argv) {
     }
   }
   CLI11_PARSE(app, argc, argv);
-  if (*compare) return softdla::cli::compare_command(compare->remaining());
+  if (*compare) return softdla::cli::python_command(softdla::cli::kCompare, compare->remaining());
+  if (*report) return softdla::cli::python_command(softdla::cli::kReport, report->remaining());
+  if (*estimate) return softdla::cli::python_command(softdla::cli::kEstimate, estimate->remaining());
   try {
     if (*inspect) return softdla::cli::inspect_command(path, inspect_json);
     if (*ops) {

@@ -1,7 +1,7 @@
-// softdla compare: the comparison needs ONNX Runtime, which only Python has here, so this subcommand
-// runs the Python implementation (python/softdla/compare.py) in place of this process. It works from a
-// build tree (the source tree's python/ goes on PYTHONPATH) and from an installed wheel (the package is
-// already importable by the interpreter installed next to this binary).
+// The subcommands written in Python: compare (it needs ONNX Runtime, which only Python has here), report
+// and estimate. Each runs its module's main() in place of this process. It works from a build tree
+// (the source tree's python/ goes on PYTHONPATH) and from an installed wheel (the package is already
+// importable by the interpreter installed next to this binary).
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,19 +17,20 @@ namespace softdla::cli {
 namespace {
 namespace fs = std::filesystem;
 
-// Imports the package before anything else so a missing package or dependency says what to install,
-// not a traceback.
+// Imports the module before anything else so a missing package or dependency says what to install,
+// not a traceback. argv[1..3]: the command's name, its module, and what it needs besides softdla.
 constexpr const char* kBootstrap =
-    "import sys\n"
+    "import importlib, sys\n"
+    "name, module, needs = sys.argv[1:4]\n"
     "try:\n"
-    "    from softdla.compare import main\n"
+    "    main = importlib.import_module(module).main\n"
     "except ImportError as e:\n"
     "    if (e.name or 'softdla').split('.')[0] == 'softdla':\n"
-    "        sys.exit(f'softdla compare: {sys.executable} cannot import the softdla package ({e}); '\n"
+    "        sys.exit(f'softdla {name}: {sys.executable} cannot import the softdla package ({e}); '\n"
     "                 'pip install softdla there, or set SOFTDLA_PYTHON to a Python that has it')\n"
-    "    sys.exit(f'softdla compare: {sys.executable} has no {e.name}; softdla compare needs numpy, onnx and '\n"
-    "             'onnxruntime: pip install numpy onnx onnxruntime there, or set SOFTDLA_PYTHON to a Python that has them')\n"
-    "sys.exit(main(sys.argv[1:]))\n";
+    "    sys.exit(f'softdla {name}: {sys.executable} has no {e.name}; softdla {name} needs {needs}: '\n"
+    "             f'pip install them there, or set SOFTDLA_PYTHON to a Python that has them')\n"
+    "sys.exit(main(sys.argv[4:]))\n";
 
 fs::path own_directory() {
   std::error_code ec;
@@ -45,7 +46,7 @@ fs::path source_tree(const fs::path& dir) {
   for (std::string line; std::getline(cache, line);)
     if (line.rfind(key, 0) == 0) {
       const fs::path src = line.substr(key.size());
-      if (fs::exists(src / "python" / "softdla" / "compare.py")) return src;
+      if (fs::exists(src / "python" / "softdla" / "__init__.py")) return src;
     }
   return {};
 }
@@ -63,7 +64,7 @@ std::string interpreter(const fs::path& dir, const fs::path& src) {
 
 }  // namespace
 
-int compare_command(const std::vector<std::string>& args) {
+int python_command(const PythonCommand& command, const std::vector<std::string>& args) {
   const fs::path dir = own_directory(), src = source_tree(dir);
   const std::string python = interpreter(dir, src);
   if (!src.empty()) {
@@ -71,16 +72,16 @@ int compare_command(const std::vector<std::string>& args) {
     if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
     setenv("PYTHONPATH", path.c_str(), 1);
   }
-  std::vector<std::string> words = {python, "-c", kBootstrap};
+  std::vector<std::string> words = {python, "-c", kBootstrap, command.name, command.module, command.needs};
   words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
   std::cout.flush();
   execvp(python.c_str(), argv.data());  // returns only on failure
-  std::cerr << "softdla: error: cannot run '" << python << "' (" << std::strerror(errno)
-            << "): softdla compare needs Python 3 with numpy, onnx and onnxruntime "
-               "(pip install onnx onnxruntime); set SOFTDLA_PYTHON to the interpreter to use\n";
+  std::cerr << "softdla: error: cannot run '" << python << "' (" << std::strerror(errno) << "): softdla "
+            << command.name << " needs Python 3 with " << command.needs
+            << "; set SOFTDLA_PYTHON to the interpreter to use\n";
   return 1;
 }
 
