@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "conv_implicit.h"
+#include "conv_implicit_f32.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
 #include "element.h"
@@ -221,6 +222,12 @@ class ConvKernel final : public OpKernel {
           std::memcpy(&wf_[i], w.data.data() + 4 * i, 4);
         }
       }
+      // Stride 1 on AVX-512: the implicit GEMM, which keeps its own copy of the weights.
+      if (!depthwise_ && ImplicitConvF32::applies(p.groups, g_.sh, g_.sw)) {
+        implicit_f32_ = std::make_unique<ImplicitConvF32>(
+            ImplicitGeometryF32{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl}, wf_.data());
+        wf_ = {};
+      }
     }
   }
 
@@ -248,6 +255,7 @@ class ConvKernel final : public OpKernel {
       return;
     }
     if (implicit_) return run_implicit(io, pool);
+    if (implicit_f32_) return run_implicit_f32(io, pool);
     // Column tiles: whole panels, small enough for the scratch budget, and enough of them to keep
     // every core busy.
     const size_t per_image = size_t(batch_) * g_.groups;
@@ -373,6 +381,23 @@ class ConvKernel final : public OpKernel {
     }
   }
 
+  // FP16 and FP32 convolutions of stride 1 without im2col (conv_implicit_f32.h), image by image; each
+  // run of sums takes the SDP chain and is stored as run_unit's float path does.
+  void run_implicit_f32(const OpIo& io, ThreadPool& pool) const {
+    const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
+    const bool halves = dtype_ == DataType::kFloat16;
+    for (uint32_t n = 0; n < batch_; ++n) {
+      const void* x = halves ? static_cast<const void*>(static_cast<const uint16_t*>(io.inputs[0]) + n * in_image)
+                             : static_cast<const void*>(static_cast<const float*>(io.inputs[0]) + n * in_image);
+      implicit_f32_->run(x, halves, pool, [&](uint32_t k, size_t hw0, float* v, size_t count) {
+        chain_.run_float(v, count, n, k, hw0, io.inputs.data());
+        const size_t o = (size_t(n) * g_.K + k) * ohw + hw0;
+        if (halves) floats_to_halves(v, static_cast<uint16_t*>(io.output) + o, count);
+        else std::memcpy(static_cast<float*>(io.output) + o, v, count * sizeof(float));
+      });
+    }
+  }
+
   // run_unit's INT8 path on vpdpbusd: the input rows offset to unsigned bytes, packed in quads, the
   // GEMM in int32, and the requantization straight from int32 where the chain has the window form.
   void run_unit_vnni(const OpIo& io, uint32_t n, size_t k_first, size_t chan0, size_t out_base, size_t col0,
@@ -490,6 +515,7 @@ class ConvKernel final : public OpKernel {
   bool vnni_ = false;        // INT8 on vpdpbusd (gemm_vnni.h)
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows
   std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided) on AVX-512 VNNI
+  std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 of stride 1 on AVX-512
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form
