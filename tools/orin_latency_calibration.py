@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Calibration of the Orin DLA latency model (python/softdla/orin_latency.py) against NVIDIA's published
-figures (python/softdla/orin_published.py, from dla-facts.md section 3).
+figures (python/softdla/orin_published.py: NVIDIA's Deep-Learning-Accelerator-SW and cuDLA-samples READMEs).
 
     tools/orin_latency_calibration.py              # fit, then the table of every figure
     tools/orin_latency_calibration.py --markdown   # the table as docs/PROFILING.md has it
@@ -31,7 +31,7 @@ from softdla import onnx_layers, orin_latency, orin_published  # noqa: E402
 from sdla_testkit import orin_nets  # noqa: E402
 
 FREE = ("conv_efficiency", "dram_gbps", "op_overhead_cycles", "overlap")
-DRAM_PEAK_GBPS = 204.8  # Jetson AGX Orin's LPDDR5, the commonly quoted module figure (dla-facts.md 3.1)
+DRAM_PEAK_GBPS = 204.8  # Jetson AGX Orin's LPDDR5 (256 bit at 6400 MT/s), the module's quoted peak
 GOAL_PCT = 20.0
 
 

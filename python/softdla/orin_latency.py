@@ -55,7 +55,8 @@ FITTED = {
     "overlap": 0.409,
 }
 
-# The documented constants (docs/PROFILING.md gives the source or derivation of each).
+# The documented constants (docs/PROFILING.md gives the source or derivation of each; source tags are those
+# of softdla.orin_published).
 CONSTANTS = {
     # Jetson AGX Orin 64GB at MAXN, from its 105 sparse TOPS (orin_published.agx_orin_dla_clock_mhz).
     "clock_mhz": agx_orin_dla_clock_mhz("MAXN"),

@@ -1,15 +1,21 @@
 """Published Orin DLA performance figures: the data the latency model (softdla.orin_latency) is calibrated
-and checked against, exactly as /work/shared/docs/dla-facts.md section 3 cites them.
-
-Sources (tags as in dla-facts.md):
-  [S8 README]  NVIDIA/Deep-Learning-Accelerator-SW README: Jetson AGX Orin 64GB, JetPack 5.1.1, 2 DLAs, INT8,
-               images/s, per power mode, dense and 2:4 sparse; trtexec --int8 --memPoolSize=dlaSRAM:1
-               --inputIOFormats=int8:dla_hwc4 --outputIOFormats=int8:chw32 ([S8 prepare_models]).
-               Also the peak table: 2 DLAs, sparse INT8 TOPS per power mode.
-  [S9]         NVIDIA-AI-IOT/cuDLA-samples README: YOLOv5s 672x672 on ONE DLA of a DRIVE Orin-X (DLA 1331 MHz,
-               EMC 3200 MHz, TRT 8.6, DLA 3.14), median trtexec GPU-compute time, int8:hwc4 in, fp16:chw16 out.
-               The fp16 output needs the three Detect convs (/model.24/m.{0,1,2}/Conv) in FP16
-               (--layerPrecisions in its build script); with int8:chw32 out the whole net is INT8 (~2.4 ms).
+and checked against, with the conditions each was measured under. Source tags:
+  [S8 README]  github.com/NVIDIA/Deep-Learning-Accelerator-SW, README.md ("Orin DLA Performance"): Jetson AGX
+               Orin 64GB, JetPack 5.1.1, 2 DLAs, INT8, images/s, per power mode, dense and 2:4 sparse, with
+               trtexec --int8 --memPoolSize=dlaSRAM:1 --inputIOFormats=int8:dla_hwc4
+               --outputIOFormats=int8:chw32 (scripts/prepare_models/README.md); and its peak table: 2 DLAs,
+               sparse INT8 TOPS per power mode.
+  [S9]         github.com/NVIDIA-AI-IOT/cuDLA-samples, README.md ("Performance"): YOLOv5s 672x672 on ONE DLA of
+               a DRIVE Orin-X (DLA 1331 MHz, EMC 3200 MHz, TRT 8.6, DLA 3.14), median trtexec GPU-compute
+               time, int8:hwc4 in, fp16:chw16 out. The fp16 output needs the three Detect convs
+               (/model.24/m.{0,1,2}/Conv) in FP16 (--layerPrecisions in data/model/build_dla_standalone_loadable.sh);
+               with int8:chw32 out the whole net is INT8 ("about 2.4 ms").
+  [S8 FAQ]     the same repository's FAQ/README.md: Orin's DLA has ~9x Xavier's INT8 compute but less FP16 conv
+               compute (~2x slower than Xavier), 1 MiB of SRAM per core, and shares DRAM with the GPU and CPU.
+  [S5]         github.com/NVIDIA/TensorRT include/NvInfer.h: MemoryPoolType::kDLA_MANAGED_SRAM (default 1 MiB).
+  [S7]         TensorRT 8.x Developer Guide, "Working with DLA" (Orin's FP16 convolution slower than Xavier's).
+  [S10]        github.com/NVIDIA-AI-IOT/jetson_benchmarks (Xavier NX sample output).
+  [S11]        NVIDIA technical blog, "Deploying YOLOv5 on NVIDIA Jetson Orin with cuDLA".
 
 Each Figure says what was measured (model, input, batch, precision, sparse, DLA count, platform, power mode,
 the DLA clock it ran at) and the value with its unit. `usable` is False for figures that cannot be compared
@@ -54,7 +60,7 @@ class Figure:
     dla_clock_mhz: float
     value: float
     unit: str                # "img/s" (throughput of all `dlas` cores) or "ms" (latency of one batch)
-    source: str              # tag as cited in dla-facts.md
+    source: str              # source tag (module docstring)
     note: str = ""
     fp16_layers: tuple = ()  # ONNX node names that run in FP16 in the measured build
     usable: bool = True
@@ -99,7 +105,7 @@ def _figures():
         sparse=False, dlas=1, platform="DRIVE Orin-X, TRT 8.6, DLA 3.14", power_mode="DRIVE",
         dla_clock_mhz=DRIVE_ORIN_DLA_MHZ, value=2.4, unit="ms", source="[S9]",
         note="int8:hwc4 in, int8:chw32 out (all INT8); 'about 2.4 ms'"))
-    # Cited in dla-facts.md but not comparable with a one-DLA latency:
+    # Published, but not comparable with a one-DLA latency:
     out.append(Figure(
         key="yolov5s/bs1/blog", model="YOLOv5s", net="yolov5s", input_hw=(672, 672), batch=1, precision="int8",
         sparse=False, dlas=1, platform="Orin (blog)", power_mode="?", dla_clock_mhz=0.0, value=2.5, unit="ms",
