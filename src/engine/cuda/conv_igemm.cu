@@ -1,14 +1,9 @@
-// The INT8 implicit-GEMM convolution (see conv_igemm.h). GEMM view: rows are output pixels (all images),
-// columns are output channels, the reduction runs over (tap r, tap s, input channel c) with the channels
-// padded to Cp, a multiple of 16, so every 16-byte run of the reduction is one pixel's channels at one
-// tap: a single cp.async, zero-filled where the tap falls into the padding. Inputs of up to 4 channels
-// (images) are converted space-to-depth when the stride is 2 (2 x 2 pixels become one of 16 channels)
-// and otherwise use Cp = 4, four taps per 16-byte run.
+// The INT8 implicit-GEMM convolution (see conv_igemm.h): the loaders, pipeline, main loop and split-K of
+// igemm_core.cuh with mma m16n8k32 s8, then the SDP chain on the parked int32 accumulators. Inputs of
+// up to 4 channels (images) are converted space-to-depth when the stride is 2 (2 x 2 pixels become one
+// of 16 channels) and otherwise use Cp = 4, four taps per 16-byte run.
 //
-// A block computes BM pixels x BN channels with 8 warps of 64 x 32, four cp.async stages of 64
-// reduction bytes, XOR-swizzled shared memory for conflict-free ldmatrix. The int32 accumulators are
-// parked in shared memory, then the SDP chain runs on them (exact: the same integer steps as the CPU
-// backend) in one of two epilogues:
+// The SDP chain runs exactly (the same integer steps as the CPU backend) in one of two epilogues:
 //  - windowed (the usual case: bias, ReLU/Clip, requantization, NHWC output): each thread keeps four
 //    channels' requant windows (requant_window.h) in registers and stores 4-byte groups; a fused
 //    residual add is evaluated in the same arithmetic form, its other input fetched into shared memory
@@ -17,37 +12,25 @@
 //
 // Launches are programmatic dependents of the previous kernel (griddepcontrol), so a block's set-up
 // overlaps the previous layer's last wave.
-//
-// Split-K: when the output tiles alone would leave most SMs idle (the small late layers), a cluster of
-// 2-8 blocks shares one tile, each block reducing a slice of the k-tiles; the partial accumulators are
-// summed through distributed shared memory and each block of the cluster runs the epilogue on its share
-// of the tile's rows.
 
 #include <cstdlib>
 #include <string>
 
 #include "channels_last.h"
 #include "conv_igemm.h"
+#include "igemm_core.cuh"
 #include "sdp_forms.h"
 #include "kernel.h"  // eltwise_operand_slot
 #include "requant_window.h"
 
 namespace softdla::gpu {
 
-struct IgemmConv::Geometry {
-  uint32_t N, H, W, Cp;  // input, channels-last, channels padded to Cp
-  uint32_t K, OH, OW;    // output
-  uint32_t R, S, sh, sw, dh, dw, pt, pl;
-  uint32_t M;            // N * OH * OW
-  uint32_t kpad;         // weight row length: R * S * Cp rounded up to 64
-  uint32_t pointwise;    // 1 x 1, stride 1, no padding: output pixel m reads input row m of [M][Cp]
-};
-
 namespace {
 
-using Geo = IgemmConv::Geometry;
-constexpr int kStages = 4;
-constexpr int kBlockThreads = 256;
+using Geo = IgemmGeometry;
+using igemm::kBlockThreads;
+using igemm::cp_async16;
+using igemm::cp_async_commit;
 // Flags of the windowed epilogue: every channel's window has kNonNegative; the fused residual add's
 // output window has it; the add's first input is rescaled by a plain product.
 constexpr int kConvNonNegative = 1, kAddNonNegative = 2, kAddPlainX = 4;
@@ -59,67 +42,14 @@ struct FastChain {
   int32_t lo, hi;        // the clamp of ReLU/Clip (INT32_MIN/MAX without)
 };
 
+// The tile's shared memory with the windowed epilogue's side region after it: the tile's channel
+// windows, then (fused) the other input's tile, both fetched with cp.async while the reduction runs.
 template <int BM, int BN>
-struct TileShape {
-  static constexpr int kWarpsN = BN / 32;
-  static_assert((BM / 64) * kWarpsN == 8, "8 warps of 64 x 32");
-  static constexpr int kStageBytes = (BM + BN) * 64;
-  static constexpr int kPipelineBytes = kStages * kStageBytes;
-  // Parked accumulators: int32, rows padded by 8 words (16-byte aligned, and the
-  // 8-byte stores of one warp land in as few wavefronts as their 256 bytes allow).
-  static constexpr int kParkStride = BN + 8;
-  static constexpr int kParkBytes = BM * kParkStride * 4;
-  static constexpr int kSmemBytes = kPipelineBytes > kParkBytes ? kPipelineBytes : kParkBytes;
-  // The windowed epilogue's side region, after that: the tile's channel windows, then (fused) the
-  // other input's tile, both fetched with cp.async while the reduction runs.
+struct TileShape : igemm::TileShape<BM, BN> {
   static constexpr int kWindowBytes = BN * int(sizeof(num::RequantWindow));
   static constexpr int kOperandBytes = BM * BN;
-  static constexpr int kWindowSmemBytes = kSmemBytes + kWindowBytes + kOperandBytes;
+  static constexpr int kWindowSmemBytes = igemm::TileShape<BM, BN>::kSmemBytes + kWindowBytes + kOperandBytes;
 };
-
-// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a tile of 64-byte rows. Rows 2i and 2i+1
-// share a 128-byte bank line; XOR-ing the chunk with (row / 2) % 4 spreads an 8-row ldmatrix over all banks.
-__device__ __forceinline__ uint32_t swizzle(uint32_t row, uint32_t chunk) {
-  return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;  // 0: nothing is read, the 16 bytes are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-// Small-channel inputs (C <= 4, e.g. RGB): one tap is 4 bytes.
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
-  const int bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma_s8(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Cluster barrier halves (split-K): arrive releases this block's shared-memory writes to the cluster,
-// wait acquires the others'.
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-// The generic address of `p` (in this block's shared memory) in the shared memory of cluster block `rank`.
-__device__ __forceinline__ const int4* cluster_peer(const int32_t* p, uint32_t rank) {
-  uint64_t remote;
-  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(remote) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
-  return reinterpret_cast<const int4*>(remote);
-}
 
 // Four int32 values saturated to int8 and packed, value 0 in the lowest byte.
 __device__ __forceinline__ uint32_t pack_sat4(int32_t v0, int32_t v1, int32_t v2, int32_t v3) {
@@ -142,19 +72,6 @@ __device__ __forceinline__ uint32_t residual4(const num::ResidualWindow& w, uint
         int32_t(int8_t(xs >> (8 * k))), int32_t(int8_t(es >> (8 * k))), w);
   return pack_sat4(v[0], v[1], v[2], v[3]);
 }
-
-// Where one thread's next 16-byte reduction run starts: channel c of tap (r, s). Advanced by whole
-// 64-byte stages; r == R means past the reduction (zero fill).
-struct TapCursor {
-  uint32_t c, r, s;
-  __device__ void advance(uint32_t bytes, const Geo& g) {
-    c += bytes;
-    while (c >= g.Cp && r < g.R) {
-      c -= g.Cp;
-      if (++s == g.S) s = 0, ++r;
-    }
-  }
-};
 
 // chain_int8 as one shared copy (the general path is rare; inlining it 16 times would only grow the kernel).
 __device__ __noinline__ int8_t chain_int8_call(const DevChain& ch, int32_t v, uint32_t n, uint32_t c, uint32_t hw,
@@ -248,10 +165,8 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   using Tile = TileShape<BM, BN>;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
+  const int tid = threadIdx.x;
   const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const uint32_t ohw = g.OH * g.OW;
   // The windowed epilogue's inputs, fetched first (their own cp.async group) so that the epilogue
   // starts without a trip to memory.
   if constexpr (kEpi == kEpiWindow) {
@@ -278,164 +193,14 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
     cp_async_commit();
   }
 
-  // ---- loaders: thread owns 16-byte chunk (tid % 4) of rows tid / 4 + 64 i ----
-  constexpr int kARows = BM / 64, kBRows = BN / 64;
-  const uint32_t chunk = tid & 3, row0 = tid >> 2;
-  const int8_t* a_image[kARows];
-  int32_t a_ih0[kARows], a_iw0[kARows];
-  bool a_ok[kARows];
-#pragma unroll
-  for (int i = 0; i < kARows; ++i) {
-    const uint32_t m = m0 + row0 + 64 * i;
-    a_ok[i] = m < g.M;
-    const uint32_t mm = a_ok[i] ? m : 0;
-    if (g.pointwise) {  // the row itself (no division, no bounds per tap)
-      a_image[i] = x + uint64_t(mm) * g.Cp, a_ih0[i] = a_iw0[i] = 0;
-    } else {
-      const uint32_t n = mm / ohw, p = mm % ohw;
-      a_image[i] = x + uint64_t(n) * g.H * g.W * g.Cp;
-      a_ih0[i] = int32_t(p / g.OW) * int32_t(g.sh) - int32_t(g.pt);
-      a_iw0[i] = int32_t(p % g.OW) * int32_t(g.sw) - int32_t(g.pl);
-    }
-  }
-  // Split-K: block z of the cluster reduces k-tiles [kt_begin, kt_end).
-  const int ktiles_all = int(g.kpad / 64), splits = int(gridDim.z), rank = int(blockIdx.z);
-  const int kt_begin = ktiles_all * rank / splits, kt_end = ktiles_all * (rank + 1) / splits;
-  const int ktiles = kt_end - kt_begin;
-  TapCursor cur{0, 0, 0};
-  if (!g.pointwise) cur.advance(uint32_t(kt_begin) * 64 + chunk * 16, g);
-
-  auto load_stage = [&](int slot, int kt) {
-    const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_smem = a_smem + BM * 64;
-    if constexpr (kTap == 16) {
-      if (g.pointwise) {
-        const uint32_t c = uint32_t(kt) * 64 + chunk * 16;  // the reduction is the row's channels
-#pragma unroll
-        for (int i = 0; i < kARows; ++i) {
-          const bool ok = a_ok[i] && c < g.Cp;
-          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), ok ? a_image[i] + c : x, ok);
-        }
-      } else {
-        const bool in_k = cur.r < g.R;
-        const int32_t dy = int32_t(cur.r * g.dh), dx = int32_t(cur.s * g.dw);
-#pragma unroll
-        for (int i = 0; i < kARows; ++i) {
-          const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
-          const bool ok = a_ok[i] && in_k && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
-          const int8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * g.Cp + cur.c : x;
-          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), src, ok);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < 16 / kTap; ++j) {
-        const uint32_t tap = (uint32_t(kt) * 64 + chunk * 16 + j * kTap) / kTap, r = tap / g.S, s = tap % g.S;
-        const int32_t dy = int32_t(r * g.dh), dx = int32_t(s * g.dw);
-#pragma unroll
-        for (int i = 0; i < kARows; ++i) {
-          const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
-          const bool ok = a_ok[i] && r < g.R && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
-          const int8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * kTap : x;
-          cp_async4(a_smem + swizzle(row0 + 64 * i, chunk) + j * kTap, src, ok);
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kBRows; ++i) {
-      const uint32_t n = n0 + row0 + 64 * i;
-      const bool ok = n < g.K;
-      const int8_t* src = ok ? w + uint64_t(n) * g.kpad + uint32_t(kt) * 64 + chunk * 16 : w;
-      cp_async16(b_smem + swizzle(row0 + 64 * i, chunk), src, ok);
-    }
-    if (!g.pointwise) cur.advance(64, g);
-  };
-
-  int32_t acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0;
-
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ktiles) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
-
-  for (int kt = 0; kt < ktiles; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage kt visible to all; stage kt-1 fully consumed
-    const int next_kt = kt + kStages - 1;
-    if (next_kt < ktiles) load_stage(next_kt % kStages, kt_begin + next_kt);
-    cp_async_commit();
-
-    const uint32_t a_smem = smem_base + (kt % kStages) * Tile::kStageBytes, b_smem = a_smem + BM * 64;
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      uint32_t a[4][4], b[4][2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        ldmatrix_x4(a_smem + swizzle(warp_m * 64 + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        uint32_t r[4];
-        ldmatrix_x4(b_smem + swizzle(warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), r);
-        b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_s8(acc[i][j], a[i], b[j][0], b[j][1]);
-    }
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the pipeline's memory becomes the epilogue's parking space
-  // The next kernel may be scheduled once every block got this far (it still waits for this one to
-  // finish before it reads anything): its launch and set-up overlap this grid's last epilogues.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-
-  // ---- epilogue: the accumulators are parked in shared memory (the pipeline's, now free), then every
-  // thread takes 16-channel runs of a row, so the SDP chain runs on contiguous channels and each store
-  // is 16 bytes. No accumulator is live past the parking, so the chain code can be a real call. ----
-  int32_t* parked = reinterpret_cast<int32_t*>(smem);
+  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap>(
+      reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem);
+  const int row_begin = share.begin, row_end = share.end, splits = int(gridDim.z);
+  // ---- epilogue: every thread takes channel groups or runs of a row of the parked int32 accumulators,
+  // so the SDP chain runs on contiguous channels and each store is 4 or 16 bytes. ----
+  const int32_t* parked = reinterpret_cast<const int32_t*>(smem);
   constexpr int kRuns = BN / 16, kRowsPerSweep = kBlockThreads / kRuns;
   static_assert(BM % kRowsPerSweep == 0, "whole sweeps");
-  const int grp = lane >> 2, quad = lane & 3;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = warp_m * 64 + i * 16 + grp + 8 * half;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        *reinterpret_cast<int2*>(parked + row * Tile::kParkStride + warp_n * 32 + j * 8 + 2 * quad) =
-            make_int2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
-    }
-  __syncthreads();
-
-  // Split-K: once every block of the cluster has parked, each sums the partials of its share of the
-  // rows into its own parking space; the others' memory must stay until they have read it (exit wait).
-  const int row_begin = BM * rank / splits, row_end = BM * (rank + 1) / splits;
-  if (splits > 1) {
-    cluster_arrive();
-    cluster_wait();
-    constexpr int kVecs = BN / 4;
-    for (int i = tid; i < (row_end - row_begin) * kVecs; i += kBlockThreads) {
-      int32_t* mine = parked + (row_begin + i / kVecs) * Tile::kParkStride + (i % kVecs) * 4;
-      int4 sum = *reinterpret_cast<const int4*>(mine);
-      for (int peer = 0; peer < splits; ++peer) {
-        if (peer == rank) continue;
-        const int4 v = *cluster_peer(mine, uint32_t(peer));
-        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-      }
-      *reinterpret_cast<int4*>(mine) = sum;
-    }
-    cluster_arrive();  // done reading the others
-    __syncthreads();
-  }
-
   if constexpr (kEpi == kEpiWindow) {
     // 4-channel groups: a warp covers 128 contiguous output bytes of a row (one or two rows).
     constexpr int kGroups = BN / 4, kGroupRows = kBlockThreads / kGroups;
@@ -479,7 +244,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       }
     }
   }
-  if (splits > 1) cluster_wait();  // no block leaves while another may still read its parking space
+  if (splits > 1) igemm::cluster_wait();  // no block leaves while another may still read its parking space
 }
 
 // x: [N][C][HW] -> y: [N][HW][Cp]; one thread per 16 channels of one pixel (one 16-byte store).
@@ -534,40 +299,16 @@ void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, 
   check_launch("space_to_depth_kernel");
 }
 
-// Programmatic dependent launch of the convolutions; SOFTDLA_CUDA_PDL=0 turns it off.
-bool programmatic_launch() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_PDL");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 template <int BM, int BN, int kTap, int kEpi>
 void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
             const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
             const DevChain& chain, const Operands& ops, int fused, const DevChain& next, const Operands& next_ops,
             cudaStream_t stream) {
   using Tile = TileShape<BM, BN>;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3((g.M + BM - 1) / BM, (g.K + BN - 1) / BN, unsigned(splits));
-  config.blockDim = dim3(kBlockThreads);
-  config.dynamicSmemBytes = kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attrs[2] = {};
-  unsigned count = 0;
-  if (programmatic_launch()) {  // may overlap the previous kernel's tail (griddepcontrol in the kernel)
-    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (splits > 1) {
-    attrs[count].id = cudaLaunchAttributeClusterDimension;
-    attrs[count++].val.clusterDim = {1, 1, unsigned(splits)};
-  }
-  config.attrs = attrs;
-  config.numAttrs = count;
-  SOFTDLA_CUDA(cudaLaunchKernelEx(&config, igemm_kernel<BM, BN, kTap, kEpi>, x, w, y, g, int(output_nhwc),
-                                  int(fast_form), fast, windows, flags, residual, chain, ops, fused, next, next_ops));
+  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi>, g, splits,
+                              kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes, stream, x, w, y, g,
+                              int(output_nhwc), int(fast_form), fast, windows, flags, residual, chain, ops, fused,
+                              next, next_ops);
 }
 
 // Dynamic shared memory above 48 KB needs an opt-in per kernel (set at load time, never while a stream
@@ -586,29 +327,6 @@ void allow_shared_memory() {
   allow(igemm_kernel<256, 64, 4, kEpiWindow>, TileShape<256, 64>::kWindowSmemBytes);
 }
 
-// How many blocks share one output tile (split-K, a power of two up to 8): the fewest that bring the
-// k-tiles of the busiest SM down the most, counting a cost per block for the epilogue and the
-// reduction. SOFTDLA_CUDA_SPLITK=n forces n (tests).
-int choose_splits(uint64_t tiles, int ktiles, int BM) {
-  if (const char* forced = std::getenv("SOFTDLA_CUDA_SPLITK")) {
-    const int n = std::atoi(forced);
-    if (n == 1 || n == 2 || n == 4 || n == 8) return n;
-  }
-  int device = 0, sms = 0;
-  SOFTDLA_CUDA(cudaGetDevice(&device));
-  SOFTDLA_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const uint64_t slots = uint64_t(sms) * 2;  // two blocks per SM (registers and shared memory)
-  constexpr double kEpilogueTiles = 4;        // an epilogue costs about as much as this many k-tiles
-  int best = 1;
-  double best_cost = 0;
-  for (int s = 1; s <= 8 && s <= BM / 16; s *= 2) {
-    const double waves = double((tiles * s + slots - 1) / slots);
-    const double cost = waves * (double((ktiles + s - 1) / s) + kEpilogueTiles + (s > 1 ? 1.0 + s / 4.0 : 0.0));
-    if (s == 1 || cost < best_cost * 0.95) best = s, best_cost = cost;
-  }
-  return best;
-}
-
 }  // namespace
 
 bool igemm_supports(const Model& m, const Op& op, const ConvParams& p) {
@@ -623,7 +341,7 @@ bool igemm_supports(const Model& m, const Op& op, const ConvParams& p) {
 }
 
 IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const OpContext& ctx)
-    : g_(std::make_unique<Geometry>()), chain_(m, op, p.post, &ctx.channels_last) {
+    : g_(std::make_unique<IgemmGeometry>()), chain_(m, op, p.post, &ctx.channels_last) {
   const Shape& x = m.tensors[op.inputs[0]].shape;
   const Shape& yv = m.tensors[op.outputs[0]].shape;
   const Constant& w = m.constants[p.weights];
@@ -697,7 +415,7 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   // Narrow layers waste half of a 128-channel tile: take 256 pixels x 64 channels instead.
   tile_ = K <= 64 ? 1 : 0;
   const uint32_t BM = tile_ ? 256 : 128, BN = tile_ ? 64 : 128;
-  splits_ = choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM));
+  splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM));
   allow_shared_memory();
 }
 

@@ -14,6 +14,8 @@
 
 namespace softdla::gpu {
 
+struct IgemmGeometry;  // igemm_core.cuh
+
 // Convolutions this kernel runs exactly: INT8, dense (one group), a reduction short enough that int32
 // sums cannot overflow (C*R*S < 2^17, products are at most 2^14), and fewer than 2^31 output pixels and
 // padded input bytes (32-bit offsets). The others take the im2col + cuBLASLt or direct kernels.
@@ -27,10 +29,8 @@ class IgemmConv final : public GpuOp {
   bool fuse_next(const Model& m, const Op& next, size_t input, const OpContext& ctx) override;
   void enqueue(const GpuOpIo& io, const OpContext& ctx, cudaStream_t stream) const override;
 
-  struct Geometry;  // kernel geometry (conv_igemm.cu)
-
  private:
-  std::unique_ptr<Geometry> g_;
+  std::unique_ptr<IgemmGeometry> g_;
   ChainHolder chain_;
   std::optional<ChainHolder> fused_;
   bool fused_swapped_ = false;  // the convolution computes the fused op's second input, not its first

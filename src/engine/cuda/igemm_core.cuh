@@ -1,0 +1,380 @@
+// The part of the implicit-GEMM convolution that does not depend on the element type: the loaders that
+// read channels-last activations straight from memory (no im2col buffer), the cp.async pipeline, the
+// tensor-core main loop, the parking of the accumulators in shared memory and the split-K sum. The INT8
+// kernel (conv_igemm.cu, mma m16n8k32 s8 -> s32) and the FP16 kernel (conv_igemm_f16.cu, mma m16n8k16
+// f16 -> f32) each add their own prologue and SDP epilogue around igemm_accumulate().
+//
+// Everything here counts the reduction in bytes: a k-tile is 64 bytes of (tap r, tap s, channel c) with
+// the channels padded to Cp bytes, so one 16-byte run is one pixel's channels at one tap. A 64-byte row
+// is 64 int8 or 32 fp16 values; the two mma shapes read the same bytes of it into the same fragment
+// registers (m16n8k32 s8 and m16n8k16 f16 both take 16 rows x 32 bytes of A and 8 rows x 32 bytes of B),
+// so the shared-memory layout, the swizzle and every ldmatrix are shared.
+//
+// A block computes BM pixels x BN channels with 8 warps of 64 x 32, four cp.async stages,
+// XOR-swizzled shared memory for conflict-free ldmatrix. Split-K: a cluster of 2-8 blocks shares one
+// output tile, each reducing a slice of the k-tiles; the partial accumulators are summed through
+// distributed shared memory and each block of the cluster runs the epilogue on its share of the rows.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "gpu_ops.h"
+
+namespace softdla::gpu {
+
+// GEMM view: rows are output pixels (all images), columns output channels. Sizes of the reduction
+// (Cp, kpad) are in bytes.
+struct IgemmGeometry {
+  uint32_t N, H, W, Cp;  // input, channels-last, Cp bytes per pixel (channels padded)
+  uint32_t K, OH, OW;    // output
+  uint32_t R, S, sh, sw, dh, dw, pt, pl;
+  uint32_t M;            // N * OH * OW
+  uint32_t kpad;         // weight row bytes: R * S * Cp rounded up to 64
+  uint32_t pointwise;    // 1 x 1, stride 1, no padding: output pixel m reads input row m of [M][Cp]
+};
+
+namespace igemm {
+
+constexpr int kStages = 4;
+constexpr int kBlockThreads = 256;
+
+template <int BM, int BN>
+struct TileShape {
+  static constexpr int kWarpsN = BN / 32;
+  static_assert((BM / 64) * kWarpsN == 8, "8 warps of 64 x 32");
+  static constexpr int kStageBytes = (BM + BN) * 64;
+  static constexpr int kPipelineBytes = kStages * kStageBytes;
+  // Parked accumulators: 4-byte words, rows padded by 8 words (16-byte aligned, and the 8-byte stores
+  // of one warp land in as few wavefronts as their 256 bytes allow).
+  static constexpr int kParkStride = BN + 8;
+  static constexpr int kParkBytes = BM * kParkStride * 4;
+  static constexpr int kSmemBytes = kPipelineBytes > kParkBytes ? kPipelineBytes : kParkBytes;
+};
+
+// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a tile of 64-byte rows. Rows 2i and 2i+1
+// share a 128-byte bank line; XOR-ing the chunk with (row / 2) % 4 spreads an 8-row ldmatrix over all banks.
+__device__ __forceinline__ uint32_t swizzle(uint32_t row, uint32_t chunk) {
+  return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;  // 0: nothing is read, the 16 bytes are zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+// Small-channel inputs (C <= 4, e.g. RGB): one tap is 4 (int8) or 8 (fp16) bytes.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_small(uint32_t dst, const void* src, bool valid) {
+  static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+  const int bytes = valid ? kBytes : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The two tensor-core products, on 16 x 32 bytes of A and 32 x 8 bytes of B (fragments as ldmatrix
+// leaves them).
+struct MmaS8 {
+  using Acc = int32_t;
+  __device__ __forceinline__ static void run(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ __forceinline__ static int4 add(int4 a, int4 b) { return make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+};
+struct MmaF16 {
+  using Acc = float;
+  __device__ __forceinline__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ __forceinline__ static float4 add(float4 a, float4 b) {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+  }
+};
+
+// Cluster barrier halves (split-K): arrive releases this block's shared-memory writes to the cluster,
+// wait acquires the others'.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+// The generic address of `p` (in this block's shared memory) in the shared memory of cluster block `rank`.
+template <class T>
+__device__ __forceinline__ const T* cluster_peer(const T* p, uint32_t rank) {
+  uint64_t remote;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(remote) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
+  return reinterpret_cast<const T*>(remote);
+}
+
+// Where one thread's next 16-byte reduction run starts: byte c of the channels of tap (r, s). Advanced
+// by whole 64-byte stages; r == R means past the reduction (zero fill).
+struct TapCursor {
+  uint32_t c, r, s;
+  __device__ void advance(uint32_t bytes, const IgemmGeometry& g) {
+    c += bytes;
+    while (c >= g.Cp && r < g.R) {
+      c -= g.Cp;
+      if (++s == g.S) s = 0, ++r;
+    }
+  }
+};
+
+// The rows of the block's tile whose epilogue this block runs (all of them without split-K).
+struct TileRows {
+  int begin, end;
+};
+
+// The convolution's accumulators for the block's tile (pixels m0.., channels n0..), left in shared
+// memory as Mma::Acc parked[BM][kParkStride] (split-K: summed over the cluster in each block's rows).
+// kTap: bytes of one tap's channels when below 16 (Cp == kTap: each 16-byte run spans 16 / kTap taps),
+// else 16. The caller has waited for the previous kernel (griddepcontrol.wait) and may have committed
+// cp.async groups of its own, which complete here too. After the return the pipeline's memory is the
+// parking space; with split-K the caller ends with cluster_wait() (no block leaves while another may
+// still read its parking space).
+template <class Mma, int BM, int BN, int kTap>
+__device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x, const uint8_t* __restrict w,
+                                                     const IgemmGeometry& g, uint8_t* smem) {
+  using Tile = TileShape<BM, BN>;
+  using Acc = typename Mma::Acc;
+  const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
+  const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const uint32_t ohw = g.OH * g.OW;
+
+  // ---- loaders: thread owns 16-byte chunk (tid % 4) of rows tid / 4 + 64 i ----
+  constexpr int kARows = BM / 64, kBRows = BN / 64;
+  const uint32_t chunk = tid & 3, row0 = tid >> 2;
+  const uint8_t* a_image[kARows];
+  int32_t a_ih0[kARows], a_iw0[kARows];
+  bool a_ok[kARows];
+#pragma unroll
+  for (int i = 0; i < kARows; ++i) {
+    const uint32_t m = m0 + row0 + 64 * i;
+    a_ok[i] = m < g.M;
+    const uint32_t mm = a_ok[i] ? m : 0;
+    if (g.pointwise) {  // the row itself (no division, no bounds per tap)
+      a_image[i] = x + uint64_t(mm) * g.Cp, a_ih0[i] = a_iw0[i] = 0;
+    } else {
+      const uint32_t n = mm / ohw, p = mm % ohw;
+      a_image[i] = x + uint64_t(n) * g.H * g.W * g.Cp;
+      a_ih0[i] = int32_t(p / g.OW) * int32_t(g.sh) - int32_t(g.pt);
+      a_iw0[i] = int32_t(p % g.OW) * int32_t(g.sw) - int32_t(g.pl);
+    }
+  }
+  // Split-K: block z of the cluster reduces k-tiles [kt_begin, kt_end).
+  const int ktiles_all = int(g.kpad / 64), splits = int(gridDim.z), rank = int(blockIdx.z);
+  const int kt_begin = ktiles_all * rank / splits, kt_end = ktiles_all * (rank + 1) / splits;
+  const int ktiles = kt_end - kt_begin;
+  TapCursor cur{0, 0, 0};
+  if (!g.pointwise) cur.advance(uint32_t(kt_begin) * 64 + chunk * 16, g);
+
+  auto load_stage = [&](int slot, int kt) {
+    const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_smem = a_smem + BM * 64;
+    if constexpr (kTap == 16) {
+      if (g.pointwise) {
+        const uint32_t c = uint32_t(kt) * 64 + chunk * 16;  // the reduction is the row's channels
+#pragma unroll
+        for (int i = 0; i < kARows; ++i) {
+          const bool ok = a_ok[i] && c < g.Cp;
+          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), ok ? a_image[i] + c : x, ok);
+        }
+      } else {
+        const bool in_k = cur.r < g.R;
+        const int32_t dy = int32_t(cur.r * g.dh), dx = int32_t(cur.s * g.dw);
+#pragma unroll
+        for (int i = 0; i < kARows; ++i) {
+          const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
+          const bool ok = a_ok[i] && in_k && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
+          const uint8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * g.Cp + cur.c : x;
+          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), src, ok);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 16 / kTap; ++j) {
+        const uint32_t tap = (uint32_t(kt) * 64 + chunk * 16 + j * kTap) / kTap, r = tap / g.S, s = tap % g.S;
+        const int32_t dy = int32_t(r * g.dh), dx = int32_t(s * g.dw);
+#pragma unroll
+        for (int i = 0; i < kARows; ++i) {
+          const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
+          const bool ok = a_ok[i] && r < g.R && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
+          const uint8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * kTap : x;
+          cp_async_small<kTap>(a_smem + swizzle(row0 + 64 * i, chunk) + j * kTap, src, ok);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBRows; ++i) {
+      const uint32_t n = n0 + row0 + 64 * i;
+      const bool ok = n < g.K;
+      const uint8_t* src = ok ? w + uint64_t(n) * g.kpad + uint32_t(kt) * 64 + chunk * 16 : w;
+      cp_async16(b_smem + swizzle(row0 + 64 * i, chunk), src, ok);
+    }
+    if (!g.pointwise) cur.advance(64, g);
+  };
+
+  Acc acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ktiles) load_stage(s, kt_begin + s);
+    cp_async_commit();
+  }
+
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // stage kt visible to all; stage kt-1 fully consumed
+    const int next_kt = kt + kStages - 1;
+    if (next_kt < ktiles) load_stage(next_kt % kStages, kt_begin + next_kt);
+    cp_async_commit();
+
+    const uint32_t a_smem = smem_base + (kt % kStages) * Tile::kStageBytes, b_smem = a_smem + BM * 64;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      uint32_t a[4][4], b[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        ldmatrix_x4(a_smem + swizzle(warp_m * 64 + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        uint32_t r[4];
+        ldmatrix_x4(b_smem + swizzle(warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), r);
+        b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) Mma::run(acc[i][j], a[i], b[j][0], b[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline's memory becomes the epilogue's parking space
+  // The next kernel may be scheduled once every block got this far (it still waits for this one to
+  // finish before it reads anything): its launch and set-up overlap this grid's last epilogues.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+  // ---- the accumulators are parked in shared memory (the pipeline's, now free), so that the epilogue
+  // can take contiguous channels of a row; no accumulator is live past this point. ----
+  using Vec2 = std::conditional_t<std::is_same_v<Acc, float>, float2, int2>;
+  using Vec = std::conditional_t<std::is_same_v<Acc, float>, float4, int4>;
+  Acc* parked = reinterpret_cast<Acc*>(smem);
+  const int grp = lane >> 2, quad = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_m * 64 + i * 16 + grp + 8 * half;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        *reinterpret_cast<Vec2*>(parked + row * Tile::kParkStride + warp_n * 32 + j * 8 + 2 * quad) =
+            Vec2{acc[i][j][2 * half], acc[i][j][2 * half + 1]};
+    }
+  __syncthreads();
+
+  // Split-K: once every block of the cluster has parked, each sums the partials of its share of the
+  // rows into its own parking space; the others' memory must stay until they have read it (the
+  // caller's final cluster_wait).
+  const TileRows rows{BM * rank / splits, BM * (rank + 1) / splits};
+  if (splits > 1) {
+    cluster_arrive();
+    cluster_wait();
+    constexpr int kVecs = BN / 4;
+    for (int i = tid; i < (rows.end - rows.begin) * kVecs; i += kBlockThreads) {
+      Acc* mine = parked + (rows.begin + i / kVecs) * Tile::kParkStride + (i % kVecs) * 4;
+      Vec sum = *reinterpret_cast<const Vec*>(mine);
+      for (int peer = 0; peer < splits; ++peer) {
+        if (peer == rank) continue;
+        sum = Mma::add(sum, *cluster_peer(reinterpret_cast<const Vec*>(mine), uint32_t(peer)));
+      }
+      *reinterpret_cast<Vec*>(mine) = sum;
+    }
+    cluster_arrive();  // done reading the others
+    __syncthreads();
+  }
+  return rows;
+}
+
+// ---- host side ----
+
+// Programmatic dependent launch of the convolutions; SOFTDLA_CUDA_PDL=0 turns it off.
+inline bool programmatic_launch() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_PDL");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+// Launches an implicit-GEMM kernel over the output tiles of g, `splits` blocks per tile (a cluster),
+// as a programmatic dependent of the previous kernel.
+template <int BM, int BN, class Kernel, class... Args>
+void launch_tiles(Kernel* kernel, const IgemmGeometry& g, int splits, int smem_bytes, cudaStream_t stream,
+                  Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3((g.M + BM - 1) / BM, (g.K + BN - 1) / BN, unsigned(splits));
+  config.blockDim = dim3(kBlockThreads);
+  config.dynamicSmemBytes = size_t(smem_bytes);
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned count = 0;
+  if (programmatic_launch()) {  // may overlap the previous kernel's tail (griddepcontrol in the kernel)
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (splits > 1) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count++].val.clusterDim = {1, 1, unsigned(splits)};
+  }
+  config.attrs = attrs;
+  config.numAttrs = count;
+  SOFTDLA_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+// How many blocks share one output tile (split-K, a power of two up to 8): the fewest that bring the
+// k-tiles of the busiest SM down the most, counting a cost per block for the epilogue and the
+// reduction. SOFTDLA_CUDA_SPLITK=n forces n (tests).
+inline int choose_splits(uint64_t tiles, int ktiles, int BM) {
+  if (const char* forced = std::getenv("SOFTDLA_CUDA_SPLITK")) {
+    const int n = std::atoi(forced);
+    if (n == 1 || n == 2 || n == 4 || n == 8) return n;
+  }
+  int device = 0, sms = 0;
+  SOFTDLA_CUDA(cudaGetDevice(&device));
+  SOFTDLA_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const uint64_t slots = uint64_t(sms) * 2;  // two blocks per SM (registers and shared memory)
+  constexpr double kEpilogueTiles = 4;        // an epilogue costs about as much as this many k-tiles
+  int best = 1;
+  double best_cost = 0;
+  for (int s = 1; s <= 8 && s <= BM / 16; s *= 2) {
+    const double waves = double((tiles * s + slots - 1) / slots);
+    const double cost = waves * (double((ktiles + s - 1) / s) + kEpilogueTiles + (s > 1 ? 1.0 + s / 4.0 : 0.0));
+    if (s == 1 || cost < best_cost * 0.95) best = s, best_cost = cost;
+  }
+  return best;
+}
+
+}  // namespace igemm
+}  // namespace softdla::gpu
