@@ -113,6 +113,38 @@ def test_int8_split_k_matches_cpu(net, splits, tmp_path, monkeypatch):
     assert_int8_same_on_both_backends(net, 5, tmp_path)
 
 
+def fp16_mobile_block(g):
+    """Two images, FP16 MobileNet-style: a stride-1 RGB convolution (4 channels per tap), a depthwise
+    convolution between channels-last 1 x 1 convolutions, 24 channels (three 8-channel runs), a residual
+    add fused into the convolution that computes its second operand, a stride-2 convolution, global
+    average pooling of channels-last data."""
+    x = g.input("images", [2, 3, 20, 20])
+    lo, hi = g.const(np.float32(0)), g.const(np.float32(6))
+    y = g.node("Clip", [g.bn(g.conv(x, 3, 24, bias=False), 24), lo, hi])
+    h = g.node("Clip", [g.bn(g.conv(y, 24, 144, k=1, pad=0, bias=False), 144), lo, hi])
+    h = g.node("Clip", [g.bn(g.conv(h, 144, 144, groups=144, bias=False), 144), lo, hi])
+    y = g.node("Add", [y, g.bn(g.conv(h, 144, 24, k=1, pad=0, bias=False), 24)])
+    y = g.node("Relu", [g.bn(g.conv(y, 24, 40, stride=2, bias=False), 40)])
+    return g.node("Flatten", [g.node("GlobalAveragePool", [y])])
+
+
+# The FP16 implicit GEMM (conv_igemm_f16.cu) on channels-last fp16 tensors, with its epilogues (the short
+# chain, the step interpreter, the residual add fused on either side, NCHW outputs) and split-K forced
+# to 1, 2 and 8 blocks: within docs/NUMERICS.md's FP16 tolerance of the CPU backend (Engine.run_raw).
+@pytest.mark.parametrize("net", [nets.resnet_like, nets.mobilenetv2_like, residual_tail, wide_block,
+                                 fp16_mobile_block], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("splits", ["1", "2", "8"])
+def test_fp16_split_k_matches_cpu(net, splits, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTDLA_CUDA_SPLITK", splits)
+    m, shape = nets.make(net)
+    rng = np.random.default_rng(9)
+    loadable, _ = softdla_build(m, tmp_path, "--fp16", "--inputIOFormats=fp16:chw16", "--outputIOFormats=fp16:chw16")
+    gpu = Engine(loadable, backend="cuda")
+    n_out = len(gpu.io_info(True))
+    for _ in range(2):  # the second run replays the CUDA graph
+        gpu.run_raw(random_raw_inputs(gpu, rng), n_out)
+
+
 # Programmatic dependent launch (conv_igemm.cu) is on by default; SOFTDLA_CUDA_PDL=0, read once per
 # process, launches every kernel plainly: a child process runs the same comparison that way.
 def test_int8_plain_launches_match_cpu(tmp_path):

@@ -1,6 +1,8 @@
 #include "channels_last.h"
 
+#include "conv_depthwise_f16.h"
 #include "conv_igemm.h"
+#include "conv_igemm_f16.h"
 #include "model_checks.h"
 
 namespace softdla::gpu {
@@ -8,13 +10,15 @@ namespace {
 
 bool is_conv_with_nhwc_input(const Model& m, const Op& op) {
   const auto* p = std::get_if<ConvParams>(&op.params);
-  return p && igemm_supports(m, op, *p);
+  return p && (igemm_supports(m, op, *p) || igemm_f16_supports(m, op, *p) || depthwise_f16_supports(m, op, *p));
 }
 
-// Ops whose NHWC kernel walks input 0 and the output in one order: an INT8 standalone SDP op and
-// INT8 pooling.
+// Ops whose NHWC kernel walks input 0 and the output in one order: an INT8 or FP16 standalone SDP op
+// and INT8 or FP16 pooling.
 bool follows_layout(const Model& m, const Op& op) {
-  if (m.tensors[op.outputs[0]].dtype != DataType::kInt8) return false;
+  const DataType out = m.tensors[op.outputs[0]].dtype;
+  if (out != DataType::kInt8 && out != DataType::kFloat16) return false;
+  if (out == DataType::kFloat16 && m.tensors[op.inputs[0]].dtype != out) return false;  // the FP16 kernels read fp16
   if (std::holds_alternative<PoolParams>(op.params)) return true;
   return std::holds_alternative<SdpParams>(op.params) &&
          m.tensors[op.inputs[0]].shape == m.tensors[op.outputs[0]].shape;
@@ -42,7 +46,9 @@ std::vector<uint8_t> plan_channels_last(const Model& m) {
   std::vector<uint8_t> nhwc(m.tensors.size(), 0), free_layout(m.tensors.size(), 0);
   for (size_t t = 0; t < m.tensors.size(); ++t) {
     const Tensor& tensor = m.tensors[t];
-    nhwc[t] = intermediate[t] && tensor.dtype == DataType::kInt8 && tensor.shape[1] % 16 == 0;
+    // Whole 16-byte runs of channels: 16 int8 or 8 fp16 values.
+    nhwc[t] = intermediate[t] && ((tensor.dtype == DataType::kInt8 && tensor.shape[1] % 16 == 0) ||
+                                  (tensor.dtype == DataType::kFloat16 && tensor.shape[1] % 8 == 0));
     free_layout[t] = nhwc[t] && single_pixel(tensor);
   }
   for (const Op& op : m.ops) {

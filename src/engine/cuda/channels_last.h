@@ -1,7 +1,8 @@
-// Which INT8 intermediates the CUDA backend keeps channels-last (NHWC: the C values of one pixel
-// adjacent) instead of the model's NCHW. The implicit-GEMM convolution reads its reduction (taps x
-// channels) as 16-byte runs of channels, so ResNet-style chains of convolutions and residual adds stay
-// NHWC end to end; every other op, and every graph input and output, sees NCHW as before.
+// Which INT8 and FP16 intermediates the CUDA backend keeps channels-last (NHWC: the C values of one
+// pixel adjacent) instead of the model's NCHW. The implicit-GEMM convolutions read their reduction
+// (taps x channels) as 16-byte runs of channels, so ResNet-style chains of convolutions and residual
+// adds (and, in FP16, MobileNet-style chains with depthwise convolutions) stay NHWC end to end; every
+// other op, and every graph input and output, sees NCHW as before.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -12,9 +13,9 @@
 
 namespace softdla::gpu {
 
-// One entry per tensor: 1 when stored NHWC. Only INT8 tensors with C % 16 == 0 (same byte count as
-// NCHW, so the memory plan holds), produced and consumed only by ops with an NHWC kernel, and where a
-// standalone SDP op's main input and output agree.
+// One entry per tensor: 1 when stored NHWC. Only INT8 tensors with C % 16 == 0 and FP16 tensors with
+// C % 8 == 0 (same byte count as NCHW, so the memory plan holds), produced and consumed only by ops
+// with an NHWC kernel, and where a standalone SDP op's main input and output agree.
 std::vector<uint8_t> plan_channels_last(const Model& m);
 
 // x: [N][C][HW] int8 -> y: [N][HW][Cp] with channels C..Cp-1 zero.

@@ -1,6 +1,8 @@
 // The non-convolution ops on the GPU, one thread per output element (or per softmax row). Each mirrors
 // its CPU kernel in src/engine/cpu/ operation for operation, so INT8 results are byte-identical and
 // float results differ only by the order of float sums and the device's exp/pow/tanh.
+#include <cuda_fp16.h>
+
 #include <cfloat>
 #include <cmath>
 
@@ -39,15 +41,39 @@ __global__ void sdp_nhwc_kernel(const int8_t* __restrict x, int8_t* __restrict y
   }
 }
 
+// FP16 channels-last (C % 8 == 0): one thread per 8 channels of one pixel, 16-byte loads and stores,
+// each element through the same conversions and chain as sdp_kernel.
+__global__ void sdp_nhwc_f16_kernel(const uint4* __restrict x, uint4* __restrict y, Shape s,
+                                    const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+  // An intermediate (the arena is below 4 GiB): 32-bit indices.
+  const uint32_t hw_count = s[2] * s[3], runs_per_pixel = s[1] / 8, runs = uint32_t(element_count(s) / 8);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < runs; i += gridDim.x * blockDim.x) {
+    const uint32_t pixel = i / runs_per_pixel;
+    const uint32_t c0 = i % runs_per_pixel * 8, n = pixel / hw_count, hw = pixel % hw_count;
+    union { uint4 q; uint16_t h[8]; } v;
+    v.q = x[i];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      v.h[k] = num::float_to_half(chain_float(chain, num::half_to_float(v.h[k]), n, c0 + k, hw, ops));
+    y[i] = v.q;
+  }
+}
+
 class SdpOp final : public GpuOp {
  public:
   SdpOp(const Model& m, const Op& op, const SdpParams& p, const OpContext& ctx)
       : chain_(m, op, p, &ctx.channels_last), dtype_(m.tensors[op.outputs[0]].dtype),
         shape_(m.tensors[op.outputs[0]].shape),
-        nhwc_(dtype_ == DataType::kInt8 && m.tensors[op.inputs[0]].shape == shape_ &&
-              ctx.channels_last[op.inputs[0]] && ctx.channels_last[op.outputs[0]]) {}
+        nhwc_((dtype_ == DataType::kInt8 || dtype_ == m.tensors[op.inputs[0]].dtype) &&
+              m.tensors[op.inputs[0]].shape == shape_ && ctx.channels_last[op.inputs[0]] &&
+              ctx.channels_last[op.outputs[0]]) {}
   void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
     const Operands ops = operands_of(io);
+    if (nhwc_ && dtype_ == DataType::kFloat16) {
+      sdp_nhwc_f16_kernel<<<blocks_for(element_count(shape_) / 8), kThreads, 0, stream>>>(
+          static_cast<const uint4*>(io.inputs[0]), static_cast<uint4*>(io.output), shape_, chain_.chain(), ops);
+      return check_launch("sdp_nhwc_f16_kernel");
+    }
     if (nhwc_) {
       sdp_nhwc_kernel<<<blocks_for(element_count(shape_) / 16), kThreads, 0, stream>>>(
           static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), shape_, chain_.chain(), ops);
@@ -66,7 +92,7 @@ class SdpOp final : public GpuOp {
   ChainHolder chain_;
   DataType dtype_;
   Shape shape_;
-  bool nhwc_;  // channels-last INT8 input and output
+  bool nhwc_;  // channels-last INT8 or FP16 input and output
 };
 
 // ---- pooling ----
@@ -154,6 +180,60 @@ __global__ void pool_nhwc16_kernel(const int8_t* __restrict x, int8_t* __restric
   }
 }
 
+// FP16 channels-last pooling (C % 8 == 0), one thread per 8 channels of one output pixel: the same
+// float arithmetic as pool_kernel (window order, NaN rule, divisor) with 16-byte loads and stores.
+// A maximum is one of its inputs, so it is taken on fp16 pairs (__hmax2_nan) and only the store's rules
+// applied after: NaN as the CPU's quiet NaN, infinity saturated (only +-0 may pick the other sign).
+__device__ __forceinline__ uint16_t stored_max(uint16_t h) {
+  if ((h & 0x7fffu) > 0x7c00u) return 0x7e00u;  // NaN
+  if ((h & 0x7fffu) == 0x7c00u) return h ^ 0x0400u;  // +-inf -> +-65504 (0x7bff / 0xfbff)
+  return h;
+}
+
+__global__ void pool_nhwc_f16_kernel(const uint16_t* __restrict x, uint16_t* __restrict y, Shape in, Shape out,
+                                     PoolParams p) {
+  const uint32_t runs_per_pixel = out[1] / 8, OH = out[2], OW = out[3], total = uint32_t(element_count(out) / 8);
+  const int32_t H = int32_t(in[2]), W = int32_t(in[3]);
+  const bool is_max = p.kind == PoolKind::kMax;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t run = i % runs_per_pixel, pixel = i / runs_per_pixel;
+    const PoolWindow win(pixel / OW % OH, pixel % OW, H, W, p);
+    const uint32_t n = pixel / (OW * OH);
+    const uint16_t* image = x + uint32_t(n) * uint32_t(H * W) * in[1] + run * 8;
+    union { uint4 q; uint16_t h[8]; __half2 h2[4]; } o;
+    if (is_max) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) o.h2[k] = __half2half2(__ushort_as_half(0xfc00u));  // -inf
+      for (int32_t h = win.hb; h < win.he; ++h)
+        for (int32_t w = win.wb; w < win.we; ++w) {
+          union { uint4 q; __half2 h2[4]; } v;
+          v.q = *reinterpret_cast<const uint4*>(image + uint32_t(h * W + w) * in[1]);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) o.h2[k] = __hmax2_nan(o.h2[k], v.h2[k]);
+        }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) o.h[k] = stored_max(o.h[k]);
+    } else {
+      float acc[8] = {};
+      bool nan[8] = {};
+      for (int32_t h = win.hb; h < win.he; ++h)
+        for (int32_t w = win.wb; w < win.we; ++w) {
+          union { uint4 q; uint16_t h[8]; } v;
+          v.q = *reinterpret_cast<const uint4*>(image + uint32_t(h * W + w) * in[1]);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const float f = num::half_to_float(v.h[k]);
+            nan[k] |= isnan(f);
+            acc[k] += f;
+          }
+        }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) o.h[k] = num::float_to_half(nan[k] ? NAN : acc[k] / float(win.kh * win.kw));
+    }
+    reinterpret_cast<uint4*>(y)[i] = o.q;
+  }
+}
+
 // ---- LRN (float) ----
 template <class T>
 __global__ void lrn_kernel(const T* __restrict x, T* __restrict y, Shape s, LrnParams p) {
@@ -235,6 +315,9 @@ class ElementOp final : public GpuOp {
         if (nhwc_ && std::is_same_v<T, int8_t>)
           pool_nhwc16_kernel<<<blocks_for(element_count(out_) / 16), kThreads, 0, stream>>>(
               reinterpret_cast<const int8_t*>(x), reinterpret_cast<int8_t*>(y), in_, out_, p_);
+        else if (nhwc_ && std::is_same_v<T, uint16_t>)
+          pool_nhwc_f16_kernel<<<blocks_for(element_count(out_) / 8), kThreads, 0, stream>>>(
+              reinterpret_cast<const uint16_t*>(x), reinterpret_cast<uint16_t*>(y), in_, out_, p_);
         else if (element_count(in_) < (uint64_t(1) << 32) && element_count(out_) < (uint64_t(1) << 32))
           pool_kernel<T, uint32_t><<<blocks, kThreads, 0, stream>>>(x, y, in_, out_, p_);
         else
@@ -259,7 +342,7 @@ class ElementOp final : public GpuOp {
   Params p_;
   DataType dtype_;
   Shape in_, out_;
-  bool nhwc_;  // pooling: channels-last input and output (channels_last.h)
+  bool nhwc_;  // pooling: channels-last input and output (channels_last.h), INT8 or FP16
 };
 
 // ---- data movement: every output element copies one input element ----
