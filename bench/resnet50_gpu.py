@@ -1,9 +1,11 @@
-"""ResNet-50 (random weights, 224x224) on the GPU: softdla's CUDA backend (INT8 and FP16 loadables,
-driven through NVIDIA's own cuda.bindings.cudla over softdla's libcudla.so.1, buffers and stream
-from PyTorch) against PyTorch FP16 channels_last with cuDNN (cudnn.benchmark, inference mode), in one
-run on one GPU, batch 1 and batch 32. Prints throughput, latency (medians) and INT8 TOPS.
+"""ResNet-50 and MobileNetV2 (random weights, 224x224) on the GPU: softdla's CUDA backend (INT8 and FP16
+loadables, driven through NVIDIA's own cuda.bindings.cudla over softdla's libcudla.so.1, buffers and
+stream from PyTorch) against PyTorch FP16 channels_last with cuDNN (cudnn.benchmark, inference mode),
+eager and replayed as a CUDA graph, in one run on one GPU. Prints throughput, latency (medians), the
+ratio to both PyTorch runs and TOPS.
 
-    python bench/resnet50_gpu.py [--build-dir build] [--reps 30]
+    python bench/resnet50_gpu.py [--build-dir build] [--reps 30] [--models resnet50,mobilenet_v2]
+                                 [--precisions fp16,int8] [--batches 1,32]
 """
 import argparse
 import ctypes
@@ -21,9 +23,37 @@ import onnx
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from build_time import resnet50  # noqa: E402
+from sdla_testkit.onnx_models import G  # noqa: E402  (build_time put tests/python on the path)
 
-GMACS_PER_IMAGE = 4.09  # ResNet-50 at 224x224 (convolutions + FC)
+GMACS_PER_IMAGE = {"resnet50": 4.09, "mobilenet_v2": 0.30}  # at 224x224 (convolutions + FC)
 H200_INT8_PEAK_TOPS = 1979.0  # dense, datasheet (SXM)
+
+
+def mobilenet_v2(batch=1):
+    """torchvision's mobilenet_v2 layout with random weights: ReLU6 as Clip(0, 6), BatchNorm after every
+    convolution, residual adds where the stride is 1 and the width stays."""
+    g = G(seed=0)
+    lo, hi = g.const(np.float32(0)), g.const(np.float32(6))
+
+    def cbn(x, cin, cout, k, stride, groups=1, act=True):
+        y = g.bn(g.conv(x, cin, cout, k=k, stride=stride, pad=k // 2, groups=groups, bias=False), cout)
+        return g.node("Clip", [y, lo, hi]) if act else y
+
+    x = cbn(g.input("images", [batch, 3, 224, 224]), 3, 32, 3, 2)
+    c = 32
+    for t, cout, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                          (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            y = x if t == 1 else cbn(x, c, c * t, 1, 1)
+            y = cbn(cbn(y, c * t, c * t, 3, stride, groups=c * t), c * t, cout, 1, 1, act=False)
+            x = g.node("Add", [x, y]) if stride == 1 and c == cout else y
+            c = cout
+    y = g.node("Flatten", [g.node("GlobalAveragePool", [cbn(x, c, 1280, 1, 1)])])
+    return g.model([g.node("Gemm", [y, g.weight(1000, 1280), g.weight(1000)], transB=1)])
+
+
+ONNX_MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2}
 
 
 def build(softdla, onnx_path, out, *flags):
@@ -71,13 +101,34 @@ def time_it(torch, fn, stream, reps, per_call):
     return statistics.median(times)
 
 
+def torch_model(torch, torchvision, name):
+    ctor = {"resnet50": torchvision.models.resnet50, "mobilenet_v2": torchvision.models.mobilenet_v2}[name]
+    return ctor(weights=None).half().cuda().to(memory_format=torch.channels_last).eval()
+
+
+def graphed(torch, model, x, stream):
+    """model(x) captured once into a CUDA graph (after warm-up); returns its replay."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        model(x)
+    torch.cuda.synchronize()
+    return graph.replay
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--profile", action="store_true", help="print the GPU kernels' time of softdla INT8 at batch 32")
+    ap.add_argument("--models", default="resnet50", help="comma-separated: resnet50, mobilenet_v2")
+    ap.add_argument("--precisions", default="fp16,int8", help="softdla loadables: fp16, int8")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--profile", nargs="?", default="", const="fp16,int8",
+                    help="print the GPU kernels' time of softdla at the largest batch (these precisions; all without a value)")
     args = ap.parse_args()
+    models = args.models.split(",")
+    precisions = args.precisions.split(",")
+    batches = [int(b) for b in args.batches.split(",")]
     libcudla = os.path.join(args.build_dir, "libcudla.so.1")
     ctypes.CDLL(libcudla, mode=os.RTLD_GLOBAL)
     import torch
@@ -87,76 +138,97 @@ def main():
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
     print(f"GPU: {results['gpu']}, torch {torch.__version__}", flush=True)
     stream = torch.cuda.Stream()
+    loadables = {}
     with tempfile.TemporaryDirectory() as d:
         calib = os.path.join(d, "calib")
         os.makedirs(calib)
         np.save(os.path.join(calib, "data.npy"),
                 np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))
-        cache = os.path.join(d, "resnet50.calib")
         softdla = os.path.join(args.build_dir, "softdla")
-        loadables = {}
-        for batch in (1, 32):
-            path = os.path.join(d, f"resnet50_b{batch}.onnx")
-            onnx.save(resnet50(batch), path)
-            loadables[("fp16", batch)] = build(softdla, path, f"{d}/fp16_b{batch}.loadable", "--fp16",
-                                               "--inputIOFormats=fp16:chw16", "--outputIOFormats=fp16:chw16")
-            calib_flags = [f"--calib-data={calib}", f"--calib={cache}"] if batch == 1 else [f"--calib={cache}"]
-            loadables[("int8", batch)] = build(softdla, path, f"{d}/int8_b{batch}.loadable", "--int8", "--fp16",
-                                               "--inputIOFormats=int8:chw32", "--outputIOFormats=fp16:chw16",
-                                               *calib_flags)
-    model = torchvision.models.resnet50(weights=None).half().cuda().to(memory_format=torch.channels_last).eval()
+        for name in models:
+            cache = os.path.join(d, f"{name}.calib")
+            for batch in batches:
+                path = os.path.join(d, f"{name}_b{batch}.onnx")
+                onnx.save(ONNX_MODELS[name](batch), path)
+                if "fp16" in precisions:
+                    loadables[(name, "fp16", batch)] = build(softdla, path, f"{d}/{name}_fp16_b{batch}.loadable", "--fp16",
+                                                             "--inputIOFormats=fp16:chw16", "--outputIOFormats=fp16:chw16")
+                if "int8" in precisions:
+                    if not os.path.exists(cache):  # calibrated once, at batch 1; the other batches reuse the cache
+                        one = os.path.join(d, f"{name}_b1.onnx")
+                        onnx.save(ONNX_MODELS[name](1), one)
+                        build(softdla, one, f"{d}/{name}_calib.loadable", "--int8", "--fp16", f"--calib-data={calib}",
+                              f"--calib={cache}")
+                    loadables[(name, "int8", batch)] = build(softdla, path, f"{d}/{name}_int8_b{batch}.loadable",
+                                                             "--int8", "--fp16", "--inputIOFormats=int8:chw32",
+                                                             "--outputIOFormats=fp16:chw16", f"--calib={cache}")
     torch.backends.cudnn.benchmark = True
     rows = []
-    for batch in (1, 32):
-        x = torch.randn(batch, 3, 224, 224, device="cuda").half().to(memory_format=torch.channels_last)
-        with torch.inference_mode(), torch.cuda.stream(stream):
-            for _ in range(20):
-                model(x)
-            torch.cuda.synchronize()
-            fwd = lambda: model(x)  # noqa: E731
-            lat = time_it(torch, fwd, stream, args.reps, 1)
-            thr = time_it(torch, fwd, stream, max(5, args.reps // 3), 20)
-        rows.append(("pytorch-fp16", batch, lat, thr))
-        for prec in ("fp16", "int8"):
-            run = SoftdlaRunner(cudla, torch, loadables[(prec, batch)], stream)
-            for _ in range(20):
-                run()
-            torch.cuda.synchronize()
-            lat = time_it(torch, run, stream, args.reps, 1)
-            thr = time_it(torch, run, stream, max(5, args.reps // 3), 20)
-            assert cudla.get_last_error(run.dev) == 0
-            rows.append((f"softdla-{prec}", batch, lat, thr))
-            if args.profile and batch == 32:
-                from torch.profiler import ProfilerActivity, profile
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(5):
-                        run()
-                    torch.cuda.synchronize()
-                print(f"softdla-{prec} batch 32, 5 tasks:")
-                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=10, max_name_column_width=70))
-                kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-                kernels.sort(key=lambda e: e.time_range.start)
-                print(f"softdla-{prec} batch 32, the last task's kernels in launch order (us):")
-                for e in kernels[-(len(kernels) // 5):]:
-                    name = e.name.replace("softdla::gpu::", "").replace("(anonymous namespace)::", "")
-                    name = name.replace("void ", "").split("(")[0]
-                    print(f"  {e.time_range.elapsed_us():9.1f}  {name[:90]}")
-    print(f"\n{'engine':14} {'batch':>5} {'latency ms':>11} {'img/s':>9} {'vs torch':>9} {'TOPS':>7}")
-    base = {b: t for name, b, _, t in rows if name == "pytorch-fp16"}
+    for name in models:
+        model = torch_model(torch, torchvision, name)
+        for batch in batches:
+            x = torch.randn(batch, 3, 224, 224, device="cuda").half().to(memory_format=torch.channels_last)
+            with torch.inference_mode(), torch.cuda.stream(stream):
+                for _ in range(20):
+                    model(x)
+                torch.cuda.synchronize()
+                fwd = lambda: model(x)  # noqa: E731
+                rows.append((name, "pytorch-fp16", batch, time_it(torch, fwd, stream, args.reps, 1),
+                             time_it(torch, fwd, stream, max(5, args.reps // 3), 20)))
+                replay = graphed(torch, model, x, stream)
+                for _ in range(20):
+                    replay()
+                torch.cuda.synchronize()
+                rows.append((name, "pytorch-fp16-graph", batch, time_it(torch, replay, stream, args.reps, 1),
+                             time_it(torch, replay, stream, max(5, args.reps // 3), 20)))
+            for prec in precisions:
+                run = SoftdlaRunner(cudla, torch, loadables[(name, prec, batch)], stream)
+                for _ in range(20):
+                    run()
+                torch.cuda.synchronize()
+                lat = time_it(torch, run, stream, args.reps, 1)
+                thr = time_it(torch, run, stream, max(5, args.reps // 3), 20)
+                assert cudla.get_last_error(run.dev) == 0
+                rows.append((name, f"softdla-{prec}", batch, lat, thr))
+                if prec in args.profile.split(",") and batch == max(batches):
+                    profile_kernels(torch, run, f"{name} softdla-{prec} batch {batch}")
+    print(f"\n{'model':13} {'engine':19} {'batch':>5} {'latency ms':>11} {'img/s':>9} {'vs eager':>9} {'vs graph':>9} {'TOPS':>7}")
+    eager = {(m, b): t for m, e, b, _, t in rows if e == "pytorch-fp16"}
+    graph = {(m, b): t for m, e, b, _, t in rows if e == "pytorch-fp16-graph"}
     table = []
-    for name, batch, lat, thr in rows:
+    for name, engine, batch, lat, thr in rows:
         ips = batch / (thr / 1e3)
-        tops = 2 * GMACS_PER_IMAGE * 1e9 * ips / 1e12
-        speed = base[batch] / thr
-        table.append(dict(engine=name, batch=batch, latency_ms=lat, per_batch_ms=thr, images_per_s=ips,
-                          speedup_vs_torch=speed, tops=tops))
-        print(f"{name:14} {batch:5d} {lat:11.3f} {ips:9.0f} {speed:8.2f}x {tops:7.1f}")
-    int8_32 = next(r for r in table if r["engine"] == "softdla-int8" and r["batch"] == 32)
-    print(f"INT8 batch 32: {int8_32['tops']:.1f} TOPS = {100 * int8_32['tops'] / H200_INT8_PEAK_TOPS:.1f}% of the "
-          f"H200's {H200_INT8_PEAK_TOPS:.0f} dense INT8 TOPS")
+        tops = 2 * GMACS_PER_IMAGE[name] * 1e9 * ips / 1e12
+        table.append(dict(model=name, engine=engine, batch=batch, latency_ms=lat, per_batch_ms=thr, images_per_s=ips,
+                          speedup_vs_torch=eager[(name, batch)] / thr, speedup_vs_torch_graph=graph[(name, batch)] / thr,
+                          tops=tops))
+        r = table[-1]
+        print(f"{name:13} {engine:19} {batch:5d} {lat:11.3f} {ips:9.0f} {r['speedup_vs_torch']:8.2f}x "
+              f"{r['speedup_vs_torch_graph']:8.2f}x {tops:7.1f}")
+    for r in table:
+        if r["engine"] == "softdla-int8" and r["batch"] == max(batches):
+            print(f"{r['model']} INT8 batch {r['batch']}: {r['tops']:.1f} TOPS = "
+                  f"{100 * r['tops'] / H200_INT8_PEAK_TOPS:.1f}% of the H200's {H200_INT8_PEAK_TOPS:.0f} dense INT8 TOPS")
     results["rows"] = table
     if args.json:
         json.dump(results, open(args.json, "w"), indent=1)
+
+
+def profile_kernels(torch, run, title):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            run()
+        torch.cuda.synchronize()
+    print(f"{title}, 5 tasks:")
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70))
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernels.sort(key=lambda e: e.time_range.start)
+    print(f"{title}, the last task's kernels in launch order (us):")
+    for e in kernels[-(len(kernels) // 5):]:
+        name = e.name.replace("softdla::gpu::", "").replace("(anonymous namespace)::", "")
+        name = name.replace("void ", "").split("(")[0]
+        print(f"  {e.time_range.elapsed_us():9.1f}  {name[:90]}")
 
 
 if __name__ == "__main__":
