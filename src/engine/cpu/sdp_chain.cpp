@@ -8,6 +8,7 @@
 #include "kernel.h"
 #include "multiversion.h"
 #include "numerics.h"
+#include "x86_simd.h"
 
 namespace softdla::cpu {
 
@@ -104,11 +105,54 @@ void SdpChain::run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t
     for (size_t i = 0; i < count; ++i) out[i] = lut_[size_t(out[i] + 128)];
 }
 
+namespace {
+
+#ifdef SOFTDLA_X86
+// The float steps with one operand per channel on AVX-512, each lane exactly as the scalar loops below
+// (the same IEEE operation, ordered compares, NaN kept, and the sign of zero: ReLU maps -0 to +0 and
+// Clip keeps a value equal to a bound as it is). False for the steps it does not take.
+__attribute__((target("avx512f"))) bool float_step_avx512(SdpKind kind, float* v, size_t count, float operand, float lo,
+                                                          float hi) {
+  if (kind != SdpKind::kBias && kind != SdpKind::kScale && kind != SdpKind::kPRelu && kind != SdpKind::kRelu &&
+      kind != SdpKind::kClip)
+    return false;
+  const __m512 k = _mm512_set1_ps(operand), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t i = 0; i < count; i += 16) {
+    const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(m, v + i);
+    __m512 y;
+    switch (kind) {
+      case SdpKind::kBias: y = _mm512_add_ps(x, k); break;
+      case SdpKind::kScale: y = _mm512_mul_ps(x, k); break;
+      case SdpKind::kPRelu: y = _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, k); break;
+      case SdpKind::kRelu:  // x > 0 ? x : 0, and NaN stays
+        y = _mm512_mask_mov_ps(zero, _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+        break;
+      default:  // std::clamp: x < lo ? lo : (hi < x ? hi : x); NaN compares false and stays
+        y = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, vlo, _CMP_LT_OQ), vlo);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(vhi, x, _CMP_LT_OQ), vhi);
+        break;
+    }
+    _mm512_mask_storeu_ps(v + i, m, y);
+  }
+  return true;
+}
+#endif
+
+}  // namespace
+
 SOFTDLA_MULTIVERSION
 void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops) const {
+#ifdef SOFTDLA_X86
+  const bool avx512 = has_avx512(active_isa());
+#endif
   for (const Step& st : steps_) {
     const SdpStep& s = st.s;
     const float operand = s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c];
+#ifdef SOFTDLA_X86
+    if (avx512 && float_step_avx512(s.kind, v, count, operand, s.lo, s.hi)) continue;
+#endif
     switch (s.kind) {
       case SdpKind::kBias:
         for (size_t i = 0; i < count; ++i) v[i] += operand;
