@@ -164,3 +164,43 @@ def test_requant_rounding_ties_and_saturation():
     got = run_graph(g, x, ev).ravel()
     expect = [3, -3, 2, -2, 1, -1, 64, -64, 64, -64]  # inputs saturate to int8 first: 127>>1 = 64 (63.5 away)
     np.testing.assert_array_equal(got, expect)
+
+
+# The float steps' edge values, bit for bit (the CPU runs them in vector form on AVX-512, scalar
+# elsewhere; both must keep these semantics): ReLU maps -0 to +0 and keeps NaN; Clip keeps a value equal
+# to a bound as it is (a -0 at a +0 bound stays -0) and keeps NaN; PReLU scales only values below 0.
+EDGE = np.array([-0.0, 0.0, np.nan, -1.5, 1.5, 0.75, -0.5, 3.0, -3.0, -np.inf, np.inf] * 3, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("kind", ["relu", "clip", "prelu", "bias", "scale"])
+def test_float_step_edge_values_bit_exact(kind, dtype):
+    x = EDGE.astype(dtype).reshape(1, 1, 3, 11)
+    g = writer.Graph()
+    xi = g.input("x", x.shape, dtype)
+    if kind == "clip":
+        step, ref = writer.sdp_step("clip", lo=-0.5, hi=0.75), np.where(x < -0.5, -0.5, np.where(x > 0.75, 0.75, x))
+        lo0 = writer.sdp_step("clip", lo=0.0, hi=1.0)  # a -0 input at a +0 bound stays -0
+    elif kind == "relu":
+        step, ref = writer.sdp_step("relu"), np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
+    elif kind == "prelu":
+        step, ref = writer.sdp_step("prelu", fvalues=[0.25]), np.where(x < 0, x * np.float32(0.25), x)
+    elif kind == "bias":
+        step, ref = writer.sdp_step("bias", fvalues=[0.5]), x.astype(np.float32) + np.float32(0.5)
+    else:
+        step, ref = writer.sdp_step("scale", fvalues=[-2.0]), x.astype(np.float32) * np.float32(-2.0)
+    steps = [step, lo0] if kind == "clip" else [step]
+    if kind == "clip":
+        ref = np.where(ref < 0.0, 0.0, np.where(ref > 1.0, 1.0, ref))
+    y = g.tensor("y", x.shape, dtype)
+    g.op("Sdp", [xi], y, writer.sdp(steps))
+    g.output(y)
+    got = np.asarray(run_graph(g, x), dtype).ravel()
+    want = np.asarray(ref, np.float32).ravel()
+    if dtype == np.float16:  # FP16 results saturate to the largest finite half (NUMERICS.md)
+        want = np.where(np.isnan(want), want, np.clip(want, -65504.0, 65504.0))
+    want = want.astype(dtype)
+    bits = np.uint16 if dtype == np.float16 else np.uint32
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(bits), want[~nan].view(bits))  # -0 and +0 told apart
