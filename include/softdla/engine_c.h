@@ -38,11 +38,13 @@ int softdla_gpu_available(char* why, size_t len);
  * "avx512vnni (detected: avx512vnni)"; SOFTDLA_CPU_ISA forces a path (docs/PERFORMANCE.md). */
 const char* softdla_engine_cpu_isa(void);
 /* Prepares the engine on the GPU; later softdla_engine_run calls copy the host buffers to the device,
- * run the CUDA backend and copy the outputs back. */
+ * run the CUDA backend and copy the outputs back. Call it before anything that runs the engine: an
+ * engine is prepared on one backend only (the CPU backend, at first need, when this is not called). */
 int softdla_engine_use_gpu(softdla_engine* engine, char* err, size_t errlen);
 
 /* 1 when the CPU backend runs op i inside op i - 1's kernel (a convolution and the residual add after
- * it, fused; docs/NUMERICS.md), 0 when op i runs on its own or i is out of range. */
+ * it, fused; docs/NUMERICS.md), 0 when op i runs on its own or i is out of range. An engine prepared on
+ * the GPU (softdla_engine_use_gpu) answers 0. */
 int softdla_engine_op_fused(const softdla_engine* engine, uint32_t op);
 
 /* Runs once. inputs/outputs hold one buffer per I/O tensor, each io_size bytes. */

@@ -1,5 +1,7 @@
-// Executes a loadable's op graph: prepares one kernel per op, owns the intermediate arena laid out by
-// the memory plan, converts I/O between the bindings' formats and linear NCHW at the graph boundary.
+// Executes a loadable's op graph on the CPU: prepares one kernel per op, owns the intermediate arena laid
+// out by the memory plan, converts I/O between the bindings' formats and linear NCHW at the graph
+// boundary. The CPU backend (cpu_backend.cpp) wraps it; the runtime and the test entry points reach it
+// only through backend.h. The builder's calibration uses it directly.
 #pragma once
 #include <chrono>
 #include <memory>

@@ -3,24 +3,41 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend.h"
 #include "cpu_isa.h"
-#include "engine.h"
 #include "gpu_backend.h"
 #include "loadable.h"
 #include "log.h"
 
+// A loaded model, prepared on one backend on first need: the CUDA backend when softdla_engine_use_gpu
+// asks for it, else the CPU backend at the first call that runs it or asks about its kernels.
 struct softdla_engine {
-  explicit softdla_engine(softdla::Model m) : engine(std::move(m)) {}
-  ~softdla_engine() {
-    for (void* p : device_buffers) softdla::gpu::platform()->free_device(p);
+  explicit softdla_engine(softdla::Model m) : pending(std::move(m)) {}
+  const softdla::Model& model() const {  // the model moves into the backend when prepared
+    std::lock_guard<std::mutex> lock(mutex);
+    return prepared ? prepared->model() : *pending;
   }
-  softdla::Engine engine;
-  std::unique_ptr<softdla::gpu::Module> gpu;  // set by softdla_engine_use_gpu
-  std::vector<void*> device_buffers;          // inputs then outputs, on the GPU
+  softdla::PreparedModule& ready() {
+    std::lock_guard<std::mutex> lock(mutex);  // runs were thread-safe before the first one prepared
+    if (!prepared) prepare(softdla::make_cpu_backend(nullptr), std::move(*pending));
+    return *prepared;
+  }
+  void prepare(std::unique_ptr<softdla::Backend> b, softdla::Model m) {  // caller holds mutex
+    prepared = b->prepare(std::move(m));
+    pending.reset();
+    backend = std::move(b);
+  }
+  mutable std::mutex mutex;
+  std::optional<softdla::Model> pending;  // until prepared
+  std::unique_ptr<softdla::Backend> backend;
+  std::unique_ptr<softdla::PreparedModule> prepared;
 };
 
 namespace {
@@ -50,25 +67,31 @@ extern "C" int softdla_engine_load(const uint8_t* data, size_t size, softdla_eng
 extern "C" void softdla_engine_free(softdla_engine* engine) { delete engine; }
 
 extern "C" uint32_t softdla_engine_num_inputs(const softdla_engine* e) {
-  return e ? uint32_t(e->engine.model().inputs.size()) : 0;
+  return e ? uint32_t(e->model().inputs.size()) : 0;
 }
 extern "C" uint32_t softdla_engine_num_outputs(const softdla_engine* e) {
-  return e ? uint32_t(e->engine.model().outputs.size()) : 0;
+  return e ? uint32_t(e->model().outputs.size()) : 0;
 }
 
 extern "C" int softdla_engine_op_fused(const softdla_engine* e, uint32_t op) {
-  return e && e->engine.op_fused(op) ? 1 : 0;
+  if (!e) return 0;
+  try {
+    return const_cast<softdla_engine*>(e)->ready().op_fused(op) ? 1 : 0;
+  } catch (const std::exception& ex) {
+    report("op_fused", ex.what(), nullptr, 0);
+    return 0;
+  }
 }
 
 extern "C" uint64_t softdla_engine_io_size(const softdla_engine* e, int is_output, uint32_t i) {
   if (!e) return 0;
-  const auto& list = is_output ? e->engine.model().outputs : e->engine.model().inputs;
+  const auto& list = is_output ? e->model().outputs : e->model().inputs;
   return i < list.size() ? list[i].desc.size : 0;
 }
 
 extern "C" int softdla_engine_io_info(const softdla_engine* e, int is_output, uint32_t i, softdla_io_info* info) {
   if (!e || !info) return 1;
-  const auto& m = e->engine.model();
+  const auto& m = e->model();
   const auto& list = is_output ? m.outputs : m.inputs;
   if (i >= list.size()) return 1;
   const softdla::Tensor& t = m.tensors[list[i].tensor];
@@ -94,13 +117,13 @@ extern "C" int softdla_gpu_available(char* why, size_t len) {
 
 extern "C" int softdla_engine_use_gpu(softdla_engine* e, char* err, size_t errlen) {
   if (!e) return report("use_gpu", "null engine", err, errlen);
+  std::lock_guard<std::mutex> lock(e->mutex);
+  if (e->prepared) return report("use_gpu", "the engine already runs on a backend; load it again", err, errlen);
   softdla::gpu::Platform* gpu = softdla::gpu::platform();
   if (!gpu) return report("use_gpu", "no CUDA backend: " + softdla::gpu::unavailable_reason(), err, errlen);
   try {
-    const auto& m = e->engine.model();
-    e->gpu = gpu->load(m);
-    for (const auto* list : {&m.inputs, &m.outputs})
-      for (const auto& io : *list) e->device_buffers.push_back(gpu->alloc_device(io.desc.size));
+    // A copy: after a failure the model is still here for the CPU backend.
+    e->prepare(softdla::make_cuda_backend(*gpu, nullptr), *e->pending);
     return 0;
   } catch (const std::exception& ex) {
     return report("use_gpu", ex.what(), err, errlen);
@@ -108,31 +131,26 @@ extern "C" int softdla_engine_use_gpu(softdla_engine* e, char* err, size_t errle
 }
 
 namespace {
-// Host buffers in, host buffers out, through the GPU module (synchronous; the legacy default stream).
-void run_on_gpu(softdla_engine& e, const void* const* inputs, void* const* outputs) {
-  softdla::gpu::Platform& gpu = *softdla::gpu::platform();
-  const auto& m = e.engine.model();
-  const size_t nin = m.inputs.size();
-  for (size_t i = 0; i < nin; ++i) gpu.copy_async(e.device_buffers[i], inputs[i], m.inputs[i].desc.size, nullptr);
-  e.gpu->enqueue(e.device_buffers.data(), e.device_buffers.data() + nin, nullptr, 0, nullptr);
-  for (size_t i = 0; i < m.outputs.size(); ++i)
-    gpu.copy_async(outputs[i], e.device_buffers[nin + i], m.outputs[i].desc.size, nullptr);
-  gpu.synchronize(nullptr);
-  if (const std::string failure = e.gpu->poll_error(); !failure.empty()) throw std::runtime_error(failure);
-}
+// Runs one task now and keeps its outcome (no deadline; numbered 0).
+struct OneTask final : softdla::TaskMonitor {
+  Start start() override { return {}; }
+  void finish(uint64_t, const softdla::TaskOutcome& o) override { outcome = o; }
+  softdla::TaskOutcome outcome;
+};
 }  // namespace
 
 extern "C" int softdla_engine_run(softdla_engine* e, const void* const* inputs, void* const* outputs,
                                   char* err, size_t errlen) {
   if (!e || !inputs || !outputs) return report("run", "null engine or buffer list", err, errlen);
   try {
-    if (e->gpu) {
-      run_on_gpu(*e, inputs, outputs);
-      return 0;
-    }
-    const auto& m = e->engine.model();
-    e->engine.run(std::span<const void* const>(inputs, m.inputs.size()),
-                  std::span<void* const>(outputs, m.outputs.size()));
+    softdla::PreparedModule& module = e->ready();
+    const auto& m = module.model();
+    softdla::TaskIo io;
+    io.inputs.assign(inputs, inputs + m.inputs.size());
+    io.outputs.assign(outputs, outputs + m.outputs.size());
+    OneTask monitor;
+    module.enqueue({&io, 1}, std::nullopt, monitor, nullptr);
+    if (monitor.outcome.result != softdla::TaskResult::kDone) return report("run", monitor.outcome.message, err, errlen);
     return 0;
   } catch (const std::exception& ex) {
     return report("run", ex.what(), err, errlen);

@@ -1,6 +1,9 @@
-// The boundary between the engine's users (libcudla.so.1, the test entry points) and the CUDA backend,
-// which lives in its own shared object (libsoftdla_cuda.so) so that nothing here needs CUDA to load.
-// Both sides are built from one source tree by one compiler; kGpuAbi guards against mixing builds.
+// The boundary between the engine and the CUDA plugin (libsoftdla_cuda.so), a shared object of its own so
+// that nothing here needs CUDA to load. Users of the engine do not call it directly: they go through
+// backend.h, whose CUDA backend (cuda_backend.cpp) wraps a Module and whose CPU backend uses StreamOps
+// to run in CUDA stream order. The runtime asks the Platform only about CUDA objects it is handed
+// (pointers, streams). Both sides are built from one source tree by one compiler; kGpuAbi guards
+// against mixing builds.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +14,7 @@
 
 namespace softdla::gpu {
 
-inline constexpr int kGpuAbi = 4;
+inline constexpr int kGpuAbi = 5;
 
 enum class MemoryKind { kHost, kDevice };
 
@@ -30,10 +33,28 @@ class Module {
   virtual std::string poll_error() = 0;
 };
 
-// The CUDA device as the runtime sees it.
-class Platform {
+// What the CPU backend needs of the CUDA device to run tasks in stream order, and nothing more.
+class StreamOps {
  public:
-  virtual ~Platform() = default;
+  virtual ~StreamOps() = default;
+  virtual void* alloc_pinned(size_t bytes) = 0;
+  virtual void free_pinned(void* p) = 0;
+  virtual void copy_async(void* dst, const void* src, size_t bytes, void* stream) = 0;
+  // Calls fn(data) on a host thread once the stream's earlier work is done; later work waits for it.
+  // fn must not call CUDA.
+  virtual void host_call(void* stream, void (*fn)(void*), void* data) = 0;
+  // Fails `stream` as a faulting DLA fails it on a Jetson: enqueues a kernel that, when `flag` is null
+  // or the pinned word it points to is non-zero once the stream reaches it, runs for a few
+  // milliseconds (a task's time before its fault) and then traps. The stream and every later CUDA call
+  // of the process report cudaErrorLaunchFailure (a sticky error, as cudaErrorExternalDevice is).
+  virtual void fail_stream(void* stream, const volatile uint32_t* flag) = 0;
+  // False once a sticky error (a trap, a fault) has made this process's CUDA context unusable.
+  virtual bool context_usable() = 0;
+};
+
+// The CUDA device.
+class Platform : public StreamOps {
+ public:
   virtual std::string describe() const = 0;
   // Device memory (cudaMalloc, managed) or not. Throws on a pointer CUDA rejects.
   virtual MemoryKind memory_kind(const void* p) = 0;
@@ -43,22 +64,7 @@ class Platform {
 
   virtual void* alloc_device(size_t bytes) = 0;
   virtual void free_device(void* p) = 0;
-
-  // Stream-ordered helpers for running the CPU backend in stream order.
-  virtual void* alloc_pinned(size_t bytes) = 0;
-  virtual void free_pinned(void* p) = 0;
-  virtual void copy_async(void* dst, const void* src, size_t bytes, void* stream) = 0;
-  // Calls fn(data) on a host thread once the stream's earlier work is done; later work waits for it.
-  // fn must not call CUDA.
-  virtual void host_call(void* stream, void (*fn)(void*), void* data) = 0;
   virtual void synchronize(void* stream) = 0;
-  // Fails `stream` as a faulting DLA fails it on a Jetson: enqueues a kernel that, when `flag` is null
-  // or the pinned word it points to is non-zero once the stream reaches it, runs for a few
-  // milliseconds (a task's time before its fault) and then traps. The stream and every later CUDA call
-  // of the process report cudaErrorLaunchFailure (a sticky error, as cudaErrorExternalDevice is).
-  virtual void fail_stream(void* stream, const volatile uint32_t* flag) = 0;
-  // False once a sticky error (a trap, a fault) has made this process's CUDA context unusable.
-  virtual bool context_usable() = 0;
 };
 
 // The plugin's one exported symbol: nullptr (and a reason in `why`) when no usable GPU is present.

@@ -9,6 +9,11 @@
 
 namespace softdla {
 
+// Bytes of the record of a model with `layers` ops.
+inline constexpr size_t statistics_bytes(size_t layers) {
+  return sizeof(softdlaStatsHeader) + layers * sizeof(softdlaStatsRecord);
+}
+
 SOFTDLA_HD inline void write_statistics_header(uint8_t* out, uint32_t layers, uint64_t task_index, double task_ms) {
   softdlaStatsHeader h{};
   memcpy(h.magic, SOFTDLA_STATS_MAGIC, 8);

@@ -41,7 +41,7 @@ extern "C" cudlaStatus cudlaCreateDevice(uint64_t const device, cudlaDevHandle* 
                          flags);
     std::string why;
     // Standalone handles take the same backend as hybrid ones (their tasks stage NvSciBuf memory through
-    // the GPU: standalone_gpu.h).
+    // the GPU: cuda_backend.cpp).
     const gpu::Choice backend = gpu::choose_backend(&why);
     if (backend == gpu::Choice::kCudaMissing)
       return fail_status(cudlaErrorUnsupportedOperation, fn, "SOFTDLA_BACKEND=cuda but the CUDA backend is unavailable: ",
@@ -57,6 +57,10 @@ extern "C" cudlaStatus cudlaCreateDevice(uint64_t const device, cudlaDevHandle* 
     state->mode = flags;
     state->platform = gpu::platform();
     state->gpu_compute = backend == gpu::Choice::kCuda;
+    // One backend per handle; the CPU backend is handed the GPU's stream helpers (when there is a GPU)
+    // to run in CUDA stream order, and the CUDA backend keeps one as its fallback.
+    std::unique_ptr<Backend> cpu = make_cpu_backend(state->platform);
+    state->backend = state->gpu_compute ? make_cuda_backend(*state->platform, std::move(cpu)) : std::move(cpu);
     state->handle = new_device_handle(r);
     r.devices[reinterpret_cast<uintptr_t>(state->handle)] = state;
     ++core.open_handles;
@@ -89,10 +93,7 @@ extern "C" cudlaStatus cudlaDestroyDevice(cudlaDevHandle const devHandle) {
     if (queue) queue->stop();
     // Wait for this handle's tasks in stream order (they take the core lock), then for a task running
     // on this core; then drop the module and the registrations.
-    {
-      std::lock_guard<std::mutex> state(dev->state_mutex);
-      reap_staged(*dev, true);
-    }
+    dev->backend->wait_idle();
     std::lock_guard<std::mutex> exec(r.cores[dev->core].exec_mutex);
     std::lock_guard<std::mutex> state(dev->state_mutex);
     dev->alive = false;
@@ -149,10 +150,10 @@ extern "C" cudlaStatus cudlaGetLastError(cudlaDevHandle const devHandle) {
       std::lock_guard<std::mutex> lock(dev->state_mutex);
       mod = dev->module;
     }
-    if (mod && mod->gpu && dev->last_error == cudlaSuccess) {
+    if (mod && dev->last_error == cudlaSuccess) {
       // GPU tasks fail asynchronously: the CUDA error shows on the caller's stream and is kept here
       // (unless a DLA status is already recorded: an injected fault also leaves the stream failed).
-      if (const std::string e = mod->gpu->poll_error(); !e.empty()) {
+      if (const std::string e = mod->prepared->poll_error(); !e.empty()) {
         dev->last_error = fail_status(cudlaErrorUnknown, fn, "a task failed on the GPU: ", e);
       }
     }

@@ -47,23 +47,16 @@ extern "C" cudlaStatus cudlaModuleLoadFromMemory(cudlaDevHandle const devHandle,
         return fail_status(cudlaErrorUnsupportedOperation, fn,
                            "this handle already holds a module: one loadable per handle (create another handle)");
     }
-    std::shared_ptr<ModuleState> mod;
+    auto mod = std::make_shared<ModuleState>();
     try {
-      mod = std::make_shared<ModuleState>(read_loadable({pModule, moduleSize}));
+      // The handle's backend only: a CUDA handle uploads to the GPU (falling back to the CPU backend
+      // for a loadable it cannot prepare), a CPU handle builds the CPU engine.
+      mod->prepared = dev->backend->prepare(read_loadable({pModule, moduleSize}));
     } catch (const Error& e) {
       return fail_status(cudlaErrorInvalidModule, fn, "bad loadable: ", e.what());
     }
-    if (dev->gpu_compute) {
-      try {
-        mod->gpu = dev->platform->load(mod->engine.model());
-      } catch (const std::exception& e) {
-        // Still usable: the CPU backend runs it in stream order.
-        log(LogLevel::kWarn, fn, ": the CUDA backend could not prepare this loadable (", e.what(),
-            "); its tasks run on the CPU backend");
-      }
-    }
     mod->device = dev;
-    mod->stats_descriptors = {statistics_descriptor(mod->engine.model())};
+    mod->stats_descriptors = {statistics_descriptor(mod->model())};
     std::lock_guard<std::mutex> lock(dev->state_mutex);
     if (!dev->alive) return fail_status(cudlaErrorInvalidDevice, fn, "device handle was destroyed");
     if (dev->module)  // another thread loaded one meanwhile
@@ -88,7 +81,7 @@ extern "C" cudlaStatus cudlaModuleGetAttributes(cudlaModule const hModule, cudla
     const auto mod = find_module(hModule);
     if (!mod) return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
     if (!mod->device.lock()) return fail_status(cudlaErrorInvalidDevice, fn, "the module's device is gone");
-    const Model& m = mod->engine.model();
+    const Model& m = mod->model();
     auto copy_out = [&](const auto& list, cudlaModuleTensorDescriptor* dst, const char* what) {
       if (!dst)
         return fail_status(cudlaErrorInvalidParam, fn, what,
@@ -141,7 +134,7 @@ extern "C" cudlaStatus softdlaModuleGetTensorScale(cudlaModule const hModule, in
     if (!scale) return fail_status(cudlaErrorInvalidParam, fn, "scale is NULL");
     const auto mod = find_module(hModule);
     if (!mod) return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
-    const Model& m = mod->engine.model();
+    const Model& m = mod->model();
     const auto& list = isOutput ? m.outputs : m.inputs;
     if (index >= list.size()) return fail_status(cudlaErrorInvalidParam, fn, "tensor index ", index, " of ", list.size());
     *scale = m.tensors[list[index].tensor].scale;

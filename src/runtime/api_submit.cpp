@@ -1,25 +1,21 @@
 // Task submission. Every task of a call is validated before any runs; then the tasks run in array
-// order. Standalone handles queue them on the handle's worker (standalone_queue.h). Three ways to run
-// in hybrid mode (docs/RUNTIME.md):
-//  * GPU compute: each task is enqueued on the caller's CUDA stream; the call returns at once.
-//  * CPU compute in stream order (a GPU is present and a stream is given, or the buffers are device
-//    memory): device buffers are copied to pinned host memory, the CPU engine runs in a host function
-//    on the stream, and the outputs are copied back, all enqueued on the stream.
-//  * CPU compute, synchronous: no stream and host buffers; the call returns when the tasks are done.
-// Errors raised while a task runs (timeout, engine faults) are stored for cudlaGetLastError; the
-// submit itself has already returned success by then on a Jetson, and softdla keeps that contract.
-#include <chrono>
+// order. Standalone handles queue them on the handle's worker (standalone_queue.h). In hybrid mode the
+// whole submission goes to the module's backend (src/engine/backend.h) in one call: in CUDA stream
+// order when a stream is given or a buffer is device memory (the call returns at once: the CUDA backend
+// enqueues each task on the stream, the CPU backend stages device memory and runs in a host function
+// on it), else now (the CPU backend with host memory; the call returns when the tasks are done).
+// Errors raised while a task runs (timeout, engine faults) are stored for cudlaGetLastError
+// (DeviceMonitor); the submit itself has already returned success by then on a Jetson, and softdla
+// keeps that contract.
 #include <cstring>
 
 #include "cudla.h"
-#include "fault_injection.h"
 #include "guard.h"
 #include "runtime_state.h"
 #include "task.h"
 #include "softdla/cudla_ext.h"
-#include "statistics_record.h"
 #include "standalone_events.h"
-#include "standalone_gpu.h"
+#include "standalone_queue.h"
 
 using namespace softdla;
 using namespace softdla::rt;
@@ -28,7 +24,6 @@ namespace {
 
 constexpr uint32_t kKnownFlags = CUDLA_SUBMIT_NOOP | CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE | CUDLA_SUBMIT_DIAGNOSTICS_TASK;
 const char* const kFn = "cudlaSubmitTask";
-
 
 // Host bytes behind a DLA address registered on this handle, if at least `need` bytes are there.
 const Region* resolve(const DeviceState& dev, const void* dla, uint64_t need, uint64_t& offset) {
@@ -50,7 +45,7 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
                        ": moduleHandle is not the module loaded on this device handle");
   if (!t.inputTensor || !t.outputTensor)
     return fail_status(cudlaErrorUnsupportedOperation, kFn, "task ", index, ": inputTensor and outputTensor must be set");
-  const Model& m = dev.module->engine.model();
+  const Model& m = dev.module->model();
   if (t.numInputTensors != m.inputs.size())
     return fail_status(cudlaErrorInvalidParam, kFn, "task ", index, ": numInputTensors is ", t.numInputTensors,
                        ", the module has ", m.inputs.size());
@@ -75,15 +70,14 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
       return nullptr;
     }
     on_device = r->device;
-    out.any_device_memory |= r->device;
     if (r->keep) out.keep.push_back(r->keep);
     return r->base + offset;
   };
   for (size_t i = 0; i < m.inputs.size(); ++i) {
     const uint8_t* host = check(t.inputTensor[i], m.inputs[i].desc.size, "input", i, false);
     if (!host) return cudlaErrorInvalidAddress;
-    out.inputs.push_back(host);
-    out.input_on_device.push_back(on_device);
+    out.io.inputs.push_back(host);
+    out.io.input_on_device.push_back(on_device);
   }
   for (size_t i = 0; i < t.numOutputTensors; ++i) {
     const bool is_stats = i >= m.outputs.size();
@@ -91,20 +85,14 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
     const uint8_t* host = check(t.outputTensor[i], need, is_stats ? "statistics output" : "output", i, is_stats);
     if (!host) return cudlaErrorInvalidAddress;
     if (is_stats) {
-      out.statistics = const_cast<uint8_t*>(host);
-      out.statistics_on_device = on_device;
+      out.io.statistics = const_cast<uint8_t*>(host);
+      out.io.statistics_on_device = on_device;
     } else {
-      out.outputs.push_back(const_cast<uint8_t*>(host));
-      out.output_on_device.push_back(on_device);
+      out.io.outputs.push_back(const_cast<uint8_t*>(host));
+      out.io.output_on_device.push_back(on_device);
     }
   }
   return cudlaSuccess;
-}
-
-void write_statistics(uint8_t* buffer, const std::vector<OpTiming>& timings, uint64_t task_index, double task_ms) {
-  write_statistics_header(buffer, uint32_t(timings.size()), task_index, task_ms);
-  for (size_t i = 0; i < timings.size(); ++i)
-    write_statistics_layer(buffer, uint32_t(i), timings[i].start_ms, timings[i].end_ms);
 }
 
 // Standalone: validated like any submission, then queued on the handle's worker; returns at once.
@@ -127,47 +115,6 @@ cudlaStatus submit_standalone(const std::shared_ptr<DeviceState>& dev, const cud
 }
 
 }  // namespace
-
-cudlaStatus softdla::rt::run_task(DeviceState& dev, const ResolvedTask& t) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(dev.timeout_ms.load());
-  std::vector<OpTiming> timings;
-  const uint64_t index = dev.tasks_done++;
-  if (const cudlaStatus fault = injected_fault_for(index); fault != cudlaSuccess)
-    return fail_status(fault, kFn, "task ", index, " failed: fault injected by SOFTDLA_FAULT");
-  if (dev.mode == CUDLA_STANDALONE && t.module->gpu) {
-    try {
-      run_task_gpu(dev, t, index);
-      return cudlaSuccess;
-    } catch (const std::exception& e) {
-      return fail_status(cudlaErrorUnknown, kFn, "task ", index, " failed on the GPU: ", e.what());
-    }
-  }
-  try {
-    t.module->engine.run(t.inputs, t.outputs, t.statistics ? &timings : nullptr, deadline);
-  } catch (const TaskTimeout& e) {
-    return fail_status(cudlaErrorDlaErrEngineTimeout, kFn, e.what(), " (timeout ", dev.timeout_ms.load(),
-                       " ms; raise it with cudlaSetTaskTimeoutInMs)");
-  } catch (const std::bad_alloc&) {
-    return fail_status(cudlaErrorDlaErrNoMem, kFn, "out of host memory while running a task");
-  } catch (const std::exception& e) {
-    return fail_status(cudlaErrorDlaErrInvalidInput, kFn, "task failed: ", e.what());
-  }
-  if (t.statistics)
-    write_statistics(t.statistics, timings, index,
-                     std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  return cudlaSuccess;
-}
-
-
-void softdla::rt::run_tasks(DeviceState& dev, const std::vector<ResolvedTask>& tasks) {
-  for (const ResolvedTask& t : tasks) {
-    const cudlaStatus s = run_task(dev, t);
-    dev.last_error = s;
-    if (s != cudlaSuccess) break;
-  }
-}
 
 extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cudlaTask* const ptrToTasks,
                                        uint32_t const numTasks, void* const stream, uint32_t const flags) {
@@ -207,46 +154,29 @@ extern "C" cudlaStatus cudlaSubmitTask(cudlaDevHandle const devHandle, const cud
     {
       std::lock_guard<std::mutex> lock(dev->state_mutex);
       if (!dev->alive) return fail_status(cudlaErrorInvalidDevice, kFn, "device handle was destroyed");
-      reap_staged(*dev, false);
       for (uint32_t i = 0; i < numTasks; ++i)
         if (const cudlaStatus s = resolve_task(*dev, ptrToTasks[i], i, tasks[i]); s != cudlaSuccess) return s;
     }
     if (flags & CUDLA_SUBMIT_NOOP) return cudlaSuccess;  // validated; nothing runs
 
-    const bool take_lock = !(flags & CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE);
-    std::unique_lock<std::mutex> exec(registry().cores[dev->core].exec_mutex, std::defer_lock);
-    if (tasks[0].module->gpu) {
-      if (take_lock) exec.lock();
-      dev->last_error = cudlaSuccess;
-      for (const ResolvedTask& t : tasks) {
-        const uint64_t index = dev->tasks_done++;
-        try {
-          if (const cudlaStatus fault = injected_fault_for(index); fault != cudlaSuccess) {
-            // As a faulting DLA: the task's work is not done, its status waits in cudlaGetLastError,
-            // the stream fails, and the rest of the submission does not run.
-            dev->last_error = fail_status(fault, kFn, "task ", index, " failed: fault injected by SOFTDLA_FAULT");
-            dev->platform->fail_stream(stream, nullptr);
-            return cudlaSuccess;
-          }
-          t.module->gpu->enqueue(t.inputs.data(), t.outputs.data(), t.statistics, index, stream);
-        } catch (const std::exception& e) {
-          return fail_status(cudlaErrorCuda, kFn, "could not enqueue the task on the GPU: ", e.what());
-        }
-      }
+    std::mutex* serialize =
+        flags & CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE ? nullptr : &registry().cores[dev->core].exec_mutex;
+    std::vector<TaskIo> ios;
+    bool on_device = false;
+    for (ResolvedTask& t : tasks) {
+      on_device |= t.io.any_on_device();
+      ios.push_back(std::move(t.io));
+    }
+    PreparedModule& module = *tasks[0].module->prepared;  // every task names the handle's module
+    if (!stream && !on_device) {
+      module.enqueue(ios, std::nullopt, dev->monitor, serialize);
       return cudlaSuccess;
     }
-    bool any_device_memory = false;
-    for (const ResolvedTask& t : tasks) any_device_memory |= t.any_device_memory;
-    if (stream || any_device_memory) {
-      try {
-        enqueue_cpu_tasks(*dev, std::move(tasks), stream, take_lock);
-      } catch (const std::exception& e) {
-        return fail_status(cudlaErrorCuda, kFn, "could not enqueue the task on the stream: ", e.what());
-      }
-      return cudlaSuccess;
+    try {
+      module.enqueue(ios, stream, dev->monitor, serialize);
+    } catch (const std::exception& e) {
+      return fail_status(cudlaErrorCuda, kFn, "could not enqueue the task on the CUDA stream: ", e.what());
     }
-    if (take_lock) exec.lock();
-    run_tasks(*dev, tasks);
     return cudlaSuccess;
   });
 }

@@ -6,6 +6,11 @@
 // DeviceState::state_mutex guards a handle's module and registrations (short critical sections).
 // Core::exec_mutex serializes task execution on one emulated DLA core (skipped with
 // CUDLA_SUBMIT_SKIP_LOCK_ACQUIRE). Order: exec_mutex, then state_mutex.
+//
+// Backends: each handle picks its backend at creation (SOFTDLA_BACKEND) and holds it as one
+// softdla::Backend (src/engine/backend.h); its module is prepared on that backend only, as one
+// PreparedModule. The runtime validates tasks and turns their outcomes into cuDLA statuses
+// (DeviceMonitor); how a backend runs them, in stream order or not, is the backend's business.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -18,7 +23,7 @@
 #include <vector>
 
 #include "cudla.h"
-#include "engine.h"
+#include "backend.h"
 #include "gpu_backend.h"
 
 namespace softdla::rt {
@@ -45,21 +50,32 @@ struct Region {
   std::shared_ptr<ImportedSemaphore> semaphore;  // base then holds the application's handle value
 };
 
-struct ImportedSemaphore;  // standalone_queue.h
-struct StagedTask;  // a CPU-backend task running in CUDA stream order (api_submit.cpp)
-
 struct ModuleState;
+struct DeviceState;
 class StandaloneQueue;  // standalone_queue.h
 
+// The runtime's side of a handle's tasks (task_monitor.cpp): numbers them, injects SOFTDLA_FAULT, gives
+// each the handle's timeout, and records each outcome as the cuDLA status cudlaGetLastError returns.
+class DeviceMonitor final : public TaskMonitor {
+ public:
+  explicit DeviceMonitor(DeviceState& dev) : dev_(dev) {}
+  Start start() override;
+  void finish(uint64_t index, const TaskOutcome& outcome) override;
+
+ private:
+  DeviceState& dev_;
+};
+
 struct DeviceState {
-  DeviceState();  // both in stream_tasks.cpp, where StagedTask is complete
-  ~DeviceState();
   uint64_t core = 0;
   uint32_t mode = CUDLA_CUDA_DLA;
   // The CUDA device when this process has one (CUDA streams and memory can then be used), and
   // whether this handle computes on it (else on the CPU backend). Fixed at creation.
   gpu::Platform* platform = nullptr;
   bool gpu_compute = false;
+  // Declared before `backend`, which waits for stream-ordered work that reports to it.
+  DeviceMonitor monitor{*this};
+  std::unique_ptr<Backend> backend;  // set at creation: the CPU or the CUDA backend
   std::mutex state_mutex;
   bool alive = true;
   std::shared_ptr<ModuleState> module;            // at most one
@@ -68,25 +84,18 @@ struct DeviceState {
   std::atomic<uint32_t> timeout_ms{kDefaultTimeoutMs};
   std::atomic<int32_t> last_error{cudlaSuccess};  // status of the most recent task
   std::atomic<uint64_t> tasks_done{0};
-  std::vector<std::unique_ptr<StagedTask>> staged;  // guarded by state_mutex; reaped when done
-  // Pinned word a failing stream-ordered CPU task sets so the stream's fault kernel traps
-  // (Platform::fail_stream); made on first use, guarded by state_mutex.
-  uint32_t* stream_fault_flag = nullptr;
-  // Standalone handles on the CUDA backend: device buffers their tasks stage through (standalone_gpu.h),
-  // used only by the handle's worker.
-  std::vector<std::pair<void*, size_t>> gpu_stage;
   std::unique_ptr<StandaloneQueue> queue;  // standalone handles: made on the first submit; guarded by state_mutex
+  ~DeviceState();  // standalone_queue.cpp, where StandaloneQueue is complete
 };
 
 struct ModuleState {
-  explicit ModuleState(Model m) : engine(std::move(m)) {}
-  ~ModuleState();
-  Engine engine;
-  std::unique_ptr<gpu::Module> gpu;  // set when the handle computes on the GPU
+  std::unique_ptr<PreparedModule> prepared;  // on the handle's backend
   std::weak_ptr<DeviceState> device;
   cudlaModule handle = nullptr;
   bool loaded = true;  // guarded by the device's state_mutex
   std::vector<TensorDescriptor> stats_descriptors;  // one per statistics output
+
+  const Model& model() const { return prepared->model(); }
 };
 
 struct Registry {
@@ -113,9 +122,5 @@ uint64_t allocate_dla_range(size_t size);
 
 // The statistics buffer size and descriptor for a model (docs/RUNTIME.md).
 TensorDescriptor statistics_descriptor(const Model& m);
-
-// Waits for the handle's stream-ordered CPU tasks and frees the finished ones (all of them with
-// `wait_all`). Caller holds dev.state_mutex.
-void reap_staged(DeviceState& dev, bool wait_all);
 
 }  // namespace softdla::rt

@@ -12,6 +12,8 @@ ImportedSemaphore::~ImportedSemaphore() {
   if (const NvSciApi* api = nvsci(); api && object) api->sync_obj_free(object);
 }
 
+DeviceState::~DeviceState() = default;
+
 StandaloneQueue::StandaloneQueue(DeviceState& dev) : dev_(dev), thread_([this] { loop(); }) {}
 
 StandaloneQueue::~StandaloneQueue() { stop(); }
@@ -101,14 +103,21 @@ void StandaloneQueue::execute(StandaloneJob& job) {
   if (wait_pre_fences(job, &status)) {
     signal_all(job.sof);
     if (job.run) {
-      std::unique_lock<std::mutex> exec(registry().cores[dev_.core].exec_mutex, std::defer_lock);
-      if (job.take_lock) exec.lock();
-      status = run_task(dev_, job.task);
+      // Now, on this thread, on the handle's backend (the CUDA backend stages the NvSciBuf host memory
+      // through the GPU); the monitor records the task's status.
+      std::mutex* serialize = job.take_lock ? &registry().cores[dev_.core].exec_mutex : nullptr;
+      try {
+        job.task.module->prepared->enqueue({&job.task.io, 1}, std::nullopt, dev_.monitor, serialize);
+      } catch (const std::exception& e) {
+        dev_.last_error = fail_status(cudlaErrorUnknown, "cudlaSubmitTask", "task failed: ", e.what());
+      }
+    } else {
+      dev_.last_error = status;
     }
   } else {
     signal_all(job.sof);
+    dev_.last_error = status;
   }
-  dev_.last_error = status;
   // The EOF fences are signalled even for a failed task (its error is in cudlaGetLastError), so a
   // waiter never hangs on a task that will not run.
   signal_all(job.eof);

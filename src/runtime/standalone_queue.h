@@ -1,6 +1,7 @@
 // Standalone mode's asynchronous submission: each standalone device handle has its own queue and worker
-// thread. A task waits there for its pre-fences (NvSciSync), signals its SOF fences, runs on the CPU
-// engine, then signals its EOF fences; cudlaSubmitTask returns as soon as the task is queued.
+// thread. A task waits there for its pre-fences (NvSciSync), signals its SOF fences, runs on the handle's
+// backend (now, on the worker), then signals its EOF fences; cudlaSubmitTask returns as soon as the
+// task is queued.
 // docs/RUNTIME.md ("Standalone mode").
 #pragma once
 #include <condition_variable>

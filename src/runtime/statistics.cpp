@@ -88,7 +88,7 @@ cudlaStatus translate_stats(cudlaDevHandle const devHandle, const void* const st
     if (statsIndex >= mod->stats_descriptors.size())
       return fail_status(cudlaErrorInvalidParam, fn, "statistics index ", statsIndex, ", the module has ",
                          mod->stats_descriptors.size(), " (CUDLA_NUM_OUTPUT_TASK_STATISTICS)");
-    const Model& m = mod->engine.model();
+    const Model& m = mod->model();
     std::vector<softdlaStatsRecord> records;
     if (const cudlaStatus s = read_records(fn, m, statsBuffer, kUnknownSize, records); s != cudlaSuccess) return s;
     // Recorded times are cycles of the SOFTDLA_STATS_CLOCK_MHZ counter (in ms at that clock).
@@ -137,7 +137,7 @@ extern "C" cudlaStatus softdlaTranslateStatistics(cudlaModule const hModule, con
     if (!buffer || !csvSize) return fail_status(cudlaErrorInvalidParam, fn, "buffer and csvSize must be set");
     const auto mod = find_module(hModule);
     if (!mod) return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
-    const Model& m = mod->engine.model();
+    const Model& m = mod->model();
     std::vector<softdlaStatsRecord> records;
     if (const cudlaStatus s = read_records(fn, m, buffer, size, records); s != cudlaSuccess) return s;
     std::string text = "layer_name,start_ms,end_ms\n";
