@@ -60,6 +60,17 @@ void build_phased(Isa isa, const DepthwiseGeometry& g, const int8_t* x, PhasedPl
   const size_t whole_outputs = (g.OW + kLanes - 1) / kLanes * kLanes;
   p.stride = (whole_outputs + reach + kLanes - 1) / kLanes * kLanes;
   p.data.resize(p.rows * p.phases * p.stride);
+  // Per phase, the phase columns [a, b) that lie inside the input (the same for every row): padded
+  // column k * sw + ph is input column k * sw + ph - pl.
+  size_t a[8], b[8];  // sw <= 8 (a DLA limit the loadable checks)
+  for (uint32_t ph = 0; ph < p.phases; ++ph) {
+    const int64_t first = int64_t(g.pl) - ph;  // k * sw >= first
+    const int64_t k0 = first <= 0 ? 0 : (first + g.sw - 1) / g.sw;
+    const int64_t past = int64_t(g.W) + g.pl - ph;  // k * sw < past
+    const int64_t k1 = past <= 0 ? 0 : std::min<int64_t>(int64_t(p.stride), (past + g.sw - 1) / g.sw);
+    a[ph] = size_t(std::clamp<int64_t>(k0, 0, int64_t(p.stride)));
+    b[ph] = size_t(std::clamp<int64_t>(k1, int64_t(a[ph]), int64_t(p.stride)));
+  }
   for (size_t i = 0; i < p.rows; ++i) {
     const int64_t ih = int64_t(i) - g.pt;
     float* row = p.data.data() + i * p.phases * p.stride;
@@ -70,16 +81,9 @@ void build_phased(Isa isa, const DepthwiseGeometry& g, const int8_t* x, PhasedPl
     const int8_t* src = x + size_t(ih) * g.W;
     for (uint32_t ph = 0; ph < p.phases; ++ph) {
       float* dst = row + ph * p.stride;
-      // Padded column j = k * sw + ph is input column j - pl: inside the input for k in [k0, k1).
-      const int64_t first = int64_t(g.pl) - ph;  // k * sw >= first
-      const int64_t k0 = first <= 0 ? 0 : (first + g.sw - 1) / g.sw;
-      const int64_t past = int64_t(g.W) + g.pl - ph;  // k * sw < past
-      const int64_t k1 = past <= 0 ? 0 : std::min<int64_t>(int64_t(p.stride), (past + g.sw - 1) / g.sw);
-      const size_t a = size_t(std::clamp<int64_t>(k0, 0, int64_t(p.stride)));
-      const size_t b = size_t(std::clamp<int64_t>(k1, int64_t(a), int64_t(p.stride)));
-      std::fill(dst, dst + a, 0.f);
-      if (b > a) widen_strided(isa, src + (a * g.sw + ph - g.pl), g.sw, b - a, dst + a);
-      std::fill(dst + b, dst + p.stride, 0.f);
+      std::fill(dst, dst + a[ph], 0.f);
+      if (b[ph] > a[ph]) widen_strided(isa, src + (a[ph] * g.sw + ph - g.pl), g.sw, b[ph] - a[ph], dst + a[ph]);
+      std::fill(dst + b[ph], dst + p.stride, 0.f);
     }
   }
 }
