@@ -43,6 +43,8 @@ StreamOrder::StreamOrder(gpu::StreamOps& ops) : ops_(ops) {}
 
 StreamOrder::~StreamOrder() {
   wait_idle();
+  // A batch's fault kernel follows its last host function on the stream; freeing pinned memory waits
+  // for the device (cudaFreeHost synchronizes), so no kernel is left to read the flag.
   if (fault_flag_) ops_.free_pinned(fault_flag_);
 }
 
