@@ -1,5 +1,7 @@
 // The cuDLA C API of libcudla.so.1: normal flows, layer-wise statistics, timeouts, and the error matrix
 // (every function x every class of invalid argument returns the documented status, never crashes).
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -227,6 +229,17 @@ struct Case {
   cudlaStatus expected;
 };
 
+// Whether this machine has a CUDA GPU. There, a made-up stream pointer reaches the CUDA driver, which
+// may crash on it (as it would under NVIDIA's library): the case that passes one runs only without a GPU.
+bool cuda_gpu_present() {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cuda) return false;
+  auto init = reinterpret_cast<int (*)(unsigned)>(dlsym(cuda, "cuInit"));
+  auto count = reinterpret_cast<int (*)(int*)>(dlsym(cuda, "cuDeviceGetCount"));
+  int devices = 0;
+  return init && count && init(0) == 0 && count(&devices) == 0 && devices > 0;  // kept loaded, as the runtime keeps it
+}
+
 TEST(CudlaErrorMatrix, EveryFunctionEveryInvalidArgument) {
   const auto loadable = tiny_loadable();
   AlignedBuffer other(256);
@@ -417,7 +430,9 @@ TEST(CudlaErrorMatrix, EveryFunctionEveryInvalidArgument) {
        [](Ready& r) { cudlaExternalSemaphoreHandleDesc d{&d}; uint64_t* p; return cudlaImportExternalSemaphore(r.dev, &d, &p, 0); },
        cudlaErrorUnsupportedOperation},
   };
+  const bool gpu = cuda_gpu_present();
   for (const Case& c : cases) {
+    if (gpu && std::string(c.what) == "SubmitTask stream without CUDA") continue;
     Ready r;
     EXPECT_EQ(c.call(r), c.expected) << c.what;
     // The handle stays usable after every recoverable error (unless the case removed what it needs).
