@@ -13,7 +13,8 @@ power mode (AGX Orin: from the mode's published TOPS; DRIVE Orin: 1331 MHz), den
 layers the published build ran in FP16, and 1 or 2 DLAs (img/s of 2 DLAs = 2 x one DLA).
 
 The fit: the four free parameters (conv_efficiency <= 1, dram_gbps <= 204.8, the module's LPDDR5 peak,
-op_overhead_cycles, overlap in [0, 1]) minimise the sum of squared log errors over orin_published.FIT_KEYS,
+op_overhead_cycles, and the convolutions' overlap in [0, 1]; the other engines stream, overlap 1) minimise
+the sum of squared log errors over orin_published.FIT_KEYS,
 by a Nelder-Mead search from a fixed start (no randomness: the same numbers every run). Every other usable
 figure is held out. The fitted values are printed as the FITTED dict to paste into orin_latency.py; the
 module never fits at import.

@@ -14,7 +14,8 @@ published figures (tools/orin_latency_calibration.py).
 
 Per op (a fused DLA op: a conv with its SDP chain, a standalone SDP op, a pool, ...), for a batch of N:
 
-    t_op       = N x ( max(t_c, t_m) + (1 - overlap) x min(t_c, t_m) + t_o )
+    conv, deconv:  t_op = N x ( max(t_c, t_m) + (1 - overlap) x min(t_c, t_m) + t_o )
+    any other op:  t_op = N x ( max(t_c, t_m) + t_o )
     t_c        = MACs / (macs_per_cycle[p] x utilization x conv_efficiency x clock)     conv, deconv
                = elements / (sdp_elems_per_cycle x clock)                               every other op
     t_m        = DRAM bytes / (dram_gbps / dlas)
@@ -22,6 +23,9 @@ Per op (a fused DLA op: a conv with its SDP chain, a standalone SDP op, a pool, 
 
   - The batch runs image by image: every term scales with N, as NVIDIA's YOLOv5s latencies do (3.82,
     7.68, 15.17, 30.92, 62.54 ms for batch 1-16 [S9]).
+  - Overlap: SDP, PDP and the other non-conv engines stream (read, compute and write in one pass), so
+    their time is the larger of compute and memory. A conv fills the conv buffer from DRAM and computes on
+    what it holds; `overlap` (fitted) is the share of the shorter of the two it hides behind the longer.
   - utilization: the MAC array takes atomic_c input channels x atomic_k kernels per cycle; a conv with a
     channel or kernel count that is not a whole number of atoms leaves the rest idle. Inputs of <= 4
     channels (the image) use the DLA's channel extension (the kernel's width folded into the channels).
@@ -32,10 +36,17 @@ Per op (a fused DLA op: a conv with its SDP chain, a standalone SDP op, a pool, 
     intermediate tensor stays in the SRAM when the tensors still live there leave room for it (greedy, in
     execution order); network inputs and outputs are in DRAM. A conv whose weights and input do not fit
     the conv buffer (cbuf_bytes) together re-reads one of them per tile of the other, whichever costs less.
+  - Pooling on the fly: a pool (window <= 8, the PDP's limit) that is the only reader of a conv's output
+    takes that output straight from the conv's SDP (NVDLA's CONV -> SDP -> PDP chain): the conv's
+    full-size output never reaches memory, the fused op writes the pooled tensor, and the pool adds no op
+    overhead (its row reports 0 ms; its PDP time counts in the conv's compute if it is the longer).
   - dlas: how many DLA cores run at once; they share dram_gbps.
   - concat and slice cost nothing: the DLA writes and reads them in place.
-  - sparse=True: INT8 convs with more than 64 input channels per group run at twice the MAC rate (2:4
-    structured sparsity); their memory traffic is unchanged.
+  - sparse=True (2:4 structured sparsity): INT8 convs with more than 64 input channels per group run the
+    MAC array at twice the rate, on atoms of 2 x atomic_c dense channels (each kernel keeps 2 of every 4
+    along C); their weights are stored compressed, half the values plus one mask bit per dense weight
+    (5/8 of the dense bytes), in DRAM and in the conv buffer. Activation traffic, the non-MAC engines and
+    the per-op overhead do not change.
 """
 import argparse
 import json
@@ -49,10 +60,10 @@ from .orin_published import ORIN_INT8_MACS_PER_CYCLE, agx_orin_dla_clock_mhz
 # The free parameters, fitted by tools/orin_latency_calibration.py on the published figures
 # orin_published.FIT_KEYS (it prints this dict); the module never fits.
 FITTED = {
-    "conv_efficiency": 0.9558,
+    "conv_efficiency": 0.9837,
     "dram_gbps": 204.8,            # at the fit's bound, the LPDDR5 peak: see PROFILING.md
-    "op_overhead_cycles": 12690.0,
-    "overlap": 0.409,
+    "op_overhead_cycles": 12390.0,
+    "overlap": 0.2086,             # convolutions only; the other engines stream (overlap 1)
 }
 
 # The documented constants (docs/PROFILING.md gives the source or derivation of each; source tags are those
@@ -75,6 +86,10 @@ CONSTANTS = {
     "cbuf_bytes": 512 << 10,           # the conv buffer: nv_full's 512 KiB (Orin's size is not published)
     "sparse_speedup": 2.0,             # 2:4 structured sparsity doubles the INT8 MAC rate (105 sparse TOPS)
     "sparse_min_channels": 65,         # ... for convs with C > 64 [S8]
+    # 2:4 weights stored compressed: 2 of every 4 INT8 values (4/8 of the bytes) plus 1 mask bit per dense
+    # weight (1/8; NVDLA's weight mask bits, or equally a 2-bit index per kept value).
+    "sparse_weight_fraction": 0.625,
+    "pdp_max_window": 8,               # PDP pooling window limit (TensorRT: window H, W in [1, 8])
 }
 
 _FREE_OPS = {"concat", "slice"}
@@ -129,9 +144,10 @@ def _tensor_bytes(t, p, dtype_override, image):
     return n * cp * h * w * e
 
 
-def _sram_resident(layers, p, precision):
+def _sram_resident(layers, p, precision, on_chip=frozenset()):
     """Names of the intermediate tensors a greedy first-fit keeps in the SRAM: each op's output, when the
-    tensors still live there leave room for one image of it. Concat/slice members share one buffer."""
+    tensors still live there leave room for one image of it. Concat/slice members share one buffer; tensors
+    in `on_chip` (a conv's output that flows straight into a pool) take no SRAM."""
     parent = {}
 
     def find(t):
@@ -148,7 +164,8 @@ def _sram_resident(layers, p, precision):
         for t in l["outputs"]:
             g = find(t["name"])
             produced.add(t["name"])
-            size[g] = max(size.get(g, 0), _tensor_bytes(t, p, precision, image=False) // n)
+            b = 0 if t["name"] in on_chip else _tensor_bytes(t, p, precision, image=False) // n
+            size[g] = max(size.get(g, 0), b)
             first.setdefault(g, i)
         for t in l["inputs"]:
             last[find(t["name"])] = i
@@ -168,6 +185,32 @@ def _sram_resident(layers, p, precision):
     return {t["name"] for l in layers for t in l["inputs"] + l["outputs"] if find(t["name"]) in resident}
 
 
+def _pools_on_the_fly(layers, p):
+    """{pool index: conv index} for each pool that takes a conv's output straight from its SDP: the pool
+    is that output's only reader (a tensor that a later op reads is taken as an intermediate), the conv has
+    no other output, both run in one precision and the window fits the PDP."""
+    readers = {}
+    for i, l in enumerate(layers):
+        for t in l["inputs"]:
+            readers.setdefault(t["name"], set()).add(i)
+    producer = {t["name"]: i for i, l in enumerate(layers) for t in l["outputs"]}
+    fused = {}
+    for i, l in enumerate(layers):
+        if l["op"] != "pool" or len(l["inputs"]) != 1:
+            continue
+        name = l["inputs"][0]["name"]
+        j = producer.get(name)
+        if j is None or j >= i or readers.get(name) != {i}:
+            continue
+        conv = layers[j]
+        window = l.get("params", {}).get("kernel", [1, 1])
+        if (conv["op"] != "conv" or len(conv["outputs"]) != 1 or conv["precision"] != l["precision"]
+                or max(int(k) for k in window) > p["pdp_max_window"]):
+            continue
+        fused[i] = j
+    return fused
+
+
 def _check_layer(i, layer):
     for key in ("op", "precision", "inputs", "outputs"):
         if key not in layer:
@@ -183,8 +226,9 @@ def estimate(layers, *, clock_mhz=None, precision=None, sparse=False, dlas=1, pa
     "int8" / "fp16" to estimate every op in that precision instead of the layer's own; sparse: 2:4 structured
     sparse INT8 convs; dlas: DLA cores running at the same time (sharing the DRAM bandwidth); params:
     overrides of parameters(). Returns {"layers": [{"name", "op", "precision",
-    "ms", "bound", "macs", "bytes", "compute_ms", "memory_ms", "overhead_ms", "utilization"}], "total_ms",
-    "fps", "batch", "parameters"}; "bytes" are DRAM bytes, "fps" images per second of one DLA."""
+    "ms", "bound", "macs", "bytes", "compute_ms", "memory_ms", "overhead_ms", "utilization", "fused_into"}],
+    "total_ms", "fps", "batch", "parameters"}; "bytes" are DRAM bytes, "fps" images per second of one DLA,
+    "fused_into" the index of the conv a pool runs on the fly with (else None)."""
     if precision not in (None, "int8", "fp16"):
         raise ValueError(f"precision must be int8, fp16 or None, not {precision!r}")
     p = parameters(**(params or {}))
@@ -202,11 +246,14 @@ def estimate(layers, *, clock_mhz=None, precision=None, sparse=False, dlas=1, pa
         raise ValueError(f"dlas must be 1 or 2 (Orin has two DLA cores), got {dlas!r}")
     bw = p["dram_gbps"] * 1e9 / dlas  # the DLAs running at once share the DRAM bandwidth
     produced = {t["name"] for l in layers for t in l["outputs"]}
-    in_sram = _sram_resident(layers, p, precision)
+    pool_of = _pools_on_the_fly(layers, p)                 # pool index -> conv index
+    conv_to_pool = {j: i for i, j in pool_of.items()}
+    on_chip = {layers[j]["outputs"][0]["name"] for j in conv_to_pool}
+    in_sram = _sram_resident(layers, p, precision, on_chip) | on_chip
     rows = []
     total_s = 0.0
     batch = 1
-    for layer in layers:
+    for li, layer in enumerate(layers):
         op = layer["op"]
         prec = precision or layer["precision"]
         rk = _rate_key(prec)
@@ -216,9 +263,14 @@ def estimate(layers, *, clock_mhz=None, precision=None, sparse=False, dlas=1, pa
         in_b = [0 if t["name"] in in_sram else _tensor_bytes(t, p, precision, image=t["name"] not in produced)
                 for t in ins]
         out_b = sum(0 if t["name"] in in_sram else _tensor_bytes(t, p, precision, image=False) for t in outs)
+        if li in conv_to_pool:  # the fused op writes the pooled tensor
+            outs_written = layers[conv_to_pool[li]]["outputs"]
+            out_b = sum(0 if t["name"] in in_sram else _tensor_bytes(t, p, precision, image=False)
+                        for t in outs_written)
         macs = int(layer.get("macs", 0))
         util = 1.0
-        if op in _FREE_OPS:
+        overlap = p["overlap"] if op in ("conv", "deconv") else 1.0
+        if op in _FREE_OPS or li in pool_of:
             t_c = t_m = t_o = 0.0
             dram = 0
         else:
@@ -229,13 +281,22 @@ def estimate(layers, *, clock_mhz=None, precision=None, sparse=False, dlas=1, pa
                 k = int(prm.get("out_channels", outs[0]["shape"][1]))
                 groups = int(prm.get("groups", 1))
                 kw = int(prm.get("kernel", [1, 1])[1])
-                util = conv_utilization(c, k, groups, kw, p["atomic_c"][rk], p["atomic_k"][rk], p["image_channels"])
+                is_sparse = sparse and rk == "int8" and c // groups >= p["sparse_min_channels"]
+                # 2:4 sparsity: each kernel keeps 2 of every 4 channels, so one pass takes 2 x atomic_c of them
+                atom_c = p["atomic_c"][rk] * (2 if is_sparse else 1)
+                util = conv_utilization(c, k, groups, kw, atom_c, p["atomic_k"][rk], p["image_channels"])
                 rate = p["macs_per_cycle"][rk] * util * p["conv_efficiency"]
-                if sparse and rk == "int8" and c // groups >= p["sparse_min_channels"]:
+                if is_sparse:
                     rate *= p["sparse_speedup"]
                 t_c = macs / (rate * f)
+                if li in conv_to_pool:  # the PDP pools the conv's output as the SDP hands it over
+                    pool = layers[conv_to_pool[li]]
+                    pool_elems = max(math.prod(t["shape"]) for t in pool["inputs"] + pool["outputs"])
+                    t_c = max(t_c, pool_elems / (p["sdp_elems_per_cycle"] * f))
                 if precision and layer["precision"] in ELEM_BYTES:  # weights stored in the new precision
                     w_b = w_b * ELEM_BYTES[rk] // ELEM_BYTES[_rate_key(layer["precision"])]
+                if is_sparse:  # compressed 2:4 weights, in DRAM and in the conv buffer
+                    w_b = int(w_b * p["sparse_weight_fraction"])
                 # The conv's working set, weights + one image's input, in the conv buffer, else one of them is
                 # read again per tile of the other (an input in the SRAM is re-read for free).
                 x_all = _tensor_bytes(ins[0], p, precision, image=ins[0]["name"] not in produced) // n if ins else 0
@@ -251,14 +312,14 @@ def estimate(layers, *, clock_mhz=None, precision=None, sparse=False, dlas=1, pa
                 dram = sum(in_b) + out_b + n * w_b
             t_m = dram / bw
             t_o = n * p["op_overhead_cycles"] / f
-        t = max(t_c, t_m) + (1.0 - p["overlap"]) * min(t_c, t_m) + t_o
+        t = max(t_c, t_m) + (1.0 - overlap) * min(t_c, t_m) + t_o
         total_s += t
         parts = {"compute": t_c, "memory": t_m, "overhead": t_o}
         bound = max(parts, key=parts.get) if t > 0 else "overhead"
         rows.append({"name": layer.get("name", f"layer {len(rows)}"), "op": op, "precision": prec,
                      "ms": t * 1e3, "bound": bound, "macs": macs, "bytes": int(dram),
                      "compute_ms": t_c * 1e3, "memory_ms": t_m * 1e3, "overhead_ms": t_o * 1e3,
-                     "utilization": util})
+                     "utilization": util, "fused_into": pool_of.get(li)})
     return {"layers": rows, "total_ms": total_s * 1e3, "fps": batch / total_s if total_s > 0 else float("inf"),
             "batch": batch, "sparse": bool(sparse), "parameters": p}
 
@@ -294,7 +355,8 @@ def _is_loadable(data):
 def format_table(result):
     lines = [f"{'#':>3}  {'op':<8} {'prec':<5} {'ms':>9} {'bound':<8} {'GMAC':>8} {'MB':>8} {'util':>5}  name"]
     for i, r in enumerate(result["layers"]):
-        lines.append(f"{i:>3}  {r['op']:<8} {r['precision']:<5} {r['ms']:>9.4f} {r['bound']:<8} "
+        bound = r["bound"] if r.get("fused_into") is None else f"-> {r['fused_into']}"  # pooled on the fly
+        lines.append(f"{i:>3}  {r['op']:<8} {r['precision']:<5} {r['ms']:>9.4f} {bound:<8} "
                      f"{r['macs'] / 1e9:>8.3f} {r['bytes'] / 1e6:>8.3f} {r['utilization']:>5.2f}  {r['name']}")
     p = result["parameters"]
     lines.append(f"total {result['total_ms']:.3f} ms for batch {result['batch']} on one Orin DLA at "

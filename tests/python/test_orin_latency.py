@@ -82,14 +82,26 @@ def test_memory_bound_layer_is_bytes_over_bandwidth():
     assert r["layers"][0]["bytes"] == nbytes
     assert r["layers"][0]["bound"] == "memory"
     assert r["total_ms"] == pytest.approx(nbytes / 10e9 * 1e3, rel=1e-9)
-    # overlap 0: the compute (one element per output, 64 per cycle) adds to the memory time
+    # the SDP streams (reads, computes, writes in one pass): its time is the larger term whatever `overlap`,
+    # which applies to convolutions only
     r0 = orin_latency.estimate([layer], clock_mhz=1000,
                                params={"dram_gbps": 10.0, "op_overhead_cycles": 0.0, "overlap": 0.0})
-    assert r0["total_ms"] == pytest.approx((nbytes / 10e9 + 64 * 56 * 56 / (64 * 1e9)) * 1e3, rel=1e-9)
+    assert r0["total_ms"] == pytest.approx(r["total_ms"], rel=1e-12)
     # two DLAs at once share the bandwidth
     r2 = orin_latency.estimate([layer], clock_mhz=1000, dlas=2,
                                params={"dram_gbps": 10.0, "op_overhead_cycles": 0.0, "overlap": 1.0})
     assert r2["total_ms"] == pytest.approx(2 * r["total_ms"])
+
+
+def test_conv_overlap_hides_part_of_the_shorter_term():
+    layer = conv_layer()  # 64 -> 64, 3x3 on 56x56: network input and output in DRAM
+    macs, nbytes = 56 * 56 * 64 * 64 * 9, 2 * 64 * 56 * 56 + 64 * 64 * 9
+    t_c, t_m = macs / (8192 * 1e9), nbytes / 10e9  # efficiency 1, 1 GHz, 10 GB/s
+    for overlap in (0.0, 0.25, 1.0):
+        r = orin_latency.estimate([layer], clock_mhz=1000, params={
+            "dram_gbps": 10.0, "op_overhead_cycles": 0.0, "overlap": overlap, "conv_efficiency": 1.0})
+        assert r["layers"][0]["bytes"] == nbytes
+        assert r["total_ms"] == pytest.approx((max(t_c, t_m) + (1 - overlap) * min(t_c, t_m)) * 1e3, rel=1e-9)
 
 
 def test_channels_are_padded_to_32_byte_atoms():
@@ -137,6 +149,33 @@ def test_sparsity_doubles_the_rate_of_wide_int8_convs_only():
         dense = orin_latency.estimate([layer], params=NO_MEM)["total_ms"]
         sparse = orin_latency.estimate([layer], sparse=True, params=NO_MEM)["total_ms"]
         assert dense / sparse == pytest.approx(factor)
+    # FP16 convolutions are never sparse
+    dense = orin_latency.estimate([wide], precision="fp16", params=NO_MEM)["total_ms"]
+    assert orin_latency.estimate([wide], precision="fp16", sparse=True, params=NO_MEM)["total_ms"] == dense
+    # 2 of every 4 channels per kernel: a pass takes 128 dense channels, so 192 fill 3 of 4 such atoms
+    # (dense: 3 whole 64-channel atoms) and the gain is 2 x 0.75
+    odd = conv_layer(c=192, k=128)
+    dense = orin_latency.estimate([odd], params=NO_MEM)
+    sparse = orin_latency.estimate([odd], sparse=True, params=NO_MEM)
+    assert (dense["layers"][0]["utilization"], sparse["layers"][0]["utilization"]) == (1.0, 0.75)
+    assert dense["total_ms"] / sparse["total_ms"] == pytest.approx(1.5)
+
+
+def test_sparsity_compresses_the_weights_but_not_the_activations():
+    layer = conv_layer(c=128, k=128, hw=8)  # 147,456 weight bytes and 8 KiB maps: fits the conv buffer
+    dense = orin_latency.estimate([layer], params=NO_COMPUTE)["layers"][0]
+    sparse = orin_latency.estimate([layer], sparse=True, params=NO_COMPUTE)["layers"][0]
+    acts = 2 * 128 * 8 * 8
+    assert dense["bytes"] == acts + 128 * 128 * 9
+    assert sparse["bytes"] == acts + 128 * 128 * 9 * 5 // 8  # half the values + 1 mask bit per weight
+    # compressed weights also fit the conv buffer in fewer tiles: 600,000 dense bytes take 3 tiles of
+    # 256 KiB (the 2 MiB input read twice more), 375,000 compressed ones 2 (read once more)
+    big = conv_layer(c=256, k=64, hw=90, weight_bytes=600_000)
+    big["inputs"][0]["shape"] = [1, 256, 64, 128]
+    x = 256 * 64 * 128
+    d = orin_latency.estimate([big], params=NO_COMPUTE)["layers"][0]["bytes"]
+    s = orin_latency.estimate([big], sparse=True, params=NO_COMPUTE)["layers"][0]["bytes"]
+    assert d - s == (600_000 - 375_000) + x
 
 
 def test_intermediate_tensors_that_fit_stay_in_sram():
@@ -160,6 +199,34 @@ def test_conv_that_overflows_the_conv_buffer_rereads_its_input():
     extra = min(2 * x, 7 * 600_000)
     r = orin_latency.estimate([layer], params=NO_COMPUTE)
     assert r["layers"][0]["bytes"] == x + 64 * 90 * 90 + 600_000 + extra
+
+
+def pool_layer(src, dst, n=1, c=64, hw=56, kernel=3, stride=2, name="pool"):
+    out = (hw + 2 - kernel) // stride + 1
+    return {"index": 0, "name": name, "op": "pool", "precision": "int8",
+            "inputs": [tensor(src, [n, c, hw, hw])], "outputs": [tensor(dst, [n, c, out, out])],
+            "params": {"type": "max", "kernel": [kernel, kernel], "stride": [stride, stride], "pad": [1, 1, 1, 1]},
+            "fused": [], "weight_bytes": 0, "macs": n * c * out * out,
+            "input_bytes": n * c * hw * hw, "output_bytes": n * c * out * out}
+
+
+def test_a_pool_after_a_conv_runs_on_the_fly():
+    conv = conv_layer(hw=56, name="conv", src="x", dst="y")
+    big = dict(conv, inputs=[tensor("x", [1, 64, 224, 224])], outputs=[tensor("y", [1, 64, 224, 224])])
+    r = orin_latency.estimate([big, pool_layer("y", "z", hw=224)], params=NO_COMPUTE)
+    # the conv's 3.2 MB output goes straight to the PDP; the fused op writes the 112 x 112 pooled map
+    assert [l["bytes"] for l in r["layers"]] == [64 * 224 * 224 + 64 * 112 * 112 + 64 * 64 * 9, 0]
+    assert r["layers"][1]["ms"] == 0.0 and r["layers"][1]["fused_into"] == 0
+    assert r["layers"][0]["fused_into"] is None
+    # the pool's overhead goes with it
+    o = orin_latency.estimate([big, pool_layer("y", "z", hw=224)], params={"op_overhead_cycles": 1e6})
+    assert o["layers"][1]["overhead_ms"] == 0.0 and o["layers"][0]["overhead_ms"] > 0.0
+    # not fused: a window wider than the PDP's 8, a conv output that another op also reads
+    wide = orin_latency.estimate([big, pool_layer("y", "z", hw=224, kernel=9)], params=NO_COMPUTE)
+    assert wide["layers"][1]["fused_into"] is None and wide["layers"][1]["bytes"] > 0
+    add = sdp_layer([tensor("y", [1, 64, 224, 224])], tensor("w", [1, 64, 224, 224]), op="relu")
+    shared = orin_latency.estimate([big, pool_layer("y", "z", hw=224), add], params=NO_COMPUTE)
+    assert shared["layers"][1]["fused_into"] is None
 
 
 def test_concat_is_free_and_bad_input_is_an_error():
@@ -247,19 +314,19 @@ def _published_errors(keys):
 
 def test_held_out_resnet50_mobilenet_yolo_figures_within_20_percent():
     keys = [f.key for f in orin_published.usable() if f.key not in orin_published.FIT_KEYS
-            and f.net in ("resnet50", "ssd_mobilenet_v1", "yolov5s") and "int8" not in f.key]
-    assert len(keys) == 11
+            and f.net in ("resnet50", "ssd_mobilenet_v1", "yolov5s")]
+    assert len(keys) == 12
     errors = _published_errors(keys)
     assert all(abs(e) <= 20.0 for e in errors.values()), errors
 
 
 @pytest.mark.zoo
 def test_every_published_figure_as_documented():
-    """The whole table of docs/PROFILING.md: the held-out figures outside 20 % are the five named there."""
+    """The whole table of docs/PROFILING.md: the held-out figures outside 20 % are the four named there."""
     errors = _published_errors([f.key for f in orin_published.usable()])
     misses = {k for k, e in errors.items() if abs(e) > 20.0 and k not in orin_published.FIT_KEYS}
     assert misses == {"ssd_resnet34/MAXN/sparse", "ssd_resnet34/50W/sparse", "ssd_resnet34/30W/sparse",
-                      "ssd_resnet34/15W/sparse", "yolov5s/bs1/int8"}, errors
+                      "ssd_resnet34/15W/sparse"}, errors
     assert all(abs(errors[k]) <= 11.0 for k in orin_published.FIT_KEYS), errors
 
 
