@@ -365,7 +365,7 @@ def format_table(result):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m softdla.orin_latency",
+    ap = argparse.ArgumentParser(prog="softdla estimate",
                                  description="Estimate the latency of a loadable or ONNX model on one Orin DLA core.")
     ap.add_argument("model", help="a softdla loadable or an ONNX model")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -41,7 +41,8 @@ def lib():
         _lib.softdla_engine_num_outputs.restype = ctypes.c_uint32
         _lib.softdla_gpu_available.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         _lib.softdla_engine_use_gpu.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
-        _lib.softdla_engine_op_fused.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+        if hasattr(_lib, "softdla_engine_op_fused"):  # benchmarks also load builds older than it
+            _lib.softdla_engine_op_fused.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
         _lib.softdla_engine_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]
     return _lib
