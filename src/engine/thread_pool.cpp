@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -78,6 +80,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     job_n_ = n;
     chunks_ = chunks;
     next_chunk_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
     // Every worker acknowledges every generation (those without a chunk at once), so no worker can
     // still be reading this job's fields when the next one is written.
     pending_.store(unsigned(workers_.size()), std::memory_order_relaxed);
@@ -93,6 +96,9 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     waiting_ = false;
   }
   job_ = nullptr;
+  // The first exception any chunk threw, once no thread still runs the job (fn lives in the caller's
+  // frame): an allocation failure in a kernel reaches the caller as it would without the pool.
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 void ThreadPool::take_chunks() {
@@ -100,7 +106,13 @@ void ThreadPool::take_chunks() {
     const size_t i = next_chunk_.fetch_add(1, std::memory_order_relaxed);
     if (i >= chunks_) return;
     const size_t begin = job_n_ * i / chunks_, end = job_n_ * (i + 1) / chunks_;
-    if (begin < end) (*job_)(begin, end);
+    try {
+      if (begin < end) (*job_)(begin, end);
+    } catch (...) {  // kept for the submitter; the remaining chunks are skipped
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+      next_chunk_.store(chunks_, std::memory_order_relaxed);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,7 +23,9 @@ class ThreadPool {
 
   unsigned size() const { return unsigned(workers_.size()) + 1; }
   // Calls fn(begin, end) over [0, n) in contiguous chunks (a few per thread, taken as threads come
-  // free); work below min_per_chunk items per chunk runs on the calling thread alone.
+  // free); work below min_per_chunk items per chunk runs on the calling thread alone. When a chunk
+  // throws, the chunks not yet started are skipped and the first exception is rethrown here once every
+  // thread is done with fn.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_per_chunk = 1);
 
   static ThreadPool& shared();
@@ -42,6 +45,7 @@ class ThreadPool {
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, chunks_ = 0;
   std::atomic<size_t> next_chunk_{0};  // the next chunk of the current job not yet taken
+  std::exception_ptr error_;           // the first exception a chunk of the current job threw (mutex_)
   std::atomic<unsigned> generation_{0};
   std::atomic<unsigned> pending_{0};  // workers that have not finished the current generation
   unsigned sleepers_ = 0;             // workers waiting on wake_ (guarded by mutex_)

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,23 @@ TEST(ThreadPool, ConcurrentCallersAllComplete) {
     });
   for (auto& c : callers) c.join();
   EXPECT_EQ(sum.load(), 4 * 50 * 100);
+}
+
+// A chunk that throws (on a worker or on the caller) ends the call with that exception once every thread
+// is done, and the pool keeps working afterwards.
+TEST(ThreadPool, AnExceptionInAChunkReachesTheCaller) {
+  ThreadPool pool(3);
+  for (size_t bad : {0u, 500u, 999u}) {
+    std::atomic<int> ran{0};
+    EXPECT_THROW(pool.parallel_for(1000, [&](size_t b, size_t e) {
+      ran += int(e - b);
+      if (b <= bad && bad < e) throw std::bad_alloc();
+    }), std::bad_alloc);
+    EXPECT_GT(ran.load(), 0);
+  }
+  std::atomic<long> sum{0};
+  pool.parallel_for(1000, [&](size_t b, size_t e) { sum += long(e - b); });
+  EXPECT_EQ(sum.load(), 1000);
 }
 
 }  // namespace softdla
