@@ -310,3 +310,24 @@ def test_max_pool_nan_reaches_exactly_the_windows_that_hold_it(prec):
     assert has_nan.sum() == 3  # one window over the first, two over the second
     np.testing.assert_array_equal(np.isnan(got), has_nan)
     np.testing.assert_array_equal(got[~has_nan], ref[~has_nan].astype(dtype).astype(np.float32))
+
+
+@pytest.mark.parametrize("prec", ["fp32", "fp16"])
+def test_max_pool_of_signed_zeros_is_plus_zero(prec):
+    """A window whose maximum is zero and holds both zeros gives +0 in either order (NUMERICS.md), and
+    +-inf inputs in FP16 saturate to +-65504."""
+    dtype = np.float32 if prec == "fp32" else np.float16
+    x = np.full((1, 1, 2, 36), -5.0, dtype)
+    x[0, 0, 0, 0::4], x[0, 0, 1, 1::4] = -0.0, 0.0   # -0 first in row-major order
+    x[0, 0, 0, 2::4], x[0, 0, 1, 3::4] = 0.0, -0.0   # +0 first
+    params = writer.Graph.params("Pool", kind=0, kernelH=2, kernelW=2, strideH=2, strideW=2)
+    got = np.asarray(single_op("Pool", x, (1, 1, 1, 18), params, prec), dtype).ravel()
+    assert np.all(got == 0) and not np.any(np.signbit(got)), got
+    if dtype == np.float16:
+        y = np.full((1, 1, 2, 2), -7.0, dtype)
+        y[0, 0, 0, 0] = np.inf
+        top = np.asarray(single_op("Pool", y, (1, 1, 1, 1), params, prec), dtype).item()
+        y[0, 0, 0, 0], y[:, :, 1:, :] = -np.inf, -np.inf
+        y[0, 0, 0, 1] = -np.inf
+        bottom = np.asarray(single_op("Pool", y, (1, 1, 1, 1), params, prec), dtype).item()
+        assert (top, bottom) == (65504.0, -65504.0)

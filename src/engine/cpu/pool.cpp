@@ -68,6 +68,9 @@ void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8
   }
 }
 
+// max(a, b) with +0 above -0 (NaN is tracked apart by the caller).
+inline float zero_aware_max(float a, float b) { return a < b || (a == b && std::signbit(a)) ? b : a; }
+
 class PoolKernel final : public OpKernel {
  public:
   PoolKernel(const Model& m, const Op& op, const PoolParams& p)
@@ -119,8 +122,9 @@ class PoolKernel final : public OpKernel {
     }
   }
 
-  // Max pooling of a float plane, separably as plane_s8 (a maximum does not depend on the order it is
-  // taken in); a NaN anywhere in a window makes that output NaN, as in plane().
+  // Max pooling of a float plane, separably as plane_s8; a NaN anywhere in a window makes that output
+  // NaN, as in plane(). The maximum of +0 and -0 is +0 (IEEE 754's maximum), so the result does not
+  // depend on the order the window is reduced in (NUMERICS.md).
   template <class T>
   void max_plane(const T* x, T* y, size_t pl) const {
     const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3], kw = p_.kernel_w;
@@ -141,12 +145,12 @@ class PoolKernel final : public OpKernel {
         const float* r;
         if constexpr (std::is_same_v<T, uint16_t>) halves_to_floats(x + h * W, row.data(), W), r = row.data();
         else r = x + h * W;
-        for (size_t w = 0; w < W; ++w) nan[w] |= uint8_t(r[w] != r[w]), acc[w] = std::max(acc[w], r[w]);
+        for (size_t w = 0; w < W; ++w) nan[w] |= uint8_t(r[w] != r[w]), acc[w] = zero_aware_max(acc[w], r[w]);
       }
       std::copy_n(acc, inside, win);
       std::copy_n(nan, inside, nan_win);
       for (size_t t = 1; t < kw; ++t)
-        for (size_t w = 0; w < inside; ++w) win[w] = std::max(win[w], acc[w + t]), nan_win[w] |= nan[w + t];
+        for (size_t w = 0; w < inside; ++w) win[w] = zero_aware_max(win[w], acc[w + t]), nan_win[w] |= nan[w + t];
       for (size_t ow = 0; ow < OW; ++ow) {
         const int64_t w0 = int64_t(ow * p_.stride_w) - p_.pad_left;
         float v = -std::numeric_limits<float>::infinity();
@@ -155,7 +159,7 @@ class PoolKernel final : public OpKernel {
           v = win[w0], is_nan = nan_win[w0];
         } else {
           const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p_.kernel_w, W);
-          for (int64_t w = wb; w < we; ++w) v = std::max(v, acc[w]), is_nan |= nan[w] != 0;
+          for (int64_t w = wb; w < we; ++w) v = zero_aware_max(v, acc[w]), is_nan |= nan[w] != 0;
         }
         store(y, oh * OW + ow, is_nan ? std::numeric_limits<float>::quiet_NaN() : v);
       }

@@ -186,7 +186,7 @@ __global__ void pool_nhwc16_kernel(const int8_t* __restrict x, int8_t* __restric
 // applied after: NaN as the CPU's quiet NaN, infinity saturated (only +-0 may pick the other sign).
 __device__ __forceinline__ uint16_t stored_max(uint16_t h) {
   if ((h & 0x7fffu) > 0x7c00u) return 0x7e00u;  // NaN
-  if ((h & 0x7fffu) == 0x7c00u) return h ^ 0x0400u;  // +-inf -> +-65504 (0x7bff / 0xfbff)
+  if ((h & 0x7fffu) == 0x7c00u) return uint16_t(h - 1u);  // +-inf (0x7c00 / 0xfc00) -> +-65504 (0x7bff / 0xfbff)
   return h;
 }
 
