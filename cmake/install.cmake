@@ -69,7 +69,8 @@ write_basic_package_version_file(${_sd_gen}/softdlaConfigVersion.cmake VERSION $
 install(FILES ${PROJECT_SOURCE_DIR}/include/cudla.h DESTINATION ${_sd_incdir})
 # NVIDIA's layer-wise statistics samples include it beside cudla.h.
 install(FILES ${PROJECT_SOURCE_DIR}/include/cudlaExternalEtbl.hpp DESTINATION ${_sd_incdir})
-install(FILES ${PROJECT_SOURCE_DIR}/include/softdla/cudla_ext.h DESTINATION ${_sd_incdir}/softdla)
+install(FILES ${PROJECT_SOURCE_DIR}/include/softdla/cudla_ext.h ${PROJECT_SOURCE_DIR}/include/softdla/cudla_status_name.h
+        DESTINATION ${_sd_incdir}/softdla)
 # NvSciBuf / NvSciSync for standalone-mode programs (docs/NVSCI.md).
 install(FILES ${PROJECT_SOURCE_DIR}/include/nvscibuf.h ${PROJECT_SOURCE_DIR}/include/nvscisync.h
               ${PROJECT_SOURCE_DIR}/include/nvscierror.h DESTINATION ${_sd_incdir})

@@ -320,7 +320,7 @@ def estimate(layers, *, clock_mhz=None, precision=None, sparse=False, dlas=1, pa
                      "ms": t * 1e3, "bound": bound, "macs": macs, "bytes": int(dram),
                      "compute_ms": t_c * 1e3, "memory_ms": t_m * 1e3, "overhead_ms": t_o * 1e3,
                      "utilization": util, "fused_into": pool_of.get(li)})
-    return {"layers": rows, "total_ms": total_s * 1e3, "fps": batch / total_s if total_s > 0 else float("inf"),
+    return {"layers": rows, "total_ms": total_s * 1e3, "fps": batch / total_s if total_s > 0 else None,  # None: nothing takes time (JSON has no infinity)
             "batch": batch, "sparse": bool(sparse), "parameters": p}
 
 
@@ -360,7 +360,8 @@ def format_table(result):
                      f"{r['macs'] / 1e9:>8.3f} {r['bytes'] / 1e6:>8.3f} {r['utilization']:>5.2f}  {r['name']}")
     p = result["parameters"]
     lines.append(f"total {result['total_ms']:.3f} ms for batch {result['batch']} on one Orin DLA at "
-                 f"{p['clock_mhz']:.0f} MHz{' (sparse)' if result['sparse'] else ''}: {result['fps']:.1f} images/s")
+                 f"{p['clock_mhz']:.0f} MHz{' (sparse)' if result['sparse'] else ''}: "
+                 f"{'no DLA time' if result['fps'] is None else format(result['fps'], '.1f') + ' images/s'}")
     return "\n".join(lines)
 
 

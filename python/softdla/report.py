@@ -172,8 +172,9 @@ def collect(model, *, loadable=None, compare=None, profile=None, target="orin", 
             for li, row in zip(layers, est["layers"]):
                 li["orin"] = row
             orin_total = est["total_ms"]
-            orin_source = (f"Estimated by softdla.orin_latency for one Orin DLA core: {orin_total:.3f} ms per run, "
-                           f"{est['fps']:.1f} images/s (an estimate, not a measurement; docs/PROFILING.md).")
+            orin_source = (f"Estimated by softdla.orin_latency for one Orin DLA core: {orin_total:.3f} ms per run, " +
+                           (f"{est['fps']:.1f} images/s" if est["fps"] is not None else "no DLA time") +
+                           " (an estimate, not a measurement; docs/PROFILING.md).")
     memory_plan, memory_note = None, None
     if info is not None:
         memory_plan = info.get("memory_plan")

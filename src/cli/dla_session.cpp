@@ -9,38 +9,11 @@
 #include "cuda_driver.h"
 #include "error.h"
 #include "softdla/cudla_ext.h"
+#include "softdla/cudla_status_name.h"
 
 namespace softdla::cli {
 
-const char* status_name(cudlaStatus s) {
-  switch (s) {
-    case cudlaSuccess: return "cudlaSuccess";
-    case cudlaErrorInvalidParam: return "cudlaErrorInvalidParam";
-    case cudlaErrorOutOfResources: return "cudlaErrorOutOfResources";
-    case cudlaErrorCreationFailed: return "cudlaErrorCreationFailed";
-    case cudlaErrorInvalidAddress: return "cudlaErrorInvalidAddress";
-    case cudlaErrorOs: return "cudlaErrorOs";
-    case cudlaErrorCuda: return "cudlaErrorCuda";
-    case cudlaErrorUmd: return "cudlaErrorUmd";
-    case cudlaErrorInvalidDevice: return "cudlaErrorInvalidDevice";
-    case cudlaErrorInvalidAttribute: return "cudlaErrorInvalidAttribute";
-    case cudlaErrorIncompatibleDlaSWVersion: return "cudlaErrorIncompatibleDlaSWVersion";
-    case cudlaErrorMemoryRegistered: return "cudlaErrorMemoryRegistered";
-    case cudlaErrorInvalidModule: return "cudlaErrorInvalidModule";
-    case cudlaErrorUnsupportedOperation: return "cudlaErrorUnsupportedOperation";
-    case cudlaErrorNvSci: return "cudlaErrorNvSci";
-    case cudlaErrorDriverNotFound: return "cudlaErrorDriverNotFound";
-    case cudlaErrorDlaErrInvalidInput: return "cudlaErrorDlaErrInvalidInput";
-    case cudlaErrorDlaErrInvalidPreAction: return "cudlaErrorDlaErrInvalidPreAction";
-    case cudlaErrorDlaErrNoMem: return "cudlaErrorDlaErrNoMem";
-    case cudlaErrorDlaErrProcessorBusy: return "cudlaErrorDlaErrProcessorBusy";
-    case cudlaErrorDlaErrTaskStatusMismatch: return "cudlaErrorDlaErrTaskStatusMismatch";
-    case cudlaErrorDlaErrEngineTimeout: return "cudlaErrorDlaErrEngineTimeout";
-    case cudlaErrorDlaErrDataMismatch: return "cudlaErrorDlaErrDataMismatch";
-    case cudlaErrorUnknown: return "cudlaErrorUnknown";
-  }
-  return "an unknown cudlaStatus";
-}
+const char* status_name(cudlaStatus s) { return softdlaStatusName(s); }
 
 namespace {
 

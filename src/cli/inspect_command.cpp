@@ -1,26 +1,15 @@
 // softdla inspect.
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <random>
-#include <sstream>
 
 #include "builder.h"
 #include "commands.h"
-#include "engine.h"
 #include "error.h"
 #include "file_bytes.h"
-#include "io_convert.h"
 #include "io_layout.h"
 #include "json_writer.h"
 #include "layer_info.h"
 #include "loadable.h"
-#include "npy.h"
-#include "numerics.h"
 
 namespace softdla::cli {
 

@@ -367,10 +367,9 @@ class ConvKernel final : public OpKernel {
   void run_implicit(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
     for (uint32_t n = 0; n < batch_; ++n) {
-      int8_t* y = static_cast<int8_t*>(io.output) + size_t(n) * g_.K * ohw;
       implicit_->run(static_cast<const int8_t*>(io.inputs[0]) + n * in_image, pool,
                      [&](uint32_t k, size_t hw0, const int32_t* sums, size_t count) {
-                       emit_int8(io, size_t(y - static_cast<int8_t*>(io.output)) + size_t(k) * ohw + hw0, count,
+                       emit_int8(io, (size_t(n) * g_.K + k) * ohw + hw0, count,
                                  [&](int8_t* out) {
                                    if (windows_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
                                    thread_local std::vector<int64_t> wide;

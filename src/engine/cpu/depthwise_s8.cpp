@@ -62,7 +62,8 @@ void build_phased(Isa isa, const DepthwiseGeometry& g, const int8_t* x, PhasedPl
   p.data.resize(p.rows * p.phases * p.stride);
   // Per phase, the phase columns [a, b) that lie inside the input (the same for every row): padded
   // column k * sw + ph is input column k * sw + ph - pl.
-  size_t a[8], b[8];  // sw <= 8 (a DLA limit the loadable checks)
+  thread_local std::vector<size_t> a, b;
+  a.resize(p.phases), b.resize(p.phases);
   for (uint32_t ph = 0; ph < p.phases; ++ph) {
     const int64_t first = int64_t(g.pl) - ph;  // k * sw >= first
     const int64_t k0 = first <= 0 ? 0 : (first + g.sw - 1) / g.sw;
