@@ -18,6 +18,14 @@ struct StreamOrder::Batch {
   uint32_t* fault_flag = nullptr;
   std::vector<void*> pinned;
   std::atomic<bool> finished{false};
+  // Set when enqueueing failed after run_batch was queued (mark_finished may never come): the batch
+  // is then done once run_batch has run, or once the context is dead and will run nothing more.
+  bool abandoned = false;
+  std::atomic<bool> ran{false};
+
+  bool done(gpu::StreamOps& stream_ops) const {
+    return finished || (abandoned && (ran || !stream_ops.context_usable()));
+  }
 
   ~Batch() {
     for (void* p : pinned) ops->free_pinned(p);
@@ -33,6 +41,7 @@ void run_batch(void* data) {
   std::unique_lock<std::mutex> lock;
   if (b->serialize) lock = std::unique_lock<std::mutex>(*b->serialize);
   if (!run_tasks(*b->engine, b->tasks, *b->monitor)) *b->fault_flag = 1;
+  b->ran = true;
 }
 
 void mark_finished(void* data) { static_cast<StreamOrder::Batch*>(data)->finished = true; }
@@ -96,10 +105,19 @@ void StreamOrder::enqueue(std::shared_ptr<const Engine> engine, std::span<const 
     }
   }
   batch->engine = std::move(engine);
+  // If this throws, nothing on the stream refers to the batch (freeing its pinned staging waits for the
+  // input copies already queued).
   ops_.host_call(stream, run_batch, batch.get());
-  for (const CopyBack& c : copy_back) ops_.copy_async(c.device, c.host, c.bytes, stream);
-  ops_.host_call(stream, mark_finished, batch.get());
-  ops_.fail_stream(stream, fault_flag_);
+  try {
+    for (const CopyBack& c : copy_back) ops_.copy_async(c.device, c.host, c.bytes, stream);
+    ops_.host_call(stream, mark_finished, batch.get());
+    ops_.fail_stream(stream, fault_flag_);
+  } catch (...) {  // run_batch is queued and will read the batch: keep it until it has run
+    batch->abandoned = true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    batches_.push_back(std::move(batch));
+    throw;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   batches_.push_back(std::move(batch));
 }
@@ -114,8 +132,8 @@ void StreamOrder::reap(bool wait_all) {
   if (wait_all && !batches_.empty() && !ops_.context_usable()) return batches_.clear();
   for (auto it = batches_.begin(); it != batches_.end();) {
     if (wait_all)
-      while (!(*it)->finished) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if ((*it)->finished) it = batches_.erase(it);
+      while (!(*it)->done(ops_)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if ((*it)->done(ops_)) it = batches_.erase(it);
     else ++it;
   }
 }

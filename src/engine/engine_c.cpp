@@ -5,7 +5,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,25 +16,23 @@
 #include "log.h"
 
 // A loaded model, prepared on one backend on first need: the CUDA backend when softdla_engine_use_gpu
-// asks for it, else the CPU backend at the first call that runs it or asks about its kernels.
+// asks for it, else the CPU backend at the first call that runs it or asks about its kernels. The
+// backend prepares a copy, so the model stays here unchanged (and readable without the lock) whether
+// or not a preparation fails.
 struct softdla_engine {
-  explicit softdla_engine(softdla::Model m) : pending(std::move(m)) {}
-  const softdla::Model& model() const {  // the model moves into the backend when prepared
-    std::lock_guard<std::mutex> lock(mutex);
-    return prepared ? prepared->model() : *pending;
-  }
+  explicit softdla_engine(softdla::Model m) : loaded(std::move(m)) {}
+  const softdla::Model& model() const { return loaded; }
   softdla::PreparedModule& ready() {
     std::lock_guard<std::mutex> lock(mutex);  // runs were thread-safe before the first one prepared
-    if (!prepared) prepare(softdla::make_cpu_backend(nullptr), std::move(*pending));
+    if (!prepared) prepare(softdla::make_cpu_backend(nullptr));
     return *prepared;
   }
-  void prepare(std::unique_ptr<softdla::Backend> b, softdla::Model m) {  // caller holds mutex
-    prepared = b->prepare(std::move(m));
-    pending.reset();
+  void prepare(std::unique_ptr<softdla::Backend> b) {  // caller holds mutex
+    prepared = b->prepare(loaded);
     backend = std::move(b);
   }
+  const softdla::Model loaded;
   mutable std::mutex mutex;
-  std::optional<softdla::Model> pending;  // until prepared
   std::unique_ptr<softdla::Backend> backend;
   std::unique_ptr<softdla::PreparedModule> prepared;
 };
@@ -122,8 +119,7 @@ extern "C" int softdla_engine_use_gpu(softdla_engine* e, char* err, size_t errle
   softdla::gpu::Platform* gpu = softdla::gpu::platform();
   if (!gpu) return report("use_gpu", "no CUDA backend: " + softdla::gpu::unavailable_reason(), err, errlen);
   try {
-    // A copy: after a failure the model is still here for the CPU backend.
-    e->prepare(softdla::make_cuda_backend(*gpu, nullptr), *e->pending);
+    e->prepare(softdla::make_cuda_backend(*gpu, nullptr));  // after a failure, the CPU backend prepares later
     return 0;
   } catch (const std::exception& ex) {
     return report("use_gpu", ex.what(), err, errlen);
