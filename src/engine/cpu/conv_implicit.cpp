@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "implicit_grid.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -231,16 +232,7 @@ void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, cons
         for (size_t j = 0; j < tile_pixels; ++j)
           sums[(r + i) * kBlockPixels + p + j] = tile[i][j] - offset_sums_[row0 + r + i];
     }
-  // Grid pixels to output rows: each grid row's first OW pixels are outputs.
-  for (size_t r = 0; r < rows; ++r) {
-    const int32_t* s = sums.data() + r * kBlockPixels;
-    for (size_t p = 0; p < pixels;) {
-      const size_t gp = pix0 + p, oh = gp / wq_, ow = gp % wq_;
-      const size_t run = std::min(pixels - p, wq_ - ow);
-      if (ow < g_.OW) epilogue(uint32_t(row0 + r), oh * g_.OW + ow, s + p, std::min<size_t>(run, g_.OW - ow));
-      p += run;
-    }
-  }
+  emit_grid_runs(sums.data(), kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
 #else
   (void)packed, (void)row0, (void)pix0, (void)epilogue;
 #endif

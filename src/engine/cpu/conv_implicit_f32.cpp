@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "cpu_isa.h"
+#include "f32_tile_rows.h"
 #include "half_convert.h"
+#include "implicit_grid.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -16,21 +18,6 @@ constexpr size_t kTileRows = 12, kTilePixels = 32;
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 
 #ifdef SOFTDLA_X86
-#define SOFTDLA_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-
-// Byte offset of row r % 6 from its base (rows 0-5 and 6-11 have one base each): 0, l1, 2 l1, l3, 4 l1, l5.
-// Twelve row pointers would not fit GCC's general registers with the loop's own.
-template <size_t r>
-__attribute__((always_inline)) inline size_t row_offset(size_t l1, size_t l3, size_t l5) {
-  constexpr size_t q = r % 6;
-  if constexpr (q == 0) return 0;
-  else if constexpr (q == 1) return l1;
-  else if constexpr (q == 2) return 2 * l1;
-  else if constexpr (q == 3) return l3;
-  else if constexpr (q == 4) return 4 * l1;
-  else return l5;
-}
-
 // 12 rows of A (row stride lda floats, k = c * taps + t) x 32 grid pixels: b points at the tile's first
 // pixel in plane 0, planes plane_px floats apart; offsets[t] shifts to tap t.
 __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t lda, const float* b, size_t plane_px,
@@ -40,7 +27,7 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
   const char* pa = reinterpret_cast<const char*>(a);
   const char* pb = pa + 6 * l1;
 #define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
-  SOFTDLA_ROWS12(DECLARE)
+  SOFTDLA_F32_ROWS12(DECLARE)
 #undef DECLARE
   for (size_t c = 0; c < channels; ++c, b += plane_px) {
     for (size_t t = 0; t < taps; ++t, pa += sizeof(float), pb += sizeof(float)) {
@@ -52,15 +39,14 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
     c##r##0 = _mm512_fmadd_ps(w, x0, c##r##0);                                                          \
     c##r##1 = _mm512_fmadd_ps(w, x1, c##r##1);                                                          \
   }
-      SOFTDLA_ROWS12(STEP)
+      SOFTDLA_F32_ROWS12(STEP)
 #undef STEP
     }
   }
 #define STORE(r) _mm512_storeu_ps(out[r], c##r##0), _mm512_storeu_ps(out[r] + 16, c##r##1);
-  SOFTDLA_ROWS12(STORE)
+  SOFTDLA_F32_ROWS12(STORE)
 #undef STORE
 }
-#undef SOFTDLA_ROWS12
 #endif
 
 }  // namespace
@@ -115,16 +101,7 @@ void ImplicitConvF32::block(const float* planes, size_t row0, size_t pix0, const
       for (size_t i = 0; i < kTileRows && r + i < rows; ++i)
         std::copy_n(tile[i], std::min(kTilePixels, pixels - p), sums.data() + (r + i) * kBlockPixels + p);
     }
-  // Grid pixels to output rows: each grid row's first OW pixels are outputs.
-  for (size_t r = 0; r < rows; ++r) {
-    float* s = sums.data() + r * kBlockPixels;
-    for (size_t p = 0; p < pixels;) {
-      const size_t gp = pix0 + p, oh = gp / wq_, ow = gp % wq_;
-      const size_t run = std::min(pixels - p, wq_ - ow);
-      if (ow < g_.OW) epilogue(uint32_t(row0 + r), oh * g_.OW + ow, s + p, std::min<size_t>(run, g_.OW - ow));
-      p += run;
-    }
-  }
+  emit_grid_runs(sums.data(), kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
 #else
   (void)planes, (void)row0, (void)pix0, (void)epilogue;
 #endif

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "f32_tile_rows.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -76,23 +77,8 @@ __attribute__((target("avx2,fma"))) void tile6_f32_avx2(const float* const* a, c
 // R rows (12, 8 or 4) x 32 columns (two panels; the 1-panel form for an odd last panel): up to 24
 // accumulators, two B loads and R broadcasts per k. Every output element gets the same sequence of FMAs
 // as in tile6_f32_avx2 (one per k, in order, from 0), so the two paths give identical bits.
-// The A rows are addressed from two bases (rows 0-5 and 6-11) and three strides, not through twelve
-// pointers: with twelve, GCC runs out of general registers and reloads the loop bound from the stack.
+// The A rows are addressed as f32_tile_rows.h says.
 constexpr size_t kRows512 = 12;
-
-#define SOFTDLA_F32_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-
-// Byte offset of row r % 6 from its base: 0, l1, 2 l1, l3, 4 l1, l5 (each one address operand).
-template <size_t r>
-__attribute__((always_inline)) inline size_t row_offset(size_t l1, size_t l3, size_t l5) {
-  constexpr size_t q = r % 6;
-  if constexpr (q == 0) return 0;
-  else if constexpr (q == 1) return l1;
-  else if constexpr (q == 2) return 2 * l1;
-  else if constexpr (q == 3) return l3;
-  else if constexpr (q == 4) return 4 * l1;
-  else return l5;
-}
 
 #define SOFTDLA_A_AT(r) \
   (*reinterpret_cast<const float*>(((r) < 6 ? pa : pb) + row_offset<r>(l1, l3, l5)))
