@@ -164,6 +164,28 @@ def test_depthwise_int8_wide_rows(w, stride, pads):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# 32 channels (two 16-channel runs): the CUDA backend's channels-last INT8 depthwise kernel on NCHW
+# graph inputs and outputs, with every stride, padding and dilation it takes and both of its epilogues
+# (the requantization windows for bias/ReLU, the general chain for BN/Clip and the LUT).
+@pytest.mark.parametrize("r,stride,pads,dil,post", [
+    (3, (1, 1), (1, 1, 1, 1), (1, 1), "bias_relu"), (3, (2, 2), (0, 1, 0, 1), (1, 1), "bias"),
+    (5, (1, 2), (2, 0, 1, 2), (2, 1), "bn_clip"), (7, (2, 1), (3, 3, 3, 3), (1, 2), "sigmoid"),
+    (1, (2, 2), (0, 0, 0, 0), (1, 1), "none"), (4, (3, 3), (2, 1, 0, 3), (3, 3), "bias_relu")])
+def test_depthwise_int8_runs_of_16(r, stride, pads, dil, post):
+    c = dict(n=2, c=32, k=32, h=13, w=21, r=r, s=r, stride=stride, dil=dil, pads=pads, groups=32, seed=r * 7)
+    rng = np.random.default_rng(c["seed"])
+    spec = []
+    if post in ("bias", "bias_relu"):
+        spec.append(("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, 32)}))
+    if post == "bias_relu":
+        spec.append(("relu", {}))
+    if post == "bn_clip":
+        spec.append(("scale", {"values": rng.integers(-(2 ** 15), 2 ** 15, 32), "shift": 14}))
+        spec.append(("clip", {"lo": 0, "hi": 3000}))
+    g, x, ref = build_int8(c, rng, spec, lut=1 if post == "sigmoid" else 0)
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 @pytest.mark.parametrize("x_fmt,y_fmt", [(F.CHW32, F.CHW32), (F.DLA_LINEAR, F.DLA_LINEAR), (F.DLA_HWC4, F.CHW32)])
 def test_conv_int8_io_formats(x_fmt, y_fmt):
     c = dict(n=2, c=3, k=33, h=9, w=13, r=3, s=3, stride=(2, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=5)

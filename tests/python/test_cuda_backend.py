@@ -113,6 +113,57 @@ def test_int8_split_k_matches_cpu(net, splits, tmp_path, monkeypatch):
     assert_int8_same_on_both_backends(net, 5, tmp_path)
 
 
+def int8_mobile_block(g):
+    """Two images, INT8 MobileNet-style: pointwise implicit GEMM -> channels-last depthwise (144 channels,
+    nine 16-channel runs, ReLU6) -> pointwise implicit GEMM with the residual add fused, a stride-2
+    depthwise, a depthwise without an activation (the windows' signed form), and the depthwise that
+    writes the graph's output NCHW."""
+    x = g.input("features", [2, 32, 14, 14])
+    lo, hi = g.const(np.float32(0)), g.const(np.float32(6))
+    y = g.node("Clip", [g.bn(g.conv(x, 32, 32, k=1, pad=0, bias=False), 32), lo, hi])
+    h = g.node("Clip", [g.bn(g.conv(y, 32, 144, k=1, pad=0, bias=False), 144), lo, hi])
+    h = g.node("Clip", [g.bn(g.conv(h, 144, 144, groups=144, bias=False), 144), lo, hi])
+    y = g.node("Add", [y, g.bn(g.conv(h, 144, 32, k=1, pad=0, bias=False), 32)])
+    h = g.node("Clip", [g.bn(g.conv(y, 32, 96, k=1, pad=0, bias=False), 96), lo, hi])
+    h = g.node("Clip", [g.bn(g.conv(h, 96, 96, stride=2, groups=96, bias=False), 96), lo, hi])
+    h = g.bn(g.conv(h, 96, 48, k=1, pad=0, bias=False), 48)
+    h = g.bn(g.conv(h, 48, 48, k=5, groups=48, bias=False), 48)
+    return g.node("Relu", [g.conv(g.node("Relu", [h]), 48, 48, groups=48, bias=False)])
+
+
+def depthwise_between_pointwise(k, stride, pads, dil):
+    """An INT8 depthwise convolution read and written channels-last between two 1 x 1 implicit GEMMs."""
+    def net(g):
+        x = g.input("features", [2, 16, 17, 19])
+        h = g.node("Relu", [g.bn(g.conv(x, 16, 48, k=1, pad=0, bias=False), 48)])
+        h = g.node("Conv", [h, g.weight(48, 1, k, k), g.weight(48, scale=0.1)], kernel_shape=[k, k],
+                   strides=list(stride), pads=list(pads), dilations=[dil, dil], group=48)
+        h = g.node("Relu", [g.bn(h, 48)])
+        return g.conv(h, 48, 16, k=1, pad=0)
+    net.__name__ = f"dw{k}_s{stride[0]}{stride[1]}_p{''.join(map(str, pads))}_d{dil}"
+    return net
+
+
+DEPTHWISE_CASES = [depthwise_between_pointwise(3, (1, 1), (1, 1, 1, 1), 1),
+                   depthwise_between_pointwise(3, (2, 2), (1, 1, 1, 1), 1),
+                   depthwise_between_pointwise(3, (2, 2), (0, 0, 1, 1), 1),
+                   depthwise_between_pointwise(3, (1, 2), (0, 2, 1, 0), 1),
+                   depthwise_between_pointwise(3, (1, 1), (2, 2, 2, 2), 2),
+                   depthwise_between_pointwise(3, (2, 2), (2, 1, 0, 2), 3),
+                   depthwise_between_pointwise(5, (1, 1), (2, 2, 2, 2), 1),
+                   depthwise_between_pointwise(7, (2, 2), (3, 3, 3, 3), 1),
+                   depthwise_between_pointwise(1, (2, 2), (0, 0, 0, 0), 1)]
+
+
+# The channels-last INT8 depthwise kernel (conv_depthwise_s8.cu) inside INT8 chains: every stride,
+# padding and dilation it takes, its windowed and general epilogues, NHWC and NCHW outputs.
+@pytest.mark.parametrize("net", [int8_mobile_block, nets.mobilenetv2_like] + DEPTHWISE_CASES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("sdp_path", ["auto", "steps"])
+def test_int8_depthwise_matches_cpu(net, sdp_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTDLA_CUDA_SDP_PATH", sdp_path)
+    assert_int8_same_on_both_backends(net, 13, tmp_path)
+
+
 def fp16_mobile_block(g):
     """Two images, FP16 MobileNet-style: a stride-1 RGB convolution (4 channels per tap), a depthwise
     convolution between channels-last 1 x 1 convolutions, 24 channels (three 8-channel runs), a residual

@@ -1,6 +1,7 @@
 #include "channels_last.h"
 
 #include "conv_depthwise_f16.h"
+#include "conv_depthwise_s8.h"
 #include "conv_igemm.h"
 #include "conv_igemm_f16.h"
 #include "model_checks.h"
@@ -10,7 +11,8 @@ namespace {
 
 bool is_conv_with_nhwc_input(const Model& m, const Op& op) {
   const auto* p = std::get_if<ConvParams>(&op.params);
-  return p && (igemm_supports(m, op, *p) || igemm_f16_supports(m, op, *p) || depthwise_f16_supports(m, op, *p));
+  return p && (igemm_supports(m, op, *p) || igemm_f16_supports(m, op, *p) || depthwise_f16_supports(m, op, *p) ||
+              depthwise_s8_supports(m, op, *p));
 }
 
 // Ops whose NHWC kernel walks input 0 and the output in one order: an INT8 or FP16 standalone SDP op

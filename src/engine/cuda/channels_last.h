@@ -1,7 +1,8 @@
 // Which INT8 and FP16 intermediates the CUDA backend keeps channels-last (NHWC: the C values of one
 // pixel adjacent) instead of the model's NCHW. The implicit-GEMM convolutions read their reduction
-// (taps x channels) as 16-byte runs of channels, so ResNet-style chains of convolutions and residual
-// adds (and, in FP16, MobileNet-style chains with depthwise convolutions) stay NHWC end to end; every
+// (taps x channels) as 16-byte runs of channels, and the depthwise kernels (conv_depthwise_f16.h,
+// conv_depthwise_s8.h) one pixel's channels as 16-byte runs, so ResNet-style chains of convolutions and
+// residual adds and MobileNet-style chains with depthwise convolutions stay NHWC end to end; every
 // other op, and every graph input and output, sees NCHW as before.
 #pragma once
 #include <cuda_runtime.h>

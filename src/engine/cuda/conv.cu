@@ -1,14 +1,17 @@
 // Convolution on the GPU. Dense INT8 and FP16 convolutions are implicit GEMMs on channels-last
-// activations (conv_igemm.h, conv_igemm_f16.h; INT8 reductions short enough for exact int32 sums), FP16
-// depthwise ones a channels-last direct kernel (conv_depthwise_f16.h). The others: dense and grouped
-// convolutions are im2col + a cuBLASLt matrix product on the tensor cores (INT8 x INT8 -> INT32, exact;
-// FP16 x FP16 -> FP32), followed by one epilogue kernel that runs the SDP chain and writes the output type. Depthwise convolutions (one input channel per
-// group), INT8 reductions of 2^17 terms or more (int32 sums of products up to 2^14 could overflow) and
-// deconvolutions are direct kernels with the SDP chain fused.
+// activations (conv_igemm.h, conv_igemm_f16.h; INT8 reductions short enough for exact int32 sums); FP16
+// depthwise ones with channels a multiple of 8 and INT8 ones with channels a multiple of 16 are
+// channels-last direct kernels (conv_depthwise_f16.h, conv_depthwise_s8.h). The others: dense and
+// grouped convolutions are im2col + a cuBLASLt matrix product on the tensor cores (INT8 x INT8 -> INT32,
+// exact; FP16 x FP16 -> FP32), followed by one epilogue kernel that runs the SDP chain and writes the
+// output type. The remaining depthwise convolutions (one input channel per group), INT8 reductions of
+// 2^17 terms or more (int32 sums of products up to 2^14 could overflow) and deconvolutions are direct
+// kernels with the SDP chain fused.
 #include <stdexcept>
 #include <string>
 
 #include "conv_depthwise_f16.h"
+#include "conv_depthwise_s8.h"
 #include "conv_igemm.h"
 #include "conv_igemm_f16.h"
 #include "sdp_device.cuh"
@@ -329,6 +332,7 @@ std::unique_ptr<GpuOp> make_gpu_conv(const Model& m, const Op& op, const ConvPar
   if (igemm_supports(m, op, p)) return std::make_unique<IgemmConv>(m, op, p, ctx);
   if (igemm_f16_supports(m, op, p)) return std::make_unique<IgemmConvF16>(m, op, p, ctx);
   if (depthwise_f16_supports(m, op, p)) return make_depthwise_f16(m, op, p, ctx);
+  if (depthwise_s8_supports(m, op, p)) return make_depthwise_s8(m, op, p, ctx);
   return std::make_unique<ConvOp>(m, op, p, ctx);
 }
 std::unique_ptr<GpuOp> make_gpu_deconv(const Model& m, const Op& op, const DeconvParams& p, const OpContext& ctx) {
