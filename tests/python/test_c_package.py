@@ -101,8 +101,8 @@ def test_install_tree_layout(prefix):
     assert (lib / "pkgconfig" / "cudla.pc").is_file()
     assert os.access(prefix / "bin" / "softdla", os.X_OK)
     # Only the public headers: the engine's internal C entry points stay in the source tree.
-    assert sorted(p.name for p in (prefix / "include").rglob("*.h")) == ["cudla.h", "cudla_ext.h", "nvscibuf.h",
-                                                                          "nvscierror.h", "nvscisync.h"]
+    assert sorted(p.name for p in (prefix / "include").rglob("*.h")) == ["cudla.h", "cudla_ext.h", "cudla_status_name.h",
+                                                                          "nvscibuf.h", "nvscierror.h", "nvscisync.h"]
     for nvsci in ("libnvscibuf", "libnvscisync"):  # standalone mode: beside libcudla.so.1, where it looks
         assert (lib / f"{nvsci}.so.1").is_file() and os.readlink(lib / f"{nvsci}.so") == f"{nvsci}.so.1"
     # The CUDA plugin, where it is built, sits next to libcudla.so.1: that is where the runtime looks.
