@@ -91,6 +91,9 @@ class _ModuleState:
         # NumPy arrays (Module._run_staged: no registration, no task building per run).
         self.host_in, self.host_out = [], []
         self.task, self.task_array = None, None
+        # Their C++ converters (_cudla_ext.StagedTensor), and per raw= whether every output of such a run
+        # is unpacked anyway (else a `linear` output is returned as the buffer the task wrote).
+        self.staged_in, self.staged_out, self.unpacks_outputs = [], [], (False, False)
         self.lock = threading.Lock()  # one submission (and its status) at a time; close waits for it
 
 
@@ -115,6 +118,7 @@ def _release_module(state):
                 error = error or e
         state.in_stage, state.out_stage, state.in_dla, state.out_dla = [], [], [], []  # after unregistering
         state.host_in, state.host_out, state.task, state.task_array = [], [], None, None
+        state.staged_in, state.staged_out = [], []
     with state.device.lock:
         state.device.modules.discard(state)
     if error is not None:
@@ -151,6 +155,13 @@ def _stream_handle(stream):
         return stream
     raise TypeError(f"stream must be None, an int cudaStream_t, a torch.cuda.Stream or a cupy.cuda.Stream, "
                     f"not {type(stream).__name__}")
+
+
+def _staged_tensor(t, buf):
+    """The C++ converter between NumPy arrays and tensor t's staging buffer buf (formats.layout's strides)."""
+    size, s0, line, surf, batch, cpg = formats.layout(t.shape, t.dtype, t.format, t.target)
+    return cudla._ext.StagedTensor(*t.shape, formats.CUDLA_TYPE[t.dtype], s0, line, surf, batch, cpg, size,
+                                   float(t.scale or 0.0), buf.ctypes.data)
 
 
 class _Run:
@@ -260,6 +271,10 @@ class Module:
                 task.output_tensor = [self._register(b.ctypes.data, b.nbytes) for b in st.host_out]
                 st.task = task  # owns the address arrays the cudlaTask below points into
                 st.task_array = np.frombuffer(bytes(memoryview(task)), cudla.task_dtype).copy()
+                st.staged_in = [_staged_tensor(t, b) for t, b in zip(self.inputs, st.host_in)]
+                st.staged_out = [_staged_tensor(t, b) for t, b in zip(self.outputs, st.host_out)]
+                st.unpacks_outputs = tuple(not any(t.format == formats.LINEAR and io.result_dtype(t, raw) == t.dtype
+                                                   for t in self.outputs) for raw in (False, True))
         except BaseException:
             self.close()
             raise
@@ -350,6 +365,9 @@ class Module:
         values, outs = self._feeds(feeds), self._outs(out)
         if self._state.task is not None and not stream and out is None and \
                 all(type(v) is np.ndarray for v in values):
+            results = self._run_converted(values, bool(raw))
+            if results is not None:
+                return results
             # Data that is converted or packed anyway goes through the buffers made at load; an input
             # the task could read in place, or an output it could write as returned, keeps its zero copy.
             xs = [io.input_array(t, v) for t, v in zip(self.inputs, values)]
@@ -368,6 +386,30 @@ class Module:
             return results
         finally:
             r.release()
+
+    def _run_converted(self, values, raw):
+        """run() for NumPy inputs on a CPU machine whose conversions the C++ half does in one pass each
+        (float32 values or stored-type arrays in, every output unpacked): None when it does not apply,
+        and run() goes the NumPy way (which also raises for NaNs, overflows and wrong shapes)."""
+        st = self._state
+        if not st.unpacks_outputs[raw]:
+            return None
+        results = [np.empty(t.shape, io.result_dtype(t, raw)) for t in self.outputs]
+        with st.lock:
+            if not st.handle or not st.device.handle:
+                raise ValueError("this Module is closed")
+            for staged, x in zip(st.staged_in, values):
+                if not staged.put(x):
+                    return None
+            dev = st.device.handle
+            cudla.check_status(cudla._ext.submit_task(dev, st.task_array.ctypes.data, 1, 0, 0))
+            status = cudla.get_last_error(dev)
+            if status != 0:
+                raise cudla.CudlaError(status)
+            for staged, r in zip(st.staged_out, results):
+                if not staged.take(r, raw):
+                    raise AssertionError("softdla: an output array made for StagedTensor.take was refused")
+        return {t.name: r for t, r in zip(self.outputs, results)}
 
     def _run_staged(self, xs, raw):
         """run() for NumPy inputs (xs: from io.input_array) that need packing and outputs that need

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cudla.h"
+#include "host_staging.h"
 #include "softdla/cudla_ext.h"
 
 namespace nb = nanobind;
@@ -118,7 +119,8 @@ PyType_Slot struct_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(struct_g
 }  // namespace
 
 NB_MODULE(_cudla_ext, m) {
-  m.doc() = "C half of softdla.cudla (library loading, GIL-free calls, struct memory)";
+  m.doc() = "C half of softdla.cudla (library loading, GIL-free calls, struct memory, host staging)";
+  bind_host_staging(m);
 
   nb::class_<StructBase>(m, "StructBase", nb::type_slots(struct_slots))
       .def(nb::init<>())
