@@ -164,6 +164,24 @@ def test_depthwise_int8_wide_rows(w, stride, pads):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# The VNNI depthwise kernel's geometries (src/engine/cpu/depthwise_s8_vnni.cpp): its specialised 3x3,
+# 5x5 and 7x7 loops, the generic loop (1xS, Rx1, 4x4, 9 taps a row), widths below, at and past one
+# 16-output block, and the fit limit (16 outputs' taps within 64 bytes: stride 4 with a 4-wide kernel
+# fits, stride 4 with 5 taps or dilation 8 with 9 taps does not and takes the fp32 kernel), with a
+# channel multiplier of 2 (each input plane used twice), asymmetric padding and the extreme weights.
+@pytest.mark.parametrize("r,s,stride,pads,dil,w", [
+    (3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 16), (3, 3, (2, 2), (0, 1, 1, 0), (1, 1), 33),
+    (5, 5, (1, 1), (2, 2, 2, 2), (1, 1), 17), (7, 7, (2, 2), (3, 3, 3, 3), (1, 1), 40),
+    (1, 9, (1, 1), (0, 4, 0, 4), (1, 1), 15), (6, 1, (1, 3), (2, 0, 3, 0), (1, 1), 50),
+    (4, 4, (4, 4), (3, 3, 0, 0), (1, 1), 70), (3, 5, (4, 4), (1, 2, 1, 2), (1, 1), 70),
+    (3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 31), (2, 9, (1, 1), (1, 8, 1, 8), (1, 8), 90)])
+def test_depthwise_int8_vnni_geometries(r, s, stride, pads, dil, w):
+    c = dict(n=2, c=3, k=6, h=9, w=w, r=r, s=s, stride=stride, dil=dil, pads=pads, groups=3, seed=r * 31 + s)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, 6)}), ("relu", {})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 # 32 channels (two 16-channel runs): the CUDA backend's channels-last INT8 depthwise kernel on NCHW
 # graph inputs and outputs, with every stride, padding and dilation it takes and both of its epilogues
 # (the requantization windows for bias/ReLU, the general chain for BN/Clip and the LUT).

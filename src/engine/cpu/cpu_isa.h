@@ -1,6 +1,7 @@
 // Which instruction set the CPU backend's kernels use, chosen once per process at run time: the best
 // the CPU has, or the one SOFTDLA_CPU_ISA forces (auto | amx | avx512vnni | avxvnni | avx2 | portable). It
-// picks the INT8 kernels (amx: the im2col-path convolution GEMM on AMX tiles, the rest as avx512vnni),
+// picks the INT8 kernels (amx: the im2col-path convolution GEMM on AMX tiles, the rest as avx512vnni;
+// on both, depthwise convolutions use vpdpbusd with VBMI byte permutes where the CPU has AVX512-VBMI),
 // and also the FP32 GEMM of FP16/FP32 convolutions (gemm.h: AVX-512F tiles on avx512vnni and amx,
 // AVX2+FMA on avx2 and avxvnni, plain C++ with std::fma on portable) and the bulk fp16 conversions
 // (half_convert.h). INT8 bytes are the same on every path, and the FP32 GEMM gives every output the same
