@@ -211,6 +211,47 @@ def test_conv_int8_io_formats(x_fmt, y_fmt):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# Stride-1 FP16 convolutions of the AMX-BF16 kernel's shapes (conv_amx_f16.h; on other paths the FMA
+# kernels): channel counts past and below whole 16-channel blocks, output channels past whole 32-row
+# blocks, grids past whole 32-pixel blocks, dilation, asymmetric padding, 3x3 to 7x1 kernels.
+@pytest.mark.parametrize("c_in,k,r,s,pads,dil,hw", [
+    (16, 32, 3, 3, (1, 1, 1, 1), (1, 1), (8, 14)), (37, 45, 3, 3, (1, 0, 2, 1), (1, 1), (9, 23)),
+    (5, 70, 5, 5, (2, 2, 2, 2), (1, 1), (12, 12)), (33, 17, 7, 1, (3, 0, 3, 0), (1, 1), (15, 6)),
+    (64, 40, 3, 3, (2, 2, 2, 2), (2, 2), (11, 37))])
+def test_conv_fp16_stride1_blocks(c_in, k, r, s, pads, dil, hw):
+    c = dict(n=2, c=c_in, k=k, h=hw[0], w=hw[1], r=r, s=s, stride=(1, 1), dil=dil, pads=pads, groups=1,
+             seed=c_in + k)
+    g, x, ref = build_float(c, np.float16)
+    assert R.rel_l2(run_graph(g, x), ref) < 1e-3
+
+
+def test_conv_fp16_infinities_and_nan():
+    """An infinite input reaches every output whose window holds it as +-inf (stored as +-65504, never
+    infinity), a NaN as NaN; the other outputs keep their values (the AMX-BF16 kernel splits values
+    into two bf16 parts, and an infinity must not leave a NaN in the second)."""
+    c = dict(n=1, c=20, k=33, h=6, w=19, r=3, s=3, stride=(1, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=4)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 20, 6, 19)).astype(np.float16)
+    wt = np.abs(rng.standard_normal((33, 20, 3, 3))).astype(np.float16) + np.float16(0.25)  # all positive
+    x[0, 3, 2, 4] = np.inf
+    x[0, 17, 4, 15] = np.nan
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.float16)
+    y = g.tensor("y", (1, 33, 6, 19), np.float16)
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.float16), c["stride"], c["pads"], c["dil"], 1,
+                                        writer.sdp([])))
+    g.output(y, F.LINEAR)
+    got = np.asarray(run_graph(g, x), np.float64)
+    with np.errstate(invalid="ignore"):
+        ref = R.conv_acc(x.astype(np.float64), wt.astype(np.float64), c["stride"], c["pads"], c["dil"], 1)
+    nan, inf = np.isnan(ref), np.isinf(ref)
+    assert inf.any() and nan.any()
+    assert np.array_equal(np.isnan(got), nan)
+    assert (got[inf] == 65504.0).all()
+    finite = ~(nan | inf)
+    assert R.rel_l2(got[finite], ref[finite]) < 1e-3
+
+
 @pytest.mark.parametrize("x_fmt,y_fmt", [(F.CHW16, F.CHW16), (F.DLA_HWC4, F.DLA_LINEAR), (F.DLA_LINEAR, F.CHW16)])
 def test_conv_fp16_io_formats(x_fmt, y_fmt):
     c = dict(n=1, c=4, k=17, h=7, w=33, r=3, s=1, stride=(1, 2), dil=(2, 1), pads=(2, 0, 2, 0), groups=1, seed=3)

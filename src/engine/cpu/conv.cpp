@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "conv_amx_f16.h"
 #include "conv_implicit.h"
 #include "conv_implicit_f32.h"
 #include "cpu_isa.h"
@@ -222,10 +223,15 @@ class ConvKernel final : public OpKernel {
           std::memcpy(&wf_[i], w.data.data() + 4 * i, 4);
         }
       }
-      // Stride 1 on AVX-512: the implicit GEMM, which keeps its own copy of the weights.
-      if (!depthwise_ && ImplicitConvF32::applies(p.groups, g_.sh, g_.sw)) {
-        implicit_f32_ = std::make_unique<ImplicitConvF32>(
-            ImplicitGeometryF32{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl}, wf_.data());
+      // Stride 1 on AVX-512: an implicit GEMM, which keeps its own copy of the weights; FP16 on AMX
+      // machines the AMX-BF16 one.
+      const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl};
+      if (!depthwise_ && dtype_ == DataType::kFloat16 && AmxConvF16::applies(p.groups, g_.sh, g_.sw, g_.R * g_.S) &&
+          AmxConvF16::takes_weights(wf_.data(), wf_.size())) {
+        amx_f16_ = std::make_unique<AmxConvF16>(implicit, wf_.data());
+        wf_ = {};
+      } else if (!depthwise_ && ImplicitConvF32::applies(p.groups, g_.sh, g_.sw)) {
+        implicit_f32_ = std::make_unique<ImplicitConvF32>(implicit, wf_.data());
         wf_ = {};
       }
     }
@@ -256,6 +262,7 @@ class ConvKernel final : public OpKernel {
     }
     if (implicit_) return run_implicit(io, pool);
     if (implicit_f32_) return run_implicit_f32(io, pool);
+    if (amx_f16_) return run_amx_f16(io, pool);
     // Column tiles: whole panels, small enough for the scratch budget, and enough of them to keep
     // every core busy.
     const size_t per_image = size_t(batch_) * g_.groups;
@@ -397,6 +404,18 @@ class ConvKernel final : public OpKernel {
     }
   }
 
+  // FP16 convolutions of stride 1 on AMX-BF16 tiles (conv_amx_f16.h), stored as run_implicit_f32 does.
+  void run_amx_f16(const OpIo& io, ThreadPool& pool) const {
+    const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
+    for (uint32_t n = 0; n < batch_; ++n) {
+      amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]) + n * in_image, pool,
+                    [&](uint32_t k, size_t hw0, float* v, size_t count) {
+                      chain_.run_float(v, count, n, k, hw0, io.inputs.data());
+                      floats_to_halves(v, static_cast<uint16_t*>(io.output) + (size_t(n) * g_.K + k) * ohw + hw0, count);
+                    });
+    }
+  }
+
   // run_unit's INT8 path on vpdpbusd: the input rows offset to unsigned bytes, packed in quads, the
   // GEMM in int32, and the requantization straight from int32 where the chain has the window form.
   void run_unit_vnni(const OpIo& io, uint32_t n, size_t k_first, size_t chan0, size_t out_base, size_t col0,
@@ -515,6 +534,7 @@ class ConvKernel final : public OpKernel {
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows
   std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided) on AVX-512 VNNI
   std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 of stride 1 on AVX-512
+  std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 of stride 1 on AMX-BF16
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form

@@ -1,0 +1,212 @@
+#include "conv_amx_f16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cpu_isa.h"
+#include "implicit_grid.h"
+#include "numerics.h"
+#include "x86_simd.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
+namespace softdla::cpu {
+namespace {
+
+constexpr size_t kTile = 16;                 // rows, channels and pixels of one tile
+constexpr size_t kUnitRows = 2 * kTile;      // output channels of a work unit (two C tile rows)
+constexpr size_t kUnitPixels = 2 * kTile;    // grid pixels of a work unit (two C tile columns)
+constexpr size_t kTileDwords = kTile * kTile;  // one A or B tile: 16 rows of 16 bf16 pairs
+
+// An fp32 holding an fp16 value split into bf16 parts: hi, its top 16 bits (sign, exponent and 7
+// mantissa bits), and lo = x - hi (at most 3 significant bits: exact in bf16), each as the top 16 bits
+// of an fp32. Infinities and NaN keep lo = 0 (x - hi would be NaN for an infinity).
+inline uint32_t high_part(float x) { return num::float_to_bits(x) & 0xFFFF0000u; }
+inline uint32_t low_part(float x) {
+  const uint32_t bits = num::float_to_bits(x);
+  if ((bits & 0x7F800000u) == 0x7F800000u) return 0;
+  return num::float_to_bits(x - num::bits_to_float(bits & 0xFFFF0000u)) & 0xFFFF0000u;
+}
+// Two bf16 (as fp32 top halves) in one dword: a in the low half, b in the high half.
+inline uint32_t bf16_pair(uint32_t a, uint32_t b) { return a >> 16 | b; }
+
+#ifdef SOFTDLA_X86
+// n halves as the pairs (hi, hi) into hi_dst and (lo, lo) into lo_dst; the weights are the pairs
+// (w_hi, w_lo), so the two planes' products add up to w * x_hi and w * x_lo.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_halves_avx512(const uint16_t* src, uint32_t* hi_dst,
+                                                                                   uint32_t* lo_dst, size_t n) {
+  const __m512i top = _mm512_set1_epi32(int(0xFFFF0000u)), exp_mask = _mm512_set1_epi32(0x7F800000);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i));
+    const __m512i bits = _mm512_castps_si512(x), hi = _mm512_and_si512(bits, top);
+    const __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(bits, exp_mask), exp_mask);
+    const __m512i lo = _mm512_and_si512(
+        _mm512_maskz_mov_epi32(finite, _mm512_castps_si512(_mm512_sub_ps(x, _mm512_castsi512_ps(hi)))), top);
+    // A non-finite x as (x, 0): x * w_hi + 0 * w_lo (w_lo is often 0, and 0 * inf would be NaN).
+    _mm512_mask_storeu_epi32(hi_dst + i, m, _mm512_or_si512(_mm512_srli_epi32(hi, 16), _mm512_maskz_mov_epi32(finite, hi)));
+    _mm512_mask_storeu_epi32(lo_dst + i, m, _mm512_or_si512(_mm512_srli_epi32(lo, 16), lo));
+  }
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// One work unit's sums: tiles 0-3 accumulate 32 channels x 32 pixels, 4-5 hold A (rows 0-15, 16-31),
+// 6-7 B (pixels 0-15, 16-31). Per (channel block, tap): the A tiles, the hi B tiles and four products,
+// the lo B tiles into the same registers and four more. Taps inside channel blocks, so the 16 planes'
+// rows a block reads stay in L1 across its taps; A streams from L2 once per unit.
+__attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, const uint32_t* b, size_t lo_planes,
+                                                            size_t plane_px, const size_t* offsets, size_t taps,
+                                                            size_t c_blocks, float (*sums)[kUnitPixels]) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const size_t b_stride = plane_px * sizeof(uint32_t), block_px = kTile * plane_px;
+  for (size_t cb = 0; cb < c_blocks; ++cb) {
+    const uint32_t* bc = b + cb * block_px;
+    for (size_t t = 0; t < taps; ++t, a += 2 * kTileDwords) {
+      const uint32_t* hi = bc + offsets[t];
+      const uint32_t* lo = hi + lo_planes;
+      _tile_loadd(4, a, 64);
+      _tile_loadd(5, a + kTileDwords, 64);
+      _tile_loadd(6, hi, b_stride);
+      _tile_loadd(7, hi + kTile, b_stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+      _tile_loadd(6, lo, b_stride);
+      _tile_loadd(7, lo + kTile, b_stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  const size_t ld = kUnitPixels * sizeof(float);
+  _tile_stored(0, &sums[0][0], ld);
+  _tile_stored(1, &sums[0][kTile], ld);
+  _tile_stored(2, &sums[kTile][0], ld);
+  _tile_stored(3, &sums[kTile][kTile], ld);
+  _tile_release();
+}
+#endif
+
+// AMX-BF16: CPUID leaf 7, EDX bit 22 (the tile permission itself is what the amx path already asked).
+bool has_amx_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0 && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool AmxConvF16::takes_weights(const float* weights, size_t count) {
+  // An infinite weight would meet x_lo = 0 in the lo planes: 0 * inf = NaN where x * inf is not.
+  return std::all_of(weights, weights + count, [](float w) { return std::isfinite(w); });
+}
+
+bool AmxConvF16::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t taps) {
+  static const bool cpu = has_amx_bf16();
+  // One tap (1x1) reads each plane row once: the tile loads' plane-sized stride then goes to L2 at
+  // every step, and the FMA kernel measured faster.
+  return groups == 1 && sh == 1 && sw == 1 && taps > 1 && cpu && active_isa() == Isa::kAmx;
+}
+
+AmxConvF16::AmxConvF16(const ImplicitGeometryF32& g, const float* weights) : g_(g) {
+  wq_ = g.OW + size_t(g.S - 1) * g.dw;
+  hq_ = g.OH + size_t(g.R - 1) * g.dh;
+  grid_ = size_t(g.OH) * wq_;
+  const size_t reach = size_t(g.R - 1) * g.dh * wq_ + size_t(g.S - 1) * g.dw;
+  plane_px_ = (grid_ + kUnitPixels - 1) / kUnitPixels * kUnitPixels + reach;
+  for (uint32_t r = 0; r < g.R; ++r)
+    for (uint32_t s = 0; s < g.S; ++s) tap_offsets_.push_back(size_t(r) * g.dh * wq_ + size_t(s) * g.dw);
+  c_blocks_ = (size_t(g.C) + kTile - 1) / kTile;
+  row_blocks_ = (size_t(g.K) + kUnitRows - 1) / kUnitRows;
+  const size_t taps = tap_offsets_.size();
+  a_tiles_.assign(row_blocks_ * c_blocks_ * taps * 2 * kTileDwords, 0);
+  for (size_t rb = 0; rb < row_blocks_; ++rb)
+    for (size_t cb = 0; cb < c_blocks_; ++cb)
+      for (size_t t = 0; t < taps; ++t) {
+        uint32_t* step = a_tiles_.data() + ((rb * c_blocks_ + cb) * taps + t) * 2 * kTileDwords;
+        for (size_t half = 0; half < 2; ++half)
+          for (size_t i = 0; i < kTile; ++i)
+            for (size_t j = 0; j < kTile; ++j) {
+              const size_t k = rb * kUnitRows + half * kTile + i, c = cb * kTile + j;
+              if (k >= g.K || c >= g.C) continue;
+              const float w = weights[(k * g.C + c) * taps + t];
+              step[half * kTileDwords + i * kTile + j] = bf16_pair(high_part(w), low_part(w));
+            }
+      }
+}
+
+// Planes [c0, c1) of the hi pairs, and at lo_planes() further the lo pairs: zero padding around the
+// input rows.
+void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const {
+  const size_t lo_planes = c_blocks_ * kTile * plane_px_;
+  for (size_t c = c0; c < c1; ++c) {
+    uint32_t* hi = planes + c * plane_px_;
+    uint32_t* lo = hi + lo_planes;
+    std::fill_n(hi, plane_px_, 0u);
+    std::fill_n(lo, plane_px_, 0u);
+    if (c >= g_.C) continue;  // the zero planes of the last channel block
+    for (uint32_t i = 0; i < g_.H; ++i) {
+      const size_t row = i + g_.pt;
+      if (row >= hq_) break;
+      const size_t n = std::min<size_t>(g_.W, wq_ > g_.pl ? wq_ - g_.pl : 0), at = row * wq_ + g_.pl;
+      const uint16_t* src = x + (c * g_.H + i) * g_.W;
+#ifdef SOFTDLA_X86
+      split_halves_avx512(src, hi + at, lo + at, n);
+#else
+      for (size_t j = 0; j < n; ++j) {
+        const float v = num::half_to_float(src[j]);
+        hi[at + j] = bf16_pair(high_part(v), std::isfinite(v) ? high_part(v) : 0u);
+        lo[at + j] = bf16_pair(low_part(v), low_part(v));
+      }
+#endif
+    }
+  }
+}
+
+void AmxConvF16::block(const uint32_t* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+#ifdef SOFTDLA_X86
+  alignas(64) float sums[kUnitRows][kUnitPixels];
+  const size_t taps = tap_offsets_.size();
+  unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, planes + pix0,
+           c_blocks_ * kTile * plane_px_, plane_px_, tap_offsets_.data(), taps, c_blocks_, sums);
+  const size_t rows = std::min<size_t>(kUnitRows, g_.K - row0), pixels = std::min(kUnitPixels, grid_ - pix0);
+  emit_grid_runs(&sums[0][0], kUnitPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
+#else
+  (void)planes, (void)row0, (void)pix0, (void)epilogue;
+#endif
+}
+
+void AmxConvF16::run(const uint16_t* x, ThreadPool& pool, const Epilogue& epilogue) const {
+  thread_local std::vector<uint32_t> planes;  // the calling thread's: the workers get a pointer
+  planes.resize(2 * c_blocks_ * kTile * plane_px_);
+  uint32_t* data = planes.data();
+  pool.parallel_for(c_blocks_ * kTile, [&](size_t b, size_t e) { pack(x, data, b, e); },
+                    ThreadPool::min_items(plane_px_));
+  const size_t pixel_blocks = (grid_ + kUnitPixels - 1) / kUnitPixels;
+  pool.parallel_for(row_blocks_ * pixel_blocks, [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) block(data, (u % row_blocks_) * kUnitRows, (u / row_blocks_) * kUnitPixels, epilogue);
+  });
+}
+
+}  // namespace softdla::cpu

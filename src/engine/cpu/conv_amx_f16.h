@@ -1,0 +1,57 @@
+// FP16 convolution of stride 1 as an implicit GEMM on AMX-BF16 tiles, for FP16 loadables on CPUs with
+// AMX (Sapphire Rapids and later), at four times the AVX-512 FMA rate.
+//
+// BF16 keeps 8 significant bits and fp16 has 11, so every fp16 value is split exactly into two bf16
+// parts: hi (its top 8 bits) and lo = x - hi (the other 3). An activation is stored as the bf16 pair
+// (x_hi, x_hi) in one plane and (x_lo, x_lo) in another, a weight as the pair (w_hi, w_lo); tdpbf16ps
+// then adds w_hi * x_hi + w_lo * x_hi and w_hi * x_lo + w_lo * x_lo, every product exact in fp32. So the
+// convolution accumulates the exact products of the fp16 values in fp32, docs/NUMERICS.md's FP16
+// contract; only the order of the additions differs from the FMA kernels (results within the FP16
+// tolerance, not the same bits). Infinite weights would meet x_lo = 0 (0 * inf): such convolutions
+// stay on the FMA kernels; an infinite or NaN activation is stored as (x, 0) and (0, 0).
+//
+// The reduction runs over (channel block of 16, tap): 16 consecutive k are 16 input planes at the same
+// offset, one tile load with the plane size as its stride, and no im2col. Inputs are laid out as in
+// conv_implicit_f32.h: zero-padded planes Wq = OW + (S - 1) dw wide, outputs on a grid as wide.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "conv_implicit_f32.h"
+#include "thread_pool.h"
+
+namespace softdla::cpu {
+
+class AmxConvF16 {
+ public:
+  // Whether the path takes this convolution: dense (groups 1), stride 1, more than one tap, on the amx
+  // path of a CPU with AMX-BF16.
+  static bool applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t taps);
+  // Whether these weights ([K][C][R][S], count values) suit the path: all finite.
+  static bool takes_weights(const float* weights, size_t count);
+  // weights: [K][C][R][S] fp32 holding finite fp16 values.
+  AmxConvF16(const ImplicitGeometryF32& g, const float* weights);
+
+  using Epilogue = ImplicitConvF32::Epilogue;
+  // One image: x is its [C][H][W] input as fp16 bits.
+  void run(const uint16_t* x, ThreadPool& pool, const Epilogue& epilogue) const;
+
+ private:
+  void pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const;
+  void block(const uint32_t* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+
+  ImplicitGeometryF32 g_;
+  size_t wq_ = 0, hq_ = 0;   // a padded plane
+  size_t grid_ = 0;          // output grid pixels (OH * Wq)
+  size_t plane_px_ = 0;      // pixels per plane, with slack for the last block's tile loads
+  size_t c_blocks_ = 0;      // input channels in blocks of 16 (zero planes past C)
+  size_t row_blocks_ = 0;    // output channels in blocks of 32 (zero weights past K)
+  // Per block of 32 output channels, per (channel block, tap), per half of the block: an A tile of
+  // (w_hi, w_lo) pairs, 16 rows x 64 bytes.
+  std::vector<uint32_t> a_tiles_;
+  std::vector<size_t> tap_offsets_;  // pixels from a grid pixel to its tap's input, per (r, s)
+};
+
+}  // namespace softdla::cpu
