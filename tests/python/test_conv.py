@@ -154,6 +154,20 @@ def test_conv_int8_wide_rows(c_in, r, stride, pads, dil):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# 32 channels and more: the AMX-INT8 implicit GEMM on the amx path (conv_implicit.h; 16-quad tiles, so
+# channels past whole 64-channel blocks, output channels past whole 32-row blocks and grids past whole
+# 32-pixel blocks are padding), strided and dilated; vpdpbusd or int16 pairs on the other paths.
+@pytest.mark.parametrize("c_in,k,r,stride,pads,dil", [
+    (32, 32, 3, (1, 1), (1, 1, 1, 1), (1, 1)), (45, 50, 3, (2, 2), (1, 0, 1, 2), (1, 1)),
+    (64, 17, 1, (2, 2), (0, 0, 0, 0), (1, 1)), (100, 70, 5, (1, 2), (2, 2, 2, 2), (2, 1)),
+    (130, 33, 3, (1, 1), (2, 2, 2, 2), (2, 2))])
+def test_conv_int8_many_channels(c_in, k, r, stride, pads, dil):
+    c = dict(n=2, c=c_in, k=k, h=10, w=37, r=r, s=r, stride=stride, dil=dil, pads=pads, groups=1, seed=c_in + k)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 16), 2 ** 16, k)}), ("relu", {})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 # Depthwise planes wide enough for the 64-output blocks and the widening's vector steps (stride 1 and 2).
 @pytest.mark.parametrize("w,stride,pads", [(150, (1, 1), (1, 1, 1, 1)), (150, (2, 2), (1, 1, 1, 1)),
                                            (131, (2, 2), (0, 2, 1, 0)), (97, (1, 2), (1, 0, 1, 2))])

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "implicit_grid.h"
 #include "x86_simd.h"
 
@@ -82,6 +83,49 @@ __attribute__((target("avx2"))) void tile_taps_avx2(const int32_t* const* a, con
   SOFTDLA_ROWS6(STORE)
 #undef STORE
 }
+
+// AMX: C tiles 0-3 accumulate 32 output channels x 32 grid pixels (int32), tiles 4-5 hold A (the
+// weights of rows 0-15 and 16-31: 16 rows x 16 quads, signed), 6-7 B (16 quad rows of the packed input
+// x 16 pixels: 64 contiguous bytes each, quad rows qstride apart, unsigned). Per (block of 16 quads, tap),
+// four tdpbsud; taps inside quad blocks, so the planes' bytes a block reads stay in L1 across its taps.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-int8"))) void unit_amx(const int32_t* a, const uint8_t* b, size_t qstride,
+                                                            const size_t* offsets, size_t taps, size_t quad_blocks,
+                                                            int32_t (*out)[kTileCols]) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  constexpr size_t kTileWords = 16 * 16;
+  for (size_t qb = 0; qb < quad_blocks; ++qb) {
+    const uint8_t* bq = b + qb * 16 * qstride;
+    for (size_t t = 0; t < taps; ++t, a += 2 * kTileWords) {
+      _tile_loadd(4, a, 64);
+      _tile_loadd(5, a + kTileWords, 64);
+      _tile_loadd(6, bq + offsets[t], qstride);
+      _tile_loadd(7, bq + offsets[t] + 64, qstride);
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 4, 7);
+      _tile_dpbsud(2, 5, 6);
+      _tile_dpbsud(3, 5, 7);
+    }
+  }
+  constexpr size_t ld = kTileCols * sizeof(int32_t);
+  _tile_stored(0, &out[0][0], ld);
+  _tile_stored(1, &out[0][16], ld);
+  _tile_stored(2, &out[16][0], ld);
+  _tile_stored(3, &out[16][16], ld);
+  _tile_release();
+}
 #endif
 
 }  // namespace
@@ -98,6 +142,10 @@ bool ImplicitConvS8::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t
 ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights, bool pairs) : g_(g), pairs_(pairs) {
   per_slot_ = pairs ? 2 : 4;
   cq_ = (g.C + per_slot_ - 1) / per_slot_;
+  // AMX tiles take 16 quads (64 channels) a step: with fewer than 32 channels most of each step would
+  // multiply padding, and vpdpbusd measured faster.
+  amx_ = !pairs && g.C >= 32 && active_isa() == Isa::kAmx;
+  if (amx_) cq_ = (cq_ + kAmxQuads - 1) / kAmxQuads * kAmxQuads;  // whole tiles: quads past C are zero
   wq_ = g.OW + size_t(g.S - 1) * g.dw / g.sw;
   hq_ = g.OH + size_t(g.R - 1) * g.dh / g.sh;
   grid_ = size_t(g.OH) * wq_;
@@ -116,7 +164,7 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
       const size_t pixel = size_t(r) * g.dh / g.sh * wq_ + size_t(s) * g.dw / g.sw;
       tap_offsets_.push_back((slot * cq_ * plane_px_ + pixel) * 4);
     }
-  taps_quads_.assign((size_t(g.K) + kBlockRows) * taps * cq_, 0);
+  if (!amx_) taps_quads_.assign((size_t(g.K) + kBlockRows) * taps * cq_, 0);
   offset_sums_.assign(g.K, 0);
   for (uint32_t k = 0; k < g.K; ++k) {
     int32_t* row = taps_quads_.data() + size_t(k) * taps * cq_;
@@ -124,13 +172,32 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
     for (uint32_t c = 0; c < g.C; ++c)
       for (size_t t = 0; t < taps; ++t) {
         const int8_t v = weights[(size_t(k) * g.C + c) * taps + t];
+        sum += v;
+        if (amx_) continue;
         const size_t slot = t * cq_ + c / per_slot_, lane = c % per_slot_;
         if (pairs) reinterpret_cast<int16_t*>(row + slot)[lane] = v;
         else reinterpret_cast<int8_t*>(row + slot)[lane] = v;
-        sum += v;
       }
     offset_sums_[k] = pairs ? 0 : 128 * sum;  // only the unsigned quads carry the +128 offset
   }
+  if (amx_) pack_amx_weights(weights);
+}
+
+// The A tiles: per block of 32 output channels, per block of 16 quads, per tap, the rows 0-15 then
+// 16-31 of the block, each 16 rows x 16 quads (zero past K and past C).
+void ImplicitConvS8::pack_amx_weights(const int8_t* weights) {
+  const size_t taps = tap_offsets_.size(), quad_blocks = cq_ / kAmxQuads, row_blocks = (g_.K + 31) / 32;
+  amx_a_.assign(row_blocks * quad_blocks * taps * 2 * 256, 0);
+  for (size_t rb = 0; rb < row_blocks; ++rb)
+    for (size_t qb = 0; qb < quad_blocks; ++qb)
+      for (size_t t = 0; t < taps; ++t) {
+        auto* tile = reinterpret_cast<int8_t*>(amx_a_.data() + ((rb * quad_blocks + qb) * taps + t) * 2 * 256);
+        for (size_t i = 0; i < 32; ++i)
+          for (size_t j = 0; j < 64; ++j) {
+            const size_t k = rb * 32 + i, c = qb * 64 + j;
+            if (k < g_.K && c < g_.C) tile[i * 64 + j] = weights[(k * g_.C + c) * taps + t];
+          }
+      }
 }
 
 // Slot rows [u0, u1) of the packed input, u = (used phase) * cq + slot: quads of x + 128 as unsigned
@@ -147,7 +214,7 @@ void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1
     const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
     const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);  // b sw < past
     const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
-    if (b0 >= b1) continue;
+    if (b0 >= b1 || per_slot_ * q >= g_.C) continue;  // quads past C (AMX's whole tiles) stay zero
     const uint32_t lanes = std::min<uint32_t>(per_slot_, g_.C - per_slot_ * uint32_t(q));
     // Phase row a is padded row pa + a sh, input row pa + a sh - pt.
     for (size_t a = 0; a < hq_; ++a) {
@@ -215,6 +282,7 @@ size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size
 
 void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const {
 #ifdef SOFTDLA_X86
+  if (amx_) return block_amx(packed, row0, pix0, epilogue);
   const size_t taps = tap_offsets_.size(), row_quads = taps * cq_;
   const size_t tile_rows = pairs_ ? 6 : 8, tile_pixels = pairs_ ? 16 : 32;
   alignas(64) int32_t tile[8][kTileCols];
@@ -238,14 +306,31 @@ void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, cons
 #endif
 }
 
+// One unit of 32 output channels x 32 grid pixels on AMX tiles.
+void ImplicitConvS8::block_amx(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+#ifdef SOFTDLA_X86
+  const size_t taps = tap_offsets_.size(), quad_blocks = cq_ / kAmxQuads;
+  alignas(64) int32_t tile[32][kTileCols];
+  unit_amx(amx_a_.data() + (row0 / 32) * quad_blocks * taps * 2 * 256, packed + pix0 * 4, plane_px_ * 4,
+           tap_offsets_.data(), taps, quad_blocks, tile);
+  const size_t rows = std::min<size_t>(32, g_.K - row0), pixels = std::min<size_t>(32, grid_ - pix0);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t j = 0; j < pixels; ++j) tile[r][j] -= offset_sums_[row0 + r];
+  emit_grid_runs(&tile[0][0], kTileCols, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
+#else
+  (void)packed, (void)row0, (void)pix0, (void)epilogue;
+#endif
+}
+
 void ImplicitConvS8::run(const int8_t* x, ThreadPool& pool, const Epilogue& epilogue) const {
   thread_local std::vector<uint8_t> packed;  // the calling thread's: the workers get a pointer
   packed.resize(used_phases_.size() * cq_ * plane_px_ * 4);
   uint8_t* data = packed.data();
   pool.parallel_for(used_phases_.size() * cq_, [&](size_t b, size_t e) { pack(x, data, b, e); }, ThreadPool::min_items(plane_px_ * 4));
-  const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
+  const size_t unit_rows = amx_ ? 32 : kBlockRows, unit_pixels = amx_ ? 32 : kBlockPixels;
+  const size_t row_blocks = (g_.K + unit_rows - 1) / unit_rows, pixel_blocks = (grid_ + unit_pixels - 1) / unit_pixels;
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
-    for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * kBlockRows, (u / row_blocks) * kBlockPixels, epilogue);
+    for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * unit_rows, (u / row_blocks) * unit_pixels, epilogue);
   });
 }
 

@@ -1,5 +1,6 @@
-// INT8 convolution with a k x k kernel as an implicit GEMM on AVX-512 VNNI (also on AMX machines,
-// where it measured faster than im2col into AMX tiles) or on AVX2 (int16 pairs, vpmaddwd): no im2col.
+// INT8 convolution with a k x k kernel as an implicit GEMM on AMX-INT8 tiles, AVX-512 VNNI or AVX2 (int16
+// pairs, vpmaddwd): no im2col. The AMX tiles read the same packed input as vpdpbusd: 16 quad rows of 16
+// pixels are one tile load with the quad row stride.
 //
 // Each image's input is packed once into offset byte quads over the zero-padded plane, split by stride
 // phase: phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw, ..., as [channel quad]
@@ -42,16 +43,22 @@ class ImplicitConvS8 {
   void pack(const int8_t* x, uint8_t* packed, size_t q0, size_t q1) const;
   size_t interleave_run(const int8_t* const* src, uint8_t* d, size_t n) const;
   void block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void block_amx(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void pack_amx_weights(const int8_t* weights);
+
+  static constexpr size_t kAmxQuads = 16;  // quads per AMX tile row (64 channels)
 
   ImplicitGeometry g_;
   bool pairs_ = false;
+  bool amx_ = false;        // AMX-INT8 tiles (the amx path, 32 channels or more)
   uint32_t per_slot_ = 4;   // channels per 4-byte slot: 4 (quads) or 2 (int16 pairs)
   size_t cq_ = 0;           // channel slots
   size_t wq_ = 0, hq_ = 0;  // a phase plane
   std::vector<uint32_t> used_phases_;  // the stride phases (a * sw + b) some tap reads, in pack order
   size_t grid_ = 0;         // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;     // pixels per quad row of a phase plane, with slack for the last loads
-  std::vector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K)
+  std::vector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K; not with AMX)
+  std::vector<int32_t> amx_a_;         // AMX: the weights' A tiles (pack_amx_weights)
   std::vector<int32_t> offset_sums_;   // 128 * sum of each output channel's weights
   std::vector<size_t> tap_offsets_;    // bytes from a grid pixel's packed position to its tap's input
 };
