@@ -227,11 +227,13 @@ def test_conv_int8_io_formats(x_fmt, y_fmt):
 
 # Stride-1 FP16 convolutions of the AMX-BF16 kernel's shapes (conv_amx_f16.h; on other paths the FMA
 # kernels): channel counts past and below whole 16-channel blocks, output channels past whole 32-row
-# blocks, grids past whole 32-pixel blocks, dilation, asymmetric padding, 3x3 to 7x1 kernels.
+# blocks, grids past whole 32-pixel blocks, dilation, asymmetric padding, 1x1 to 7x1 kernels.
 @pytest.mark.parametrize("c_in,k,r,s,pads,dil,hw", [
     (16, 32, 3, 3, (1, 1, 1, 1), (1, 1), (8, 14)), (37, 45, 3, 3, (1, 0, 2, 1), (1, 1), (9, 23)),
     (5, 70, 5, 5, (2, 2, 2, 2), (1, 1), (12, 12)), (33, 17, 7, 1, (3, 0, 3, 0), (1, 1), (15, 6)),
-    (64, 40, 3, 3, (2, 2, 2, 2), (2, 2), (11, 37))])
+    (64, 40, 3, 3, (2, 2, 2, 2), (2, 2), (11, 37)),
+    # 1x1: the blocked input layout, whole (small grids) and per pixel block (over 1 MiB packed)
+    (40, 50, 1, 1, (0, 0, 0, 0), (1, 1), (9, 23)), (64, 20, 1, 1, (0, 0, 0, 0), (1, 1), (40, 57))])
 def test_conv_fp16_stride1_blocks(c_in, k, r, s, pads, dil, hw):
     c = dict(n=2, c=c_in, k=k, h=hw[0], w=hw[1], r=r, s=s, stride=(1, 1), dil=dil, pads=pads, groups=1,
              seed=c_in + k)

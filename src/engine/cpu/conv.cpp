@@ -226,7 +226,7 @@ class ConvKernel final : public OpKernel {
       // Stride 1 on AVX-512: an implicit GEMM, which keeps its own copy of the weights; FP16 on AMX
       // machines the AMX-BF16 one.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl};
-      if (!depthwise_ && dtype_ == DataType::kFloat16 && AmxConvF16::applies(p.groups, g_.sh, g_.sw, g_.R * g_.S) &&
+      if (!depthwise_ && dtype_ == DataType::kFloat16 && AmxConvF16::applies(p.groups, g_.sh, g_.sw) &&
           AmxConvF16::takes_weights(wf_.data(), wf_.size())) {
         amx_f16_ = std::make_unique<AmxConvF16>(implicit, wf_.data());
         wf_ = {};

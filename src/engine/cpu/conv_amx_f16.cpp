@@ -20,6 +20,8 @@ constexpr size_t kTile = 16;                 // rows, channels and pixels of one
 constexpr size_t kUnitRows = 2 * kTile;      // output channels of a work unit (two C tile rows)
 constexpr size_t kUnitPixels = 2 * kTile;    // grid pixels of a work unit (two C tile columns)
 constexpr size_t kTileDwords = kTile * kTile;  // one A or B tile: 16 rows of 16 bf16 pairs
+constexpr size_t kBlockDwords = 2 * kTile * kUnitPixels;  // a blocked 1x1 input block: hi and lo pairs
+constexpr size_t kSharedInputBytes = size_t(1) << 20;     // a 1x1 input packed whole up to this size
 
 // An fp32 holding an fp16 value split into bf16 parts: hi, its top 16 bits (sign, exponent and 7
 // mantissa bits), and lo = x - hi (at most 3 significant bits: exact in bf16), each as the top 16 bits
@@ -32,6 +34,15 @@ inline uint32_t low_part(float x) {
 }
 // Two bf16 (as fp32 top halves) in one dword: a in the low half, b in the high half.
 inline uint32_t bf16_pair(uint32_t a, uint32_t b) { return a >> 16 | b; }
+
+// n halves as the pairs (hi, hi) and (lo, lo), a non-finite x as (x, 0) and (0, 0) (the AVX-512 form below).
+[[maybe_unused]] void split_halves(const uint16_t* src, uint32_t* hi_dst, uint32_t* lo_dst, size_t n) {
+  for (size_t j = 0; j < n; ++j) {
+    const float v = num::half_to_float(src[j]);
+    hi_dst[j] = bf16_pair(high_part(v), std::isfinite(v) ? high_part(v) : 0u);
+    lo_dst[j] = bf16_pair(low_part(v), low_part(v));
+  }
+}
 
 #ifdef SOFTDLA_X86
 // n halves as the pairs (hi, hi) into hi_dst and (lo, lo) into lo_dst; the weights are the pairs
@@ -59,13 +70,20 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// Where a unit's B tiles are: the hi tile of channel block cb and tap t at b + cb * block_step +
+// offsets[t] (its second pixel tile 16 dwords further), 16 rows row_bytes apart; the lo tile lo_offset
+// dwords after the hi one.
+struct BTiles {
+  const uint32_t* b;
+  size_t block_step, lo_offset, row_bytes;
+};
+
 // One work unit's sums: tiles 0-3 accumulate 32 channels x 32 pixels, 4-5 hold A (rows 0-15, 16-31),
 // 6-7 B (pixels 0-15, 16-31). Per (channel block, tap): the A tiles, the hi B tiles and four products,
 // the lo B tiles into the same registers and four more. Taps inside channel blocks, so the 16 planes'
 // rows a block reads stay in L1 across its taps; A streams from L2 once per unit.
-__attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, const uint32_t* b, size_t lo_planes,
-                                                            size_t plane_px, const size_t* offsets, size_t taps,
-                                                            size_t c_blocks, float (*sums)[kUnitPixels]) {
+__attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, const BTiles& bt, const size_t* offsets,
+                                                            size_t taps, size_t c_blocks, float (*sums)[kUnitPixels]) {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
   _tile_loadconfig(&cfg);
@@ -73,22 +91,22 @@ __attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, co
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  const size_t b_stride = plane_px * sizeof(uint32_t), block_px = kTile * plane_px;
+  const size_t stride = bt.row_bytes;
   for (size_t cb = 0; cb < c_blocks; ++cb) {
-    const uint32_t* bc = b + cb * block_px;
+    const uint32_t* bc = bt.b + cb * bt.block_step;
     for (size_t t = 0; t < taps; ++t, a += 2 * kTileDwords) {
       const uint32_t* hi = bc + offsets[t];
-      const uint32_t* lo = hi + lo_planes;
+      const uint32_t* lo = hi + bt.lo_offset;
       _tile_loadd(4, a, 64);
       _tile_loadd(5, a + kTileDwords, 64);
-      _tile_loadd(6, hi, b_stride);
-      _tile_loadd(7, hi + kTile, b_stride);
+      _tile_loadd(6, hi, stride);
+      _tile_loadd(7, hi + kTile, stride);
       _tile_dpbf16ps(0, 4, 6);
       _tile_dpbf16ps(1, 4, 7);
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
-      _tile_loadd(6, lo, b_stride);
-      _tile_loadd(7, lo + kTile, b_stride);
+      _tile_loadd(6, lo, stride);
+      _tile_loadd(7, lo + kTile, stride);
       _tile_dpbf16ps(0, 4, 6);
       _tile_dpbf16ps(1, 4, 7);
       _tile_dpbf16ps(2, 5, 6);
@@ -122,11 +140,9 @@ bool AmxConvF16::takes_weights(const float* weights, size_t count) {
   return std::all_of(weights, weights + count, [](float w) { return std::isfinite(w); });
 }
 
-bool AmxConvF16::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t taps) {
+bool AmxConvF16::applies(uint32_t groups, uint32_t sh, uint32_t sw) {
   static const bool cpu = has_amx_bf16();
-  // One tap (1x1) reads each plane row once: the tile loads' plane-sized stride then goes to L2 at
-  // every step, and the FMA kernel measured faster.
-  return groups == 1 && sh == 1 && sw == 1 && taps > 1 && cpu && active_isa() == Isa::kAmx;
+  return groups == 1 && sh == 1 && sw == 1 && cpu && active_isa() == Isa::kAmx;
 }
 
 AmxConvF16::AmxConvF16(const ImplicitGeometryF32& g, const float* weights) : g_(g) {
@@ -135,6 +151,9 @@ AmxConvF16::AmxConvF16(const ImplicitGeometryF32& g, const float* weights) : g_(
   grid_ = size_t(g.OH) * wq_;
   const size_t reach = size_t(g.R - 1) * g.dh * wq_ + size_t(g.S - 1) * g.dw;
   plane_px_ = (grid_ + kUnitPixels - 1) / kUnitPixels * kUnitPixels + reach;
+  // A 1x1 convolution that reads its planes as they are (no padding, stride 1) has no taps to share a
+  // plane's rows: its input is packed in blocks instead, each unit's B tiles contiguous.
+  blocked_ = g.R == 1 && g.S == 1 && g.pt == 0 && g.pl == 0 && g.OH == g.H && g.OW == g.W;
   for (uint32_t r = 0; r < g.R; ++r)
     for (uint32_t s = 0; s < g.S; ++s) tap_offsets_.push_back(size_t(r) * g.dh * wq_ + size_t(s) * g.dw);
   c_blocks_ = (size_t(g.C) + kTile - 1) / kTile;
@@ -156,6 +175,25 @@ AmxConvF16::AmxConvF16(const ImplicitGeometryF32& g, const float* weights) : g_(
       }
 }
 
+// A 1x1 convolution's input for the pixel block pb (32 pixels), every channel: per channel block of 16,
+// the hi pairs (16 channel rows of 32 pixels) then the lo pairs, kBlockDwords in all.
+void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const {
+  const size_t p0 = pb * kUnitPixels, n = std::min(kUnitPixels, grid_ - p0);
+  for (size_t c = 0; c < c_blocks_ * kTile; ++c) {
+    uint32_t* hi = block + (c / kTile) * kBlockDwords + (c % kTile) * kUnitPixels;
+    uint32_t* lo = hi + kBlockDwords / 2;
+    const size_t m = c < g_.C ? n : 0;
+    std::fill(hi + m, hi + kUnitPixels, 0u);
+    std::fill(lo + m, lo + kUnitPixels, 0u);
+    if (m == 0) continue;
+#ifdef SOFTDLA_X86
+    split_halves_avx512(x + c * grid_ + p0, hi, lo, m);
+#else
+    split_halves(x + c * grid_ + p0, hi, lo, m);
+#endif
+  }
+}
+
 // Planes [c0, c1) of the hi pairs, and at lo_planes() further the lo pairs: zero padding around the
 // input rows.
 void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const {
@@ -174,38 +212,68 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1)
 #ifdef SOFTDLA_X86
       split_halves_avx512(src, hi + at, lo + at, n);
 #else
-      for (size_t j = 0; j < n; ++j) {
-        const float v = num::half_to_float(src[j]);
-        hi[at + j] = bf16_pair(high_part(v), std::isfinite(v) ? high_part(v) : 0u);
-        lo[at + j] = bf16_pair(low_part(v), low_part(v));
-      }
+      split_halves(src, hi + at, lo + at, n);
 #endif
     }
   }
 }
 
-void AmxConvF16::block(const uint32_t* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+// One unit: `input` is the planes, or (blocked) the unit's pixel block.
+void AmxConvF16::unit(const uint32_t* input, size_t row0, size_t pix0, const Epilogue& epilogue) const {
 #ifdef SOFTDLA_X86
   alignas(64) float sums[kUnitRows][kUnitPixels];
   const size_t taps = tap_offsets_.size();
-  unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, planes + pix0,
-           c_blocks_ * kTile * plane_px_, plane_px_, tap_offsets_.data(), taps, c_blocks_, sums);
+  const BTiles bt = blocked_ ? BTiles{input, kBlockDwords, kBlockDwords / 2, kUnitPixels * sizeof(uint32_t)}
+                             : BTiles{input + pix0, kTile * plane_px_, c_blocks_ * kTile * plane_px_,
+                                      plane_px_ * sizeof(uint32_t)};
+  unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, bt, tap_offsets_.data(), taps,
+           c_blocks_, sums);
   const size_t rows = std::min<size_t>(kUnitRows, g_.K - row0), pixels = std::min(kUnitPixels, grid_ - pix0);
   emit_grid_runs(&sums[0][0], kUnitPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
 #else
-  (void)planes, (void)row0, (void)pix0, (void)epilogue;
+  (void)input, (void)row0, (void)pix0, (void)epilogue;
 #endif
 }
 
 void AmxConvF16::run(const uint16_t* x, ThreadPool& pool, const Epilogue& epilogue) const {
+  const size_t pixel_blocks = (grid_ + kUnitPixels - 1) / kUnitPixels;
+  if (blocked_ && pixel_blocks * c_blocks_ * kBlockDwords * sizeof(uint32_t) <= kSharedInputBytes) {
+    // A small grid (the 7x7 and 14x14 layers): the whole input packed once, then the units with the
+    // pixel blocks innermost, so each row block's weights are read once from memory.
+    thread_local std::vector<uint32_t> blocks;  // the calling thread's: the workers get a pointer
+    blocks.resize(pixel_blocks * c_blocks_ * kBlockDwords);
+    uint32_t* data = blocks.data();
+    pool.parallel_for(pixel_blocks, [&](size_t b, size_t e) {
+      for (size_t pb = b; pb < e; ++pb) pack_pixel_block(x, data + pb * c_blocks_ * kBlockDwords, pb);
+    });
+    pool.parallel_for(row_blocks_ * pixel_blocks, [&](size_t b, size_t e) {
+      for (size_t u = b; u < e; ++u) {
+        const size_t pb = u % pixel_blocks;
+        unit(data + pb * c_blocks_ * kBlockDwords, (u / pixel_blocks) * kUnitRows, pb * kUnitPixels, epilogue);
+      }
+    });
+    return;
+  }
+  if (blocked_) {
+    // A large grid: each pixel block's input is split where it is used, packed by the thread that then
+    // runs every row block over it, so the packed bytes (twice the fp16 input) stay in its cache.
+    pool.parallel_for(pixel_blocks, [&](size_t b, size_t e) {
+      thread_local std::vector<uint32_t> block;
+      block.resize(c_blocks_ * kBlockDwords);
+      for (size_t pb = b; pb < e; ++pb) {
+        pack_pixel_block(x, block.data(), pb);
+        for (size_t rb = 0; rb < row_blocks_; ++rb) unit(block.data(), rb * kUnitRows, pb * kUnitPixels, epilogue);
+      }
+    });
+    return;
+  }
   thread_local std::vector<uint32_t> planes;  // the calling thread's: the workers get a pointer
   planes.resize(2 * c_blocks_ * kTile * plane_px_);
   uint32_t* data = planes.data();
   pool.parallel_for(c_blocks_ * kTile, [&](size_t b, size_t e) { pack(x, data, b, e); },
                     ThreadPool::min_items(plane_px_));
-  const size_t pixel_blocks = (grid_ + kUnitPixels - 1) / kUnitPixels;
   pool.parallel_for(row_blocks_ * pixel_blocks, [&](size_t b, size_t e) {
-    for (size_t u = b; u < e; ++u) block(data, (u % row_blocks_) * kUnitRows, (u / row_blocks_) * kUnitPixels, epilogue);
+    for (size_t u = b; u < e; ++u) unit(data, (u % row_blocks_) * kUnitRows, (u / row_blocks_) * kUnitPixels, epilogue);
   });
 }
 

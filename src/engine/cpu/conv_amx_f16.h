@@ -12,7 +12,10 @@
 //
 // The reduction runs over (channel block of 16, tap): 16 consecutive k are 16 input planes at the same
 // offset, one tile load with the plane size as its stride, and no im2col. Inputs are laid out as in
-// conv_implicit_f32.h: zero-padded planes Wq = OW + (S - 1) dw wide, outputs on a grid as wide.
+// conv_implicit_f32.h: zero-padded planes Wq = OW + (S - 1) dw wide, outputs on a grid as wide. A 1x1
+// convolution without padding has no taps to share a plane's rows: its input is packed in blocks of
+// 32 pixels x 16 channels instead (each tile 1 KB contiguous), per pixel block by the thread that
+// uses it, or whole when small.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,9 +29,9 @@ namespace softdla::cpu {
 
 class AmxConvF16 {
  public:
-  // Whether the path takes this convolution: dense (groups 1), stride 1, more than one tap, on the amx
-  // path of a CPU with AMX-BF16.
-  static bool applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t taps);
+  // Whether the path takes this convolution: dense (groups 1), stride 1, on the amx path of a CPU with
+  // AMX-BF16.
+  static bool applies(uint32_t groups, uint32_t sh, uint32_t sw);
   // Whether these weights ([K][C][R][S], count values) suit the path: all finite.
   static bool takes_weights(const float* weights, size_t count);
   // weights: [K][C][R][S] fp32 holding finite fp16 values.
@@ -40,9 +43,11 @@ class AmxConvF16 {
 
  private:
   void pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const;
-  void block(const uint32_t* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const;
+  void unit(const uint32_t* input, size_t row0, size_t pix0, const Epilogue& epilogue) const;
 
   ImplicitGeometryF32 g_;
+  bool blocked_ = false;     // a 1x1 convolution reading its planes as they are: blocked input layout
   size_t wq_ = 0, hq_ = 0;   // a padded plane
   size_t grid_ = 0;          // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;      // pixels per plane, with slack for the last block's tile loads
