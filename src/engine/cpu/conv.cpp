@@ -357,12 +357,7 @@ class ConvKernel final : public OpKernel {
         for (size_t r = r0; r < r1; ++r) {
           float* v = acc.data() + (r - r0) * cols;
           const uint32_t k = uint32_t(k_first + r);
-          chain_.run_float(v, cols, n, k, col0, io.inputs.data());
-          const size_t o = (out_base + k) * ohw + col0;
-          if (dtype_ == DataType::kFloat16)
-            floats_to_halves(v, static_cast<uint16_t*>(io.output) + o, cols);
-          else
-            std::memcpy(static_cast<float*>(io.output) + o, v, cols * sizeof(float));
+          store_float(io, v, cols, n, k, (out_base + k) * ohw + col0, col0);
         }
       };
       split_rows(rows, g_.Kg, split);
@@ -396,10 +391,7 @@ class ConvKernel final : public OpKernel {
       const void* x = halves ? static_cast<const void*>(static_cast<const uint16_t*>(io.inputs[0]) + n * in_image)
                              : static_cast<const void*>(static_cast<const float*>(io.inputs[0]) + n * in_image);
       implicit_f32_->run(x, halves, pool, [&](uint32_t k, size_t hw0, float* v, size_t count) {
-        chain_.run_float(v, count, n, k, hw0, io.inputs.data());
-        const size_t o = (size_t(n) * g_.K + k) * ohw + hw0;
-        if (halves) floats_to_halves(v, static_cast<uint16_t*>(io.output) + o, count);
-        else std::memcpy(static_cast<float*>(io.output) + o, v, count * sizeof(float));
+        store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
       });
     }
   }
@@ -410,8 +402,7 @@ class ConvKernel final : public OpKernel {
     for (uint32_t n = 0; n < batch_; ++n) {
       amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]) + n * in_image, pool,
                     [&](uint32_t k, size_t hw0, float* v, size_t count) {
-                      chain_.run_float(v, count, n, k, hw0, io.inputs.data());
-                      floats_to_halves(v, static_cast<uint16_t*>(io.output) + (size_t(n) * g_.K + k) * ohw + hw0, count);
+                      store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
                     });
     }
   }
@@ -494,11 +485,21 @@ class ConvKernel final : public OpKernel {
       x = static_cast<const float*>(io.inputs[0]) + x_off;
     }
     depthwise_f32(g_, x, wf_.data() + k * taps, acc.data());
-    chain_.run_float(acc.data(), ohw, n, k, 0, io.inputs.data());
-    if (dtype_ == DataType::kFloat16)
-      floats_to_halves(acc.data(), static_cast<uint16_t*>(io.output) + y_off, ohw);
-    else
-      std::memcpy(static_cast<float*>(io.output) + y_off, acc.data(), ohw * sizeof(float));
+    store_float(io, acc.data(), ohw, n, k, y_off, 0);
+  }
+
+  // The SDP chain on count fp32 sums of channel k, image n (spatial index hw0 on), stored at output
+  // element `offset` in the op's type: fused into one pass with the fp16 store where the chain allows.
+  void store_float(const OpIo& io, float* v, size_t count, uint32_t n, uint32_t k, size_t offset, size_t hw0) const {
+    if (dtype_ == DataType::kFloat16) {
+      uint16_t* out = static_cast<uint16_t*>(io.output) + offset;
+      if (chain_.run_float_to_halves(v, count, k, out)) return;
+      chain_.run_float(v, count, n, k, hw0, io.inputs.data());
+      floats_to_halves(v, out, count);
+      return;
+    }
+    chain_.run_float(v, count, n, k, hw0, io.inputs.data());
+    std::memcpy(static_cast<float*>(io.output) + offset, v, count * sizeof(float));
   }
 
   // Hands `write` the place for the int8 results of output elements [offset, offset + count): the

@@ -1,5 +1,6 @@
 #include "half_convert.h"
 
+#include "half_convert_avx512.h"
 #include "numerics.h"
 #include "x86_simd.h"
 
@@ -55,16 +56,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t halves_to_floats_avx
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t floats_to_halves_avx512(const float* in, uint16_t* out,
                                                                                     size_t n) {
-  const __m512 max = _mm512_set1_ps(65504.f), min = _mm512_set1_ps(-65504.f);
-  const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u)), qnan = _mm512_set1_epi32(0x7fc00000);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    __m512 x = _mm512_maskz_loadu_ps(m, in + i);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    x = _mm512_max_ps(min, _mm512_min_ps(max, x));  // NaN survives, as in the F16C form
-    const __m512i canonical = _mm512_or_si512(qnan, _mm512_and_si512(_mm512_castps_si512(x), sign));
-    x = _mm512_mask_mov_ps(x, nan, _mm512_castsi512_ps(canonical));
-    _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    store_halves_avx512(_mm512_maskz_loadu_ps(m, in + i), out + i, m);
   }
   return n;
 }

@@ -5,6 +5,7 @@
 
 #include "element.h"
 #include "half_convert.h"
+#include "half_convert_avx512.h"
 #include "kernel.h"
 #include "multiversion.h"
 #include "numerics.h"
@@ -111,32 +112,57 @@ namespace {
 // The float steps with one operand per channel on AVX-512, each lane exactly as the scalar loops below
 // (the same IEEE operation, ordered compares, NaN kept, and the sign of zero: ReLU maps -0 to +0 and
 // Clip keeps a value equal to a bound as it is). False for the steps it does not take.
+bool is_channel_float_step(SdpKind kind) {
+  return kind == SdpKind::kBias || kind == SdpKind::kScale || kind == SdpKind::kPRelu || kind == SdpKind::kRelu ||
+         kind == SdpKind::kClip;
+}
+
+// One such step on 16 lanes.
+__attribute__((target("avx512f"), always_inline)) inline __m512 float_lanes(SdpKind kind, __m512 x, __m512 k, __m512 vlo,
+                                                                          __m512 vhi) {
+  const __m512 zero = _mm512_setzero_ps();
+  switch (kind) {
+    case SdpKind::kBias: return _mm512_add_ps(x, k);
+    case SdpKind::kScale: return _mm512_mul_ps(x, k);
+    case SdpKind::kPRelu: return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, k);
+    case SdpKind::kRelu:  // x > 0 ? x : 0, and NaN stays
+      return _mm512_mask_mov_ps(zero, _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+    default: {  // std::clamp: x < lo ? lo : (hi < x ? hi : x); NaN compares false and stays
+      const __m512 y = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, vlo, _CMP_LT_OQ), vlo);
+      return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(vhi, x, _CMP_LT_OQ), vhi);
+    }
+  }
+}
+
 __attribute__((target("avx512f"))) bool float_step_avx512(SdpKind kind, float* v, size_t count, float operand, float lo,
                                                           float hi) {
-  if (kind != SdpKind::kBias && kind != SdpKind::kScale && kind != SdpKind::kPRelu && kind != SdpKind::kRelu &&
-      kind != SdpKind::kClip)
-    return false;
+  if (!is_channel_float_step(kind)) return false;
   const __m512 k = _mm512_set1_ps(operand), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-  const __m512 zero = _mm512_setzero_ps();
   for (size_t i = 0; i < count; i += 16) {
     const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
-    const __m512 x = _mm512_maskz_loadu_ps(m, v + i);
-    __m512 y;
-    switch (kind) {
-      case SdpKind::kBias: y = _mm512_add_ps(x, k); break;
-      case SdpKind::kScale: y = _mm512_mul_ps(x, k); break;
-      case SdpKind::kPRelu: y = _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, k); break;
-      case SdpKind::kRelu:  // x > 0 ? x : 0, and NaN stays
-        y = _mm512_mask_mov_ps(zero, _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-        break;
-      default:  // std::clamp: x < lo ? lo : (hi < x ? hi : x); NaN compares false and stays
-        y = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, vlo, _CMP_LT_OQ), vlo);
-        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(vhi, x, _CMP_LT_OQ), vhi);
-        break;
-    }
-    _mm512_mask_storeu_ps(v + i, m, y);
+    _mm512_mask_storeu_ps(v + i, m, float_lanes(kind, _mm512_maskz_loadu_ps(m, v + i), k, vlo, vhi));
   }
   return true;
+}
+
+// Every step of a chain of channel steps (at most kMaxFusedSteps), then the fp16 store, in registers.
+struct FusedStep {
+  SdpKind kind;
+  float operand, lo, hi;
+};
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void fused_to_halves_avx512(const FusedStep* steps, size_t n_steps,
+                                                                                const float* v, size_t count,
+                                                                                uint16_t* out) {
+  for (size_t i = 0; i < count; i += 16) {
+    const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+    __m512 x = _mm512_maskz_loadu_ps(m, v + i);
+    for (size_t j = 0; j < n_steps; ++j) {
+      const FusedStep& f = steps[j];
+      x = float_lanes(f.kind, x, _mm512_set1_ps(f.operand), _mm512_set1_ps(f.lo), _mm512_set1_ps(f.hi));
+    }
+    store_halves_avx512(x, out + i, m);
+  }
 }
 #endif
 
@@ -205,6 +231,24 @@ void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t 
       }
     }
   }
+}
+
+bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uint16_t* out) const {
+#ifdef SOFTDLA_X86
+  constexpr size_t kMaxFusedSteps = 8;
+  if (!has_avx512(active_isa()) || steps_.size() > kMaxFusedSteps) return false;
+  FusedStep fused[kMaxFusedSteps];
+  for (size_t j = 0; j < steps_.size(); ++j) {
+    const SdpStep& s = steps_[j].s;
+    if (!is_channel_float_step(s.kind)) return false;
+    fused[j] = {s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
+  }
+  fused_to_halves_avx512(fused, steps_.size(), v, count, out);
+  return true;
+#else
+  (void)v, (void)count, (void)c, (void)out;
+  return false;
+#endif
 }
 
 }  // namespace softdla::cpu

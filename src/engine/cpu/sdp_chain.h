@@ -23,6 +23,11 @@ class SdpChain {
   // Float: v holds fp32 values; results stay in v (the caller stores them in fp32 or fp16).
   void run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops) const;
 
+  // run_float, then the fp16 store of the results into out, in one pass (registers only), for chains
+  // of per-channel steps (bias, scale, PReLU, ReLU, clip) on AVX-512: the same bits as run_float and
+  // floats_to_halves. False, having done nothing, for any other chain or path.
+  bool run_float_to_halves(const float* v, size_t count, uint32_t c, uint16_t* out) const;
+
   bool empty() const { return steps_.empty(); }
 
  private:
