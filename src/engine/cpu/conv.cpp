@@ -178,10 +178,6 @@ SOFTDLA_MULTIVERSION
 void depthwise_s8(const ConvGeometry& g, const int8_t* x, const int32_t* w, int32_t* acc) {
   depthwise_accumulate(g, x, w, acc);
 }
-SOFTDLA_MULTIVERSION
-void depthwise_f32(const ConvGeometry& g, const float* x, const float* w, float* acc) {
-  depthwise_accumulate(g, x, w, acc);
-}
 
 class ConvKernel final : public OpKernel {
  public:
@@ -474,17 +470,15 @@ class ConvKernel final : public OpKernel {
       });
       return;
     }
-    thread_local std::vector<float> acc, xf;
+    thread_local std::vector<float> acc;
     acc.resize(ohw);
-    const float* x;
-    if (dtype_ == DataType::kFloat16) {
-      xf.resize(in_plane);
-      halves_to_floats(static_cast<const uint16_t*>(io.inputs[0]) + x_off, xf.data(), in_plane);
-      x = xf.data();
-    } else {
-      x = static_cast<const float*>(io.inputs[0]) + x_off;
-    }
-    depthwise_f32(g_, x, wf_.data() + k * taps, acc.data());
+    const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
+    if (dtype_ == DataType::kFloat16)
+      depthwise_f32_plane(active_isa(), dg, static_cast<const uint16_t*>(io.inputs[0]) + x_off, wf_.data() + k * taps,
+                          acc.data(), same_input);
+    else
+      depthwise_f32_plane(active_isa(), dg, static_cast<const float*>(io.inputs[0]) + x_off, wf_.data() + k * taps,
+                          acc.data(), same_input);
     store_float(io, acc.data(), ohw, n, k, y_off, 0);
   }
 

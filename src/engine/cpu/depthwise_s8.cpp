@@ -1,9 +1,13 @@
 #include "depthwise_s8.h"
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "depthwise_s8_vnni.h"
+#include "half_convert.h"
+#include "numerics.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -53,7 +57,51 @@ void widen_strided(Isa isa, const int8_t* src, size_t stride, size_t n, float* d
   widen_portable(src, stride, n, dst);
 }
 
-void build_phased(Isa isa, const DepthwiseGeometry& g, const int8_t* x, PhasedPlane& p) {
+#ifdef SOFTDLA_X86
+// Stride 2 on AVX-512: the even elements of the next 32, as the low halves of 16 dwords (fp16) or by a
+// two-register permute (fp32); the last step reads no further than the run's last value.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) size_t even_halves_avx512(const uint16_t* src, size_t n,
+                                                                                    float* dst) {
+  for (size_t i = 0; i < n; i += 16) {
+    // Values i .. i + 15 are halves 2i .. 2i + 30 of the run, whose last value is half 2 (n - 1).
+    const size_t values = std::min<size_t>(16, n - i), halves = 2 * values - 1;
+    const __mmask32 load = __mmask32((uint64_t(1) << halves) - 1);
+    const __m512i pairs = _mm512_maskz_loadu_epi16(load, src + 2 * i);
+    const __mmask16 store = __mmask16((1u << values) - 1);
+    // The zero-masking forms: GCC 12 reports the plain forms' undefined merge source as uninitialized.
+    _mm512_mask_storeu_ps(dst + i, store, _mm512_maskz_cvtph_ps(store, _mm512_maskz_cvtepi32_epi16(store, pairs)));
+  }
+  return n;
+}
+__attribute__((target("avx512f"))) size_t even_floats_avx512(const float* src, size_t n, float* dst) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  size_t i = 0;
+  for (; i + 16 < n; i += 16)  // reads 32 values: src[2 i + 31] exists while i + 16 < n
+    _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(_mm512_loadu_ps(src + 2 * i), even, _mm512_loadu_ps(src + 2 * i + 16)));
+  return i;
+}
+#endif
+
+// fp16 and fp32 planes: every stride-th value as fp32 (bulk conversions for stride 1; exact either way).
+void widen_strided(Isa isa, const uint16_t* src, size_t stride, size_t n, float* dst) {
+  if (stride == 1) return halves_to_floats(isa, src, dst, n);
+  size_t i = 0;
+#ifdef SOFTDLA_X86
+  if (stride == 2 && has_avx512(isa)) i = even_halves_avx512(src, n, dst);
+#endif
+  for (; i < n; ++i) dst[i] = num::half_to_float(src[i * stride]);
+}
+void widen_strided(Isa isa, const float* src, size_t stride, size_t n, float* dst) {
+  if (stride == 1) return void(std::copy_n(src, n, dst));
+  size_t i = 0;
+#ifdef SOFTDLA_X86
+  if (stride == 2 && has_avx512(isa)) i = even_floats_avx512(src, n, dst);
+#endif
+  for (; i < n; ++i) dst[i] = src[i * stride];
+}
+
+template <class Src>
+void build_phased(Isa isa, const DepthwiseGeometry& g, const Src* x, PhasedPlane& p) {
   p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
   p.phases = g.sw;
   const size_t reach = (size_t(g.S - 1) * g.dw) / g.sw;  // the farthest tap, in phase columns
@@ -80,7 +128,7 @@ void build_phased(Isa isa, const DepthwiseGeometry& g, const int8_t* x, PhasedPl
       std::fill_n(row, p.phases * p.stride, 0.f);
       continue;
     }
-    const int8_t* src = x + size_t(ih) * g.W;
+    const Src* src = x + size_t(ih) * g.W;
     for (uint32_t ph = 0; ph < p.phases; ++ph) {
       float* dst = row + ph * p.stride;
       std::fill(dst, dst + a[ph], 0.f);
@@ -106,15 +154,17 @@ const std::vector<Tap>& taps_of(const DepthwiseGeometry& g, const int8_t* w) {
   return taps;
 }
 
-void rows_portable(const DepthwiseGeometry& g, const PhasedPlane& p, const std::vector<Tap>& taps, int32_t* out) {
+// Out: int32 (exact integer sums, truncated from fp32) or float.
+template <class Out>
+void rows_portable(const DepthwiseGeometry& g, const PhasedPlane& p, const std::vector<Tap>& taps, Out* out) {
   std::vector<float> acc(g.OW);
   for (uint32_t oh = 0; oh < g.OH; ++oh) {
     std::fill(acc.begin(), acc.end(), 0.f);
     for (const Tap& t : taps) {
       const float* src = p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column;
-      for (uint32_t ow = 0; ow < g.OW; ++ow) acc[ow] += t.weight * src[ow];
+      for (uint32_t ow = 0; ow < g.OW; ++ow) acc[ow] = std::fma(t.weight, src[ow], acc[ow]);  // as the vector FMAs
     }
-    for (uint32_t ow = 0; ow < g.OW; ++ow) out[size_t(oh) * g.OW + ow] = int32_t(acc[ow]);
+    for (uint32_t ow = 0; ow < g.OW; ++ow) out[size_t(oh) * g.OW + ow] = Out(acc[ow]);
   }
 }
 
@@ -123,11 +173,11 @@ void rows_portable(const DepthwiseGeometry& g, const PhasedPlane& p, const std::
 // wait on the FMA latency at every tap: MobileNet rows are 7 to 112 wide). src[t] is tap t's source
 // for the first row; the next output row reads row_step floats further. Rows are padded to whole
 // vectors, so every load is in bounds; the stores take the row's tail under a mask.
-template <int kRows>
+template <int kRows, class Out>
 __attribute__((target("avx512f"), always_inline)) inline void block_avx512(const float* const* src, size_t src_offset,
                                                                           const float* weights, size_t taps,
                                                                           size_t row_step, size_t ow, __mmask16 m,
-                                                                          int32_t* dst, size_t dst_step) {
+                                                                          Out* dst, size_t dst_step) {
   __m512 acc[kRows];
   for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
   for (size_t t = 0; t < taps; ++t) {
@@ -135,11 +185,15 @@ __attribute__((target("avx512f"), always_inline)) inline void block_avx512(const
     const float* x = src[t] + src_offset + ow;
     for (int i = 0; i < kRows; ++i) acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i * row_step), w, acc[i]);
   }
-  for (int i = 0; i < kRows; ++i) _mm512_mask_storeu_epi32(dst + i * dst_step + ow, m, _mm512_cvttps_epi32(acc[i]));  // exact
+  for (int i = 0; i < kRows; ++i) {
+    if constexpr (std::is_same_v<Out, float>) _mm512_mask_storeu_ps(dst + i * dst_step + ow, m, acc[i]);
+    else _mm512_mask_storeu_epi32(dst + i * dst_step + ow, m, _mm512_cvttps_epi32(acc[i]));  // exact
+  }
 }
 
+template <class Out>
 __attribute__((target("avx512f"))) void rows_avx512(const DepthwiseGeometry& g, const PhasedPlane& p,
-                                                    const std::vector<Tap>& taps, int32_t* out) {
+                                                    const std::vector<Tap>& taps, Out* out) {
   const size_t n = taps.size(), row_step = size_t(g.sh) * p.phases * p.stride;
   thread_local std::vector<const float*> src;
   thread_local std::vector<float> weights;
@@ -147,7 +201,7 @@ __attribute__((target("avx512f"))) void rows_avx512(const DepthwiseGeometry& g, 
   for (size_t t = 0; t < n; ++t) weights[t] = taps[t].weight;
   for (uint32_t oh = 0; oh < g.OH; oh += 4) {
     for (size_t t = 0; t < n; ++t) src[t] = p.at(size_t(oh) * g.sh + taps[t].row_offset, taps[t].phase) + taps[t].column;
-    int32_t* dst = out + size_t(oh) * g.OW;
+    Out* dst = out + size_t(oh) * g.OW;
     const uint32_t rows = std::min<uint32_t>(4, g.OH - oh);
     for (uint32_t ow = 0; ow < g.OW; ow += 16) {
       const __mmask16 m = g.OW - ow >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (g.OW - ow)) - 1);
@@ -161,23 +215,21 @@ __attribute__((target("avx512f"))) void rows_avx512(const DepthwiseGeometry& g, 
   }
 }
 
+template <class Out>
 __attribute__((target("avx2,fma"))) void rows_avx2(const DepthwiseGeometry& g, const PhasedPlane& p,
-                                                   const std::vector<Tap>& taps, int32_t* out) {
-  alignas(32) int32_t tail[8];
+                                                   const std::vector<Tap>& taps, Out* out) {
+  alignas(32) Out tail[8];
   for (uint32_t oh = 0; oh < g.OH; ++oh) {
     for (uint32_t ow = 0; ow < g.OW; ow += 8) {
       __m256 acc = _mm256_setzero_ps();
       for (const Tap& t : taps)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column + ow),
                               _mm256_set1_ps(t.weight), acc);
-      const __m256i v = _mm256_cvttps_epi32(acc);
-      int32_t* dst = out + size_t(oh) * g.OW + ow;
-      if (ow + 8 <= g.OW) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), v);
-      } else {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tail), v);
-        std::copy_n(tail, g.OW - ow, dst);
-      }
+      Out* dst = out + size_t(oh) * g.OW + ow;
+      Out* to = ow + 8 <= g.OW ? dst : tail;
+      if constexpr (std::is_same_v<Out, float>) _mm256_storeu_ps(to, acc);
+      else _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm256_cvttps_epi32(acc));
+      if (to == tail) std::copy_n(tail, g.OW - ow, dst);
     }
   }
 }
@@ -217,6 +269,32 @@ void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, co
 #endif
   (void)isa;
   rows_portable(g, plane, taps, out);
+}
+
+template <class Src>
+void depthwise_float_plane(Isa isa, const DepthwiseGeometry& g, const Src* x, const float* w, float* out,
+                           bool same_input) {
+  thread_local PhasedPlane plane;
+  if (!same_input || plane.data.empty()) build_phased(isa, g, x, plane);
+  thread_local std::vector<Tap> taps;
+  taps.clear();
+  for (uint32_t r = 0; r < g.R; ++r)
+    for (uint32_t s = 0; s < g.S; ++s)
+      taps.push_back({size_t(r) * g.dh, (s * g.dw) % g.sw, (s * g.dw) / g.sw, w[r * g.S + s]});
+#ifdef SOFTDLA_X86
+  if (has_avx512(isa)) return rows_avx512(g, plane, taps, out);
+  if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out);
+#endif
+  rows_portable(g, plane, taps, out);
+}
+
+void depthwise_f32_plane(Isa isa, const DepthwiseGeometry& g, const uint16_t* x, const float* w, float* out,
+                         bool same_input) {
+  depthwise_float_plane(isa, g, x, w, out, same_input);
+}
+void depthwise_f32_plane(Isa isa, const DepthwiseGeometry& g, const float* x, const float* w, float* out,
+                         bool same_input) {
+  depthwise_float_plane(isa, g, x, w, out, same_input);
 }
 
 }  // namespace softdla::cpu

@@ -23,4 +23,12 @@ struct DepthwiseGeometry {
 void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out,
                         bool same_input = false);
 
+// The same over fp16 (bits) or fp32 planes with fp32 weights and sums: out[oh * OW + ow] is the FMA
+// chain over the taps in (r, s) order from 0, padding taps included as zeros (every path: the same bits
+// on avx2 and AVX-512, std::fma on portable).
+void depthwise_f32_plane(Isa isa, const DepthwiseGeometry& g, const uint16_t* x, const float* w, float* out,
+                         bool same_input = false);
+void depthwise_f32_plane(Isa isa, const DepthwiseGeometry& g, const float* x, const float* w, float* out,
+                         bool same_input = false);
+
 }  // namespace softdla::cpu
