@@ -36,23 +36,31 @@ void residual_portable(const int8_t* x, const int8_t* e, const num::ResidualWind
 // are taken on 64-bit lanes, even lanes then odd (vpmuldq reads the low 32 bits of each, signed); the
 // shift is logical by min(s, 32) (the low 32 bits agree with the arithmetic shift's), then arithmetic
 // by what is left past 32.
+//
+// With shifts of 32 or more (the usual case: multipliers are normalized to [2^30, 2^31)), the word is
+// the products' high half: one two-source dword permute picks it from both sets of lanes instead of two
+// 64-bit shifts, a shift back and a blend.
 struct MulShift512 {
-  __m512i m, add, half;
+  __m512i m, add, half, high_words;
   __m128i s1, s2;
-  bool nonnegative;
+  bool nonnegative, high;
   __attribute__((target("avx512f,avx512bw"))) MulShift512(int32_t mult, int64_t add_, int64_t half_, uint32_t shifts,
                                                           bool nonneg)
       : m(_mm512_set1_epi64(mult)), add(_mm512_set1_epi64(add_)), half(_mm512_set1_epi64(half_)),
+        high_words(_mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31)),
         s1(_mm_cvtsi32_si128(int(std::min(shifts & 255u, 32u)))), s2(_mm_cvtsi32_si128(int((shifts >> 8) & 255u))),
-        nonnegative(nonneg) {}
-  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i word(__m512i p) const {
-    if (!nonnegative) p = _mm512_add_epi64(_mm512_add_epi64(p, half), _mm512_srai_epi64(p, 63));
-    return _mm512_srl_epi64(p, s1);
+        nonnegative(nonneg), high((shifts & 255u) >= 32) {}
+  // The product with the rounding terms (rshift_rhaz: + half, - 1 when negative; none when the form is
+  // known non-negative, its half folded into add).
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i rounded(__m512i p) const {
+    return nonnegative ? p : _mm512_add_epi64(_mm512_add_epi64(p, half), _mm512_srai_epi64(p, 63));
   }
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply(__m512i v) const {
-    const __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(v, m), add);
-    const __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), m), add);
-    const __m512i r = _mm512_mask_blend_epi32(0xAAAA, word(pe), _mm512_slli_epi64(word(po), 32));
+    const __m512i pe = rounded(_mm512_add_epi64(_mm512_mul_epi32(v, m), add));
+    const __m512i po = rounded(_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), m), add));
+    const __m512i r = high ? _mm512_permutex2var_epi32(pe, high_words, po)
+                           : _mm512_mask_blend_epi32(0xAAAA, _mm512_srl_epi64(pe, s1),
+                                                     _mm512_slli_epi64(_mm512_srl_epi64(po, s1), 32));
     return _mm512_sra_epi32(r, s2);
   }
 };
