@@ -451,6 +451,22 @@ class ConvKernel final : public OpKernel {
     const uint32_t c = k / g_.Kg;  // the group's single input channel
     const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW, taps = size_t(g_.R) * g_.S;
     const size_t x_off = (size_t(n) * g_.C + c) * in_plane, y_off = (size_t(n) * g_.K + k) * ohw;
+    if (dtype_ == DataType::kInt8 && ohw <= 4 && taps < kDepthwiseFloatTaps) {
+      // A handful of outputs (a global average pool lowered to a depthwise convolution): 1,280 planes
+      // of 49 values in MobileNetV2, where the scratch vectors' thread-local look-ups cost more than
+      // the sums.
+      int32_t acc[4];
+      int64_t wide[4];
+      const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
+      depthwise_s8_plane(active_isa(), dg, static_cast<const int8_t*>(io.inputs[0]) + x_off, w8_raw_.data() + k * taps,
+                         acc, false);
+      emit_int8(io, y_off, ohw, [&](int8_t* out) {
+        if (windows_) return requantize_window(active_isa(), acc, (*windows_)[k], out, ohw);
+        std::copy_n(acc, ohw, wide);
+        chain_.run_int8(wide, ohw, n, k, 0, io.inputs.data(), out);
+      });
+      return;
+    }
     if (dtype_ == DataType::kInt8) {
       thread_local std::vector<int32_t> acc, w;
       thread_local std::vector<int64_t> wide;

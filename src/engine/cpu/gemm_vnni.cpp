@@ -171,7 +171,8 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
   const size_t kq = k_quads(k), panel_bytes = kq * kPanel * 4, np = panels(n);
   thread_local std::vector<int32_t> zero_row;
   zero_row.assign(kq, 0);
-  if (isa == Isa::kAmx) return gemm_amx(a_quads, offset_sums, bp, c, m, n, kq, ldc);
+  if (isa == Isa::kAmx && gemm_on_amx(k)) return gemm_amx(a_quads, offset_sums, bp, c, m, n, kq, ldc);
+  if (isa == Isa::kAmx) isa = Isa::kAvx512Vnni;
   // Panels outermost: a pair of B panels (2 x k x 16 bytes) stays in L1/L2 while every row block of A
   // (all in L2) passes over it; rows outermost would stream the whole packed B once per row block.
   if (isa == Isa::kAvx512Vnni) {

@@ -19,16 +19,15 @@ namespace {
 // One int8 plane, separably: for each output row, the window's input rows are reduced column by
 // column into `line`, then the windows along the row (both passes contiguous, vectorised). Max and the
 // sum of an average are exact either way round.
+// line and windows: W values of scratch each (the caller's, once per chunk of planes: a thread_local
+// looked up per plane costs more than a 7x7 plane's pooling).
 SOFTDLA_MULTIVERSION
-void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8_t* x, int8_t* y, size_t pl) {
+void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8_t* x, int8_t* y, size_t pl,
+              int32_t* __restrict acc, int32_t* __restrict win) {
   const size_t H = in[2], W = in[3], OH = out[2], OW = out[3];
   const bool max = p.kind == PoolKind::kMax;
   x += pl * H * W;
   y += pl * OH * OW;
-  thread_local std::vector<int32_t> line, windows;
-  line.resize(W), windows.resize(W);
-  int32_t* __restrict acc = line.data();
-  int32_t* __restrict win = windows.data();
   for (size_t oh = 0; oh < OH; ++oh) {
     const int64_t h0 = int64_t(oh * p.stride_h) - p.pad_top;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
@@ -80,9 +79,12 @@ class PoolKernel final : public OpKernel {
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t planes = size_t(in_[0]) * in_[1];
     pool.parallel_for(planes, [&](size_t b, size_t e) {
+      thread_local std::vector<int32_t> line, windows;
+      if (dtype_ == DataType::kInt8) line.resize(in_[3]), windows.resize(in_[3]);
       for (size_t pl = b; pl < e; ++pl) {
         if (dtype_ == DataType::kInt8)
-          plane_s8(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl);
+          plane_s8(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl,
+                   line.data(), windows.data());
         else
           with_float_storage(dtype_, [&](auto* tag) {
             using T = std::remove_pointer_t<decltype(tag)>;
