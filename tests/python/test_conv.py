@@ -225,17 +225,22 @@ def test_conv_int8_io_formats(x_fmt, y_fmt):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
-# Stride-1 FP16 convolutions of the AMX-BF16 kernel's shapes (conv_amx_f16.h; on other paths the FMA
-# kernels): channel counts past and below whole 16-channel blocks, output channels past whole 32-row
-# blocks, grids past whole 32-pixel blocks, dilation, asymmetric padding, 1x1 to 7x1 kernels.
-@pytest.mark.parametrize("c_in,k,r,s,pads,dil,hw", [
-    (16, 32, 3, 3, (1, 1, 1, 1), (1, 1), (8, 14)), (37, 45, 3, 3, (1, 0, 2, 1), (1, 1), (9, 23)),
-    (5, 70, 5, 5, (2, 2, 2, 2), (1, 1), (12, 12)), (33, 17, 7, 1, (3, 0, 3, 0), (1, 1), (15, 6)),
-    (64, 40, 3, 3, (2, 2, 2, 2), (2, 2), (11, 37)),
+# FP16 convolutions of the AMX-BF16 kernel's shapes (conv_amx_f16.h, 16 channels or more; on other
+# paths and below 16 channels the FMA kernels): channel counts past and below whole 16-channel blocks,
+# output channels past whole 32-row blocks, grids past whole 32-pixel blocks, dilation, asymmetric
+# padding, 1x1 to 7x1 kernels; and strides 2 to 4, which read the stride phases of the input.
+@pytest.mark.parametrize("c_in,k,r,s,pads,dil,hw,stride", [
+    (16, 32, 3, 3, (1, 1, 1, 1), (1, 1), (8, 14), (1, 1)), (37, 45, 3, 3, (1, 0, 2, 1), (1, 1), (9, 23), (1, 1)),
+    (5, 70, 5, 5, (2, 2, 2, 2), (1, 1), (12, 12), (1, 1)), (33, 17, 7, 1, (3, 0, 3, 0), (1, 1), (15, 6), (1, 1)),
+    (64, 40, 3, 3, (2, 2, 2, 2), (2, 2), (11, 37), (1, 1)),
     # 1x1: the blocked input layout, whole (small grids) and per pixel block (over 1 MiB packed)
-    (40, 50, 1, 1, (0, 0, 0, 0), (1, 1), (9, 23)), (64, 20, 1, 1, (0, 0, 0, 0), (1, 1), (40, 57))])
-def test_conv_fp16_stride1_blocks(c_in, k, r, s, pads, dil, hw):
-    c = dict(n=2, c=c_in, k=k, h=hw[0], w=hw[1], r=r, s=s, stride=(1, 1), dil=dil, pads=pads, groups=1,
+    (40, 50, 1, 1, (0, 0, 0, 0), (1, 1), (9, 23), (1, 1)), (64, 20, 1, 1, (0, 0, 0, 0), (1, 1), (40, 57), (1, 1)),
+    # strided: every phase (3x3, 7x7), one phase (1x1 stride 2), mixed strides, dilation with stride
+    (32, 33, 3, 3, (1, 1, 1, 1), (1, 1), (17, 29), (2, 2)), (20, 16, 1, 1, (0, 0, 0, 0), (1, 1), (14, 15), (2, 2)),
+    (48, 35, 7, 7, (3, 3, 3, 3), (1, 1), (20, 21), (2, 2)), (17, 40, 3, 3, (0, 1, 2, 1), (1, 1), (9, 31), (1, 2)),
+    (16, 18, 5, 5, (2, 4, 2, 4), (2, 2), (19, 23), (3, 3)), (24, 24, 3, 3, (1, 2, 1, 2), (1, 1), (13, 34), (2, 4))])
+def test_conv_fp16_amx_shapes(c_in, k, r, s, pads, dil, hw, stride):
+    c = dict(n=2, c=c_in, k=k, h=hw[0], w=hw[1], r=r, s=s, stride=stride, dil=dil, pads=pads, groups=1,
              seed=c_in + k)
     g, x, ref = build_float(c, np.float16)
     assert R.rel_l2(run_graph(g, x), ref) < 1e-3

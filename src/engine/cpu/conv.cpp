@@ -219,12 +219,14 @@ class ConvKernel final : public OpKernel {
           std::memcpy(&wf_[i], w.data.data() + 4 * i, 4);
         }
       }
-      // Stride 1 on AVX-512: an implicit GEMM, which keeps its own copy of the weights; FP16 on AMX
-      // machines the AMX-BF16 one.
+      // FP16 on AMX machines: the AMX-BF16 implicit GEMM (any stride); stride 1 on AVX-512: the FMA
+      // one. Each keeps its own copy of the weights.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl};
-      if (!depthwise_ && dtype_ == DataType::kFloat16 && AmxConvF16::applies(p.groups, g_.sh, g_.sw) &&
+      if (!depthwise_ && dtype_ == DataType::kFloat16 && AmxConvF16::applies(p.groups, g_.C) &&
           AmxConvF16::takes_weights(wf_.data(), wf_.size())) {
-        amx_f16_ = std::make_unique<AmxConvF16>(implicit, wf_.data());
+        amx_f16_ = std::make_unique<AmxConvF16>(
+            ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
+            wf_.data());
         wf_ = {};
       } else if (!depthwise_ && ImplicitConvF32::applies(p.groups, g_.sh, g_.sw)) {
         implicit_f32_ = std::make_unique<ImplicitConvF32>(implicit, wf_.data());

@@ -63,6 +63,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_halves_avx5
   }
 }
 
+// The same for every second half of src (stride 2): values i .. i + 15 are halves 2i .. 2i + 30, read
+// as the low halves of 16 dwords under a mask that stops at the run's last value, half 2 (n - 1).
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_even_halves_avx512(const uint16_t* src,
+                                                                                        uint32_t* hi_dst,
+                                                                                        uint32_t* lo_dst, size_t n) {
+  alignas(64) uint16_t picked[16];
+  for (size_t i = 0; i < n; i += 16) {
+    const size_t values = std::min<size_t>(16, n - i);
+    const __mmask32 load = __mmask32((uint64_t(1) << (2 * values - 1)) - 1);
+    const __mmask16 keep = __mmask16((1u << values) - 1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(picked),
+                       _mm512_maskz_cvtepi32_epi16(keep, _mm512_maskz_loadu_epi16(load, src + 2 * i)));
+    split_halves_avx512(picked, hi_dst + i, lo_dst + i, values);
+  }
+}
+
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -140,24 +156,34 @@ bool AmxConvF16::takes_weights(const float* weights, size_t count) {
   return std::all_of(weights, weights + count, [](float w) { return std::isfinite(w); });
 }
 
-bool AmxConvF16::applies(uint32_t groups, uint32_t sh, uint32_t sw) {
+bool AmxConvF16::applies(uint32_t groups, uint32_t channels) {
   static const bool cpu = has_amx_bf16();
-  return groups == 1 && sh == 1 && sw == 1 && cpu && active_isa() == Isa::kAmx;
+  // Below 16 channels most of each 16-channel tile step would be padding: the FMA kernels stay faster.
+  return groups == 1 && channels >= kTile && cpu && active_isa() == Isa::kAmx;
 }
 
-AmxConvF16::AmxConvF16(const ImplicitGeometryF32& g, const float* weights) : g_(g) {
-  wq_ = g.OW + size_t(g.S - 1) * g.dw;
-  hq_ = g.OH + size_t(g.R - 1) * g.dh;
+AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) {
+  wq_ = g.OW + size_t(g.S - 1) * g.dw / g.sw;
+  hq_ = g.OH + size_t(g.R - 1) * g.dh / g.sh;
   grid_ = size_t(g.OH) * wq_;
-  const size_t reach = size_t(g.R - 1) * g.dh * wq_ + size_t(g.S - 1) * g.dw;
+  const size_t reach = size_t(g.R - 1) * g.dh / g.sh * wq_ + size_t(g.S - 1) * g.dw / g.sw;
   plane_px_ = (grid_ + kUnitPixels - 1) / kUnitPixels * kUnitPixels + reach;
-  // A 1x1 convolution that reads its planes as they are (no padding, stride 1) has no taps to share a
-  // plane's rows: its input is packed in blocks instead, each unit's B tiles contiguous.
-  blocked_ = g.R == 1 && g.S == 1 && g.pt == 0 && g.pl == 0 && g.OH == g.H && g.OW == g.W;
-  for (uint32_t r = 0; r < g.R; ++r)
-    for (uint32_t s = 0; s < g.S; ++s) tap_offsets_.push_back(size_t(r) * g.dh * wq_ + size_t(s) * g.dw);
   c_blocks_ = (size_t(g.C) + kTile - 1) / kTile;
   row_blocks_ = (size_t(g.K) + kUnitRows - 1) / kUnitRows;
+  // A 1x1 convolution that reads its planes as they are (no padding, stride 1) has no taps to share a
+  // plane's rows: its input is packed in blocks instead, each unit's B tiles contiguous.
+  blocked_ = g.R == 1 && g.S == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.OH == g.H && g.OW == g.W;
+  // Tap (r, s) reads stride phase (r dh % sh, s dw % sw) at grid offset (r dh / sh) Wq + s dw / sw; only
+  // the phases some tap reads are packed (a 1x1 stride-2 convolution reads one of four).
+  phase_dwords_ = c_blocks_ * kTile * plane_px_;
+  for (uint32_t r = 0; r < g.R; ++r)
+    for (uint32_t s = 0; s < g.S; ++s) {
+      const uint32_t phase = (r * g.dh % g.sh) * g.sw + s * g.dw % g.sw;
+      const auto found = std::find(used_phases_.begin(), used_phases_.end(), phase);
+      const size_t slot = size_t(found - used_phases_.begin());
+      if (found == used_phases_.end()) used_phases_.push_back(phase);
+      tap_offsets_.push_back(slot * phase_dwords_ + size_t(r) * g.dh / g.sh * wq_ + size_t(s) * g.dw / g.sw);
+    }
   const size_t taps = tap_offsets_.size();
   a_tiles_.assign(row_blocks_ * c_blocks_ * taps * 2 * kTileDwords, 0);
   for (size_t rb = 0; rb < row_blocks_; ++rb)
@@ -194,26 +220,41 @@ void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb)
   }
 }
 
-// Planes [c0, c1) of the hi pairs, and at lo_planes() further the lo pairs: zero padding around the
-// input rows.
-void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const {
-  const size_t lo_planes = c_blocks_ * kTile * plane_px_;
-  for (size_t c = c0; c < c1; ++c) {
-    uint32_t* hi = planes + c * plane_px_;
-    uint32_t* lo = hi + lo_planes;
+// Plane units [u0, u1), u = (used phase slot) * (channels rounded to 16) + channel: phase (a, b) of the
+// zero-padded input (its rows a, a + sh, ... and columns b, b + sw, ...) as hi pairs, and lo_offset()
+// dwords further as lo pairs.
+void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1) const {
+  const size_t channels = c_blocks_ * kTile;
+  for (size_t u = u0; u < u1; ++u) {
+    const size_t slot = u / channels, c = u % channels;
+    const uint32_t phase = used_phases_[slot], pa = phase / g_.sw, pb = phase % g_.sw;
+    uint32_t* hi = planes + slot * phase_dwords_ + c * plane_px_;
+    uint32_t* lo = hi + lo_offset();
     std::fill_n(hi, plane_px_, 0u);
     std::fill_n(lo, plane_px_, 0u);
     if (c >= g_.C) continue;  // the zero planes of the last channel block
-    for (uint32_t i = 0; i < g_.H; ++i) {
-      const size_t row = i + g_.pt;
-      if (row >= hq_) break;
-      const size_t n = std::min<size_t>(g_.W, wq_ > g_.pl ? wq_ - g_.pl : 0), at = row * wq_ + g_.pl;
-      const uint16_t* src = x + (c * g_.H + i) * g_.W;
+    // Phase column b is input column pb + b sw - pl: the columns [b0, b1) are inside the input.
+    const int64_t first = int64_t(g_.pl) - int64_t(pb);
+    const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
+    const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);
+    const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
+    if (b0 >= b1) continue;
+    for (size_t a = 0; a < hq_; ++a) {
+      const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;
+      if (i < 0 || i >= g_.H) continue;
+      const uint16_t* src = x + (c * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
+      const size_t at = a * wq_ + b0, n = b1 - b0;
 #ifdef SOFTDLA_X86
-      split_halves_avx512(src, hi + at, lo + at, n);
-#else
-      split_halves(src, hi + at, lo + at, n);
+      if (g_.sw == 1) {
+        split_halves_avx512(src, hi + at, lo + at, n);
+        continue;
+      }
+      if (g_.sw == 2) {
+        split_even_halves_avx512(src, hi + at, lo + at, n);
+        continue;
+      }
 #endif
+      for (size_t j = 0; j < n; ++j) split_halves(src + j * g_.sw, hi + at + j, lo + at + j, 1);
     }
   }
 }
@@ -224,8 +265,7 @@ void AmxConvF16::unit(const uint32_t* input, size_t row0, size_t pix0, const Epi
   alignas(64) float sums[kUnitRows][kUnitPixels];
   const size_t taps = tap_offsets_.size();
   const BTiles bt = blocked_ ? BTiles{input, kBlockDwords, kBlockDwords / 2, kUnitPixels * sizeof(uint32_t)}
-                             : BTiles{input + pix0, kTile * plane_px_, c_blocks_ * kTile * plane_px_,
-                                      plane_px_ * sizeof(uint32_t)};
+                             : BTiles{input + pix0, kTile * plane_px_, lo_offset(), plane_px_ * sizeof(uint32_t)};
   unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, bt, tap_offsets_.data(), taps,
            c_blocks_, sums);
   const size_t rows = std::min<size_t>(kUnitRows, g_.K - row0), pixels = std::min(kUnitPixels, grid_ - pix0);
@@ -268,9 +308,9 @@ void AmxConvF16::run(const uint16_t* x, ThreadPool& pool, const Epilogue& epilog
     return;
   }
   thread_local std::vector<uint32_t> planes;  // the calling thread's: the workers get a pointer
-  planes.resize(2 * c_blocks_ * kTile * plane_px_);
+  planes.resize(2 * lo_offset());
   uint32_t* data = planes.data();
-  pool.parallel_for(c_blocks_ * kTile, [&](size_t b, size_t e) { pack(x, data, b, e); },
+  pool.parallel_for(used_phases_.size() * c_blocks_ * kTile, [&](size_t b, size_t e) { pack(x, data, b, e); },
                     ThreadPool::min_items(plane_px_));
   pool.parallel_for(row_blocks_ * pixel_blocks, [&](size_t b, size_t e) {
     for (size_t u = b; u < e; ++u) unit(data, (u % row_blocks_) * kUnitRows, (u / row_blocks_) * kUnitPixels, epilogue);

@@ -1,5 +1,5 @@
-// FP16 convolution of stride 1 as an implicit GEMM on AMX-BF16 tiles, for FP16 loadables on CPUs with
-// AMX (Sapphire Rapids and later), at four times the AVX-512 FMA rate.
+// FP16 convolutions as an implicit GEMM on AMX-BF16 tiles, for FP16 loadables on CPUs with AMX
+// (Sapphire Rapids and later), at four times the AVX-512 FMA rate.
 //
 // BF16 keeps 8 significant bits and fp16 has 11, so every fp16 value is split exactly into two bf16
 // parts: hi (its top 8 bits) and lo = x - hi (the other 3). An activation is stored as the bf16 pair
@@ -12,7 +12,8 @@
 //
 // The reduction runs over (channel block of 16, tap): 16 consecutive k are 16 input planes at the same
 // offset, one tile load with the plane size as its stride, and no im2col. Inputs are laid out as in
-// conv_implicit_f32.h: zero-padded planes Wq = OW + (S - 1) dw wide, outputs on a grid as wide. A 1x1
+// conv_implicit.h: the zero-padded input split by stride phase, planes Wq = OW + (S - 1) dw / sw wide,
+// outputs on a grid as wide (each tap a shifted read of one phase). A 1x1
 // convolution without padding has no taps to share a plane's rows: its input is packed in blocks of
 // 32 pixels x 16 channels instead (each tile 1 KB contiguous), per pixel block by the thread that
 // uses it, or whole when small.
@@ -22,6 +23,7 @@
 #include <functional>
 #include <vector>
 
+#include "conv_implicit.h"
 #include "conv_implicit_f32.h"
 #include "thread_pool.h"
 
@@ -29,13 +31,13 @@ namespace softdla::cpu {
 
 class AmxConvF16 {
  public:
-  // Whether the path takes this convolution: dense (groups 1), stride 1, on the amx path of a CPU with
-  // AMX-BF16.
-  static bool applies(uint32_t groups, uint32_t sh, uint32_t sw);
+  // Whether the path takes this convolution: dense (groups 1), 16 input channels or more, on the amx
+  // path of a CPU with AMX-BF16.
+  static bool applies(uint32_t groups, uint32_t channels);
   // Whether these weights ([K][C][R][S], count values) suit the path: all finite.
   static bool takes_weights(const float* weights, size_t count);
   // weights: [K][C][R][S] fp32 holding finite fp16 values.
-  AmxConvF16(const ImplicitGeometryF32& g, const float* weights);
+  AmxConvF16(const ImplicitGeometry& g, const float* weights);
 
   using Epilogue = ImplicitConvF32::Epilogue;
   // One image: x is its [C][H][W] input as fp16 bits.
@@ -46,9 +48,13 @@ class AmxConvF16 {
   void pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const;
   void unit(const uint32_t* input, size_t row0, size_t pix0, const Epilogue& epilogue) const;
 
-  ImplicitGeometryF32 g_;
+  size_t lo_offset() const { return used_phases_.size() * phase_dwords_; }  // the lo planes, past the hi ones
+
+  ImplicitGeometry g_;
   bool blocked_ = false;     // a 1x1 convolution reading its planes as they are: blocked input layout
-  size_t wq_ = 0, hq_ = 0;   // a padded plane
+  size_t wq_ = 0, hq_ = 0;   // a phase plane of the padded input
+  std::vector<uint32_t> used_phases_;  // the stride phases (a * sw + b) some tap reads, in pack order
+  size_t phase_dwords_ = 0;  // one phase's hi planes (every channel)
   size_t grid_ = 0;          // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;      // pixels per plane, with slack for the last block's tile loads
   size_t c_blocks_ = 0;      // input channels in blocks of 16 (zero planes past C)
@@ -56,7 +62,7 @@ class AmxConvF16 {
   // Per block of 32 output channels, per (channel block, tap), per half of the block: an A tile of
   // (w_hi, w_lo) pairs, 16 rows x 64 bytes.
   std::vector<uint32_t> a_tiles_;
-  std::vector<size_t> tap_offsets_;  // pixels from a grid pixel to its tap's input, per (r, s)
+  std::vector<size_t> tap_offsets_;  // dwords from a grid pixel to its tap's input (phase and shift), per (r, s)
 };
 
 }  // namespace softdla::cpu

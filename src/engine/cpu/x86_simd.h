@@ -4,9 +4,10 @@
 #include <immintrin.h>
 #define SOFTDLA_X86 1
 // GCC 12's AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source of unmasked
-// intrinsics, which -Wmaybe-uninitialized then reports at every call site (a false positive). Clang
-// has no such warning (nor the group).
+// intrinsics, which -Wmaybe-uninitialized (and, once inlined into a loop, -Wuninitialized) then
+// reports at every call site: a false positive. Clang has no such warning (nor the group).
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
