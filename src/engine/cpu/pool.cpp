@@ -6,12 +6,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_isa.h"
 #include "element.h"
 #include "half_convert.h"
 #include "kernels.h"
 #include "multiversion.h"
 #include "numerics.h"
 #include "thread_pool.h"
+#include "x86_simd.h"
 
 namespace softdla::cpu {
 namespace {
@@ -70,6 +72,46 @@ void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8
 // max(a, b) with +0 above -0 (NaN is tracked apart by the caller).
 inline float zero_aware_max(float a, float b) { return a < b || (a == b && std::signbit(a)) ? b : a; }
 
+#ifdef SOFTDLA_X86
+// zero_aware_max on 16 lanes, with NaN propagated (a + b) for the caller to make canonical: the larger
+// value; of two equal values their bitwise and (+0 for +0 and -0, the value itself otherwise).
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 zmax(__m512 a, __m512 b) {
+  __m512 m = _mm512_max_ps(a, b);
+  m = _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ), _mm512_and_ps(a, b));
+  return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), _mm512_add_ps(a, b));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline __m512 load_floats(const uint16_t* p,
+                                                                                                   __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 load_floats(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+
+inline __mmask16 tail_mask(size_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
+
+// acc[w] = zmax(acc[w], row[w]) over W values.
+template <class T>
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) void max_into_avx512(float* acc, const T* row,
+                                                                                        size_t W) {
+  for (size_t w = 0; w < W; w += 16) {
+    const __mmask16 m = tail_mask(W - w);
+    _mm512_mask_storeu_ps(acc + w, m, zmax(_mm512_maskz_loadu_ps(m, acc + w), load_floats(row + w, m)));
+  }
+}
+
+// win[w] = zmax over acc[w .. w + kw) for w < inside.
+__attribute__((target("avx512f,avx512dq"))) void windows_avx512(const float* acc, float* win, size_t inside, size_t kw) {
+  for (size_t w = 0; w < inside; w += 16) {
+    const __mmask16 m = tail_mask(inside - w);
+    __m512 v = _mm512_maskz_loadu_ps(m, acc + w);
+    for (size_t t = 1; t < kw; ++t) v = zmax(v, _mm512_maskz_loadu_ps(m, acc + w + t));
+    _mm512_mask_storeu_ps(win + w, m, v);
+  }
+}
+#endif
+
 class PoolKernel final : public OpKernel {
  public:
   PoolKernel(const Model& m, const Op& op, const PoolParams& p)
@@ -88,7 +130,10 @@ class PoolKernel final : public OpKernel {
         else
           with_float_storage(dtype_, [&](auto* tag) {
             using T = std::remove_pointer_t<decltype(tag)>;
-            if (p_.kind == PoolKind::kMax) max_plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
+            if (p_.kind == PoolKind::kMax && has_avx512(active_isa()))
+              max_plane_avx512(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
+            else if (p_.kind == PoolKind::kMax)
+              max_plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
             else plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
           });
       }
@@ -166,6 +211,46 @@ class PoolKernel final : public OpKernel {
         store(y, oh * OW + ow, is_nan ? std::numeric_limits<float>::quiet_NaN() : v);
       }
     }
+  }
+
+  // max_plane on AVX-512: the same values (NaN made canonical at the end), vectorised passes, and each
+  // output row converted to the storage type in bulk.
+  template <class T>
+  void max_plane_avx512(const T* x, T* y, size_t pl) const {
+#ifdef SOFTDLA_X86
+    const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3], kw = p_.kernel_w;
+    const size_t inside = W >= kw ? W - kw + 1 : 0;
+    x += pl * H * W;
+    y += pl * OH * OW;
+    thread_local std::vector<float> line, windows, outs;
+    line.resize(W), windows.resize(W), outs.resize(OW);
+    float *__restrict acc = line.data(), *__restrict win = windows.data(), *__restrict o = outs.data();
+    for (size_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = int64_t(oh * p_.stride_h) - p_.pad_top;
+      const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p_.kernel_h, H);
+      std::fill_n(acc, W, -std::numeric_limits<float>::infinity());
+      for (int64_t h = hb; h < he; ++h) max_into_avx512(acc, x + h * W, W);
+      windows_avx512(acc, win, inside, kw);
+      for (size_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = int64_t(ow * p_.stride_w) - p_.pad_left;
+        float v;
+        if (w0 >= 0 && size_t(w0) < inside) {
+          v = win[w0];
+        } else {  // a window over the padding: its own reduction, NaN tracked apart
+          const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p_.kernel_w, W);
+          v = -std::numeric_limits<float>::infinity();
+          bool is_nan = false;
+          for (int64_t w = wb; w < we; ++w) v = zero_aware_max(v, acc[w]), is_nan |= acc[w] != acc[w];
+          if (is_nan) v = std::numeric_limits<float>::quiet_NaN();
+        }
+        o[ow] = v != v ? std::numeric_limits<float>::quiet_NaN() : v;
+      }
+      if constexpr (std::is_same_v<T, uint16_t>) floats_to_halves(o, y + oh * OW, OW);
+      else std::copy_n(o, OW, y + oh * OW);
+    }
+#else
+    max_plane(x, y, pl);
+#endif
   }
 
   PoolParams p_;
