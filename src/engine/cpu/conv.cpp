@@ -547,7 +547,7 @@ class ConvKernel final : public OpKernel {
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows
   std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided) on AVX-512 VNNI
   std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 of stride 1 on AVX-512
-  std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 of stride 1 on AMX-BF16
+  std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 (16 channels or more) on AMX-BF16
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form

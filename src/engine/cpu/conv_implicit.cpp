@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "amx_tiles.h"
 #include "cpu_isa.h"
 #include "implicit_grid.h"
 #include "x86_simd.h"
@@ -84,23 +86,13 @@ __attribute__((target("avx2"))) void tile_taps_avx2(const int32_t* const* a, con
 #undef STORE
 }
 
-// AMX: C tiles 0-3 accumulate 32 output channels x 32 grid pixels (int32), tiles 4-5 hold A (the
+// AMX (the tiles configured by the caller's TileScope): C tiles 0-3 accumulate 32 output channels x 32 grid pixels (int32), tiles 4-5 hold A (the
 // weights of rows 0-15 and 16-31: 16 rows x 16 quads, signed), 6-7 B (16 quad rows of the packed input
 // x 16 pixels: 64 contiguous bytes each, quad rows qstride apart, unsigned). Per (block of 16 quads, tap),
 // four tdpbsud; taps inside quad blocks, so the planes' bytes a block reads stay in L1 across its taps.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 __attribute__((target("amx-tile,amx-int8"))) void unit_amx(const int32_t* a, const uint8_t* b, size_t qstride,
                                                             const size_t* offsets, size_t taps, size_t quad_blocks,
                                                             int32_t (*out)[kTileCols]) {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  _tile_loadconfig(&cfg);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -124,7 +116,6 @@ __attribute__((target("amx-tile,amx-int8"))) void unit_amx(const int32_t* a, con
   _tile_stored(1, &out[0][16], ld);
   _tile_stored(2, &out[16][0], ld);
   _tile_stored(3, &out[16][16], ld);
-  _tile_release();
 }
 #endif
 
@@ -330,6 +321,8 @@ void ImplicitConvS8::run(const int8_t* x, ThreadPool& pool, const Epilogue& epil
   const size_t unit_rows = amx_ ? 32 : kBlockRows, unit_pixels = amx_ ? 32 : kBlockPixels;
   const size_t row_blocks = (g_.K + unit_rows - 1) / unit_rows, pixel_blocks = (grid_ + unit_pixels - 1) / unit_pixels;
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
+    std::optional<TileScope> tiles;  // AMX: configured once for the chunk's units
+    if (amx_) tiles.emplace();
     for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * unit_rows, (u / row_blocks) * unit_pixels, epilogue);
   });
 }

@@ -112,6 +112,7 @@ __attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quad
                                                             size_t kq, size_t ldc) {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  asm volatile("" : : "r"(&cfg) : "memory");  // keeps the stores: GCC does not see ldtilecfg read cfg
   _tile_loadconfig(&cfg);
   const size_t a_stride = kq * 4, panel_bytes = kq * kPanel * 4, np = panels(n);
   alignas(64) int32_t tile[32][2 * kPanel];
