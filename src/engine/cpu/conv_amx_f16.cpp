@@ -94,10 +94,7 @@ struct BTiles {
 // rows a block reads stay in L1 across its taps; A streams from L2 once per unit.
 __attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, const BTiles& bt, const size_t* offsets,
                                                             size_t taps, size_t c_blocks, float (*sums)[kUnitPixels]) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  zero_block_tiles();
   const size_t stride = bt.row_bytes;
   for (size_t cb = 0; cb < c_blocks; ++cb) {
     const uint32_t* bc = bt.b + cb * bt.block_step;
@@ -108,23 +105,13 @@ __attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, co
       _tile_loadd(5, a + kTileDwords, 64);
       _tile_loadd(6, hi, stride);
       _tile_loadd(7, hi + kTile, stride);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
       _tile_loadd(6, lo, stride);
       _tile_loadd(7, lo + kTile, stride);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
     }
   }
-  const size_t ld = kUnitPixels * sizeof(float);
-  _tile_stored(0, &sums[0][0], ld);
-  _tile_stored(1, &sums[0][kTile], ld);
-  _tile_stored(2, &sums[kTile][0], ld);
-  _tile_stored(3, &sums[kTile][kTile], ld);
+  store_block_tiles(sums, kUnitPixels * sizeof(float));
 }
 #endif
 
@@ -167,14 +154,9 @@ AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) 
   // Tap (r, s) reads stride phase (r dh % sh, s dw % sw) at grid offset (r dh / sh) Wq + s dw / sw; only
   // the phases some tap reads are packed (a 1x1 stride-2 convolution reads one of four).
   phase_dwords_ = c_blocks_ * kTile * plane_px_;
-  for (uint32_t r = 0; r < g.R; ++r)
-    for (uint32_t s = 0; s < g.S; ++s) {
-      const uint32_t phase = (r * g.dh % g.sh) * g.sw + s * g.dw % g.sw;
-      const auto found = std::find(used_phases_.begin(), used_phases_.end(), phase);
-      const size_t slot = size_t(found - used_phases_.begin());
-      if (found == used_phases_.end()) used_phases_.push_back(phase);
-      tap_offsets_.push_back(slot * phase_dwords_ + size_t(r) * g.dh / g.sh * wq_ + size_t(s) * g.dw / g.sw);
-    }
+  StridePhases sp = stride_phases(g, wq_);
+  used_phases_ = std::move(sp.phases);
+  for (size_t t = 0; t < sp.offset.size(); ++t) tap_offsets_.push_back(sp.slot[t] * phase_dwords_ + sp.offset[t]);
   const size_t taps = tap_offsets_.size();
   a_tiles_.assign(row_blocks_ * c_blocks_ * taps * 2 * kTileDwords, 0);
   for (size_t rb = 0; rb < row_blocks_; ++rb)

@@ -93,10 +93,7 @@ __attribute__((target("avx2"))) void tile_taps_avx2(const int32_t* const* a, con
 __attribute__((target("amx-tile,amx-int8"))) void unit_amx(const int32_t* a, const uint8_t* b, size_t qstride,
                                                             const size_t* offsets, size_t taps, size_t quad_blocks,
                                                             int32_t (*out)[kTileCols]) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  zero_block_tiles();
   constexpr size_t kTileWords = 16 * 16;
   for (size_t qb = 0; qb < quad_blocks; ++qb) {
     const uint8_t* bq = b + qb * 16 * qstride;
@@ -105,21 +102,27 @@ __attribute__((target("amx-tile,amx-int8"))) void unit_amx(const int32_t* a, con
       _tile_loadd(5, a + kTileWords, 64);
       _tile_loadd(6, bq + offsets[t], qstride);
       _tile_loadd(7, bq + offsets[t] + 64, qstride);
-      _tile_dpbsud(0, 4, 6);
-      _tile_dpbsud(1, 4, 7);
-      _tile_dpbsud(2, 5, 6);
-      _tile_dpbsud(3, 5, 7);
+      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbsud);
     }
   }
-  constexpr size_t ld = kTileCols * sizeof(int32_t);
-  _tile_stored(0, &out[0][0], ld);
-  _tile_stored(1, &out[0][16], ld);
-  _tile_stored(2, &out[16][0], ld);
-  _tile_stored(3, &out[16][16], ld);
+  store_block_tiles(out, kTileCols * sizeof(int32_t));
 }
 #endif
 
 }  // namespace
+
+StridePhases stride_phases(const ImplicitGeometry& g, size_t wq) {
+  StridePhases sp;
+  for (uint32_t r = 0; r < g.R; ++r)
+    for (uint32_t s = 0; s < g.S; ++s) {
+      const uint32_t phase = (r * g.dh % g.sh) * g.sw + s * g.dw % g.sw;
+      const auto found = std::find(sp.phases.begin(), sp.phases.end(), phase);
+      sp.slot.push_back(size_t(found - sp.phases.begin()));
+      if (found == sp.phases.end()) sp.phases.push_back(phase);
+      sp.offset.push_back(size_t(r) * g.dh / g.sh * wq + size_t(s) * g.dw / g.sw);
+    }
+  return sp;
+}
 
 bool ImplicitConvS8::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t R, uint32_t S) {
 #ifdef SOFTDLA_X86
@@ -144,17 +147,10 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
   const size_t reach = size_t(g.R - 1) * g.dh / g.sh * wq_ + size_t(g.S - 1) * g.dw / g.sw;
   plane_px_ = (grid_ + kBlockPixels - 1) / kBlockPixels * kBlockPixels + reach;
   const size_t taps = size_t(g.R) * g.S;
-  // Only the phases some tap reads are packed (a 1x1 stride-2 convolution reads one of four), in the
-  // order taps first reach them.
-  for (uint32_t r = 0; r < g.R; ++r)
-    for (uint32_t s = 0; s < g.S; ++s) {
-      const uint32_t phase = (r * g.dh % g.sh) * g.sw + s * g.dw % g.sw;
-      const auto found = std::find(used_phases_.begin(), used_phases_.end(), phase);
-      const size_t slot = size_t(found - used_phases_.begin());
-      if (found == used_phases_.end()) used_phases_.push_back(phase);
-      const size_t pixel = size_t(r) * g.dh / g.sh * wq_ + size_t(s) * g.dw / g.sw;
-      tap_offsets_.push_back((slot * cq_ * plane_px_ + pixel) * 4);
-    }
+  // Only the phases some tap reads are packed (a 1x1 stride-2 convolution reads one of four).
+  StridePhases sp = stride_phases(g, wq_);
+  used_phases_ = std::move(sp.phases);
+  for (size_t t = 0; t < taps; ++t) tap_offsets_.push_back((sp.slot[t] * cq_ * plane_px_ + sp.offset[t]) * 4);
   if (!amx_) taps_quads_.assign((size_t(g.K) + kBlockRows) * taps * cq_, 0);
   offset_sums_.assign(g.K, 0);
   for (uint32_t k = 0; k < g.K; ++k) {

@@ -25,6 +25,15 @@ struct ImplicitGeometry {
   uint32_t C, H, W, K, R, S, OH, OW, sh, sw, dh, dw, pt, pl;
 };
 
+// The stride phases an implicit GEMM's taps read, in the order taps first reach them (phase a * sw + b
+// holds padded rows a, a + sh, ... and columns b, b + sw, ...), and per tap (r, s) its phase's slot in
+// that list and its grid offset (r dh / sh) wq + s dw / sw, for a grid wq pixels wide.
+struct StridePhases {
+  std::vector<uint32_t> phases;
+  std::vector<size_t> slot, offset;  // per tap, (r, s) order
+};
+StridePhases stride_phases(const ImplicitGeometry& g, size_t wq);
+
 class ImplicitConvS8 {
  public:
   // Whether the path takes this convolution (groups 1; 1x1 of stride 1 reads its planes directly instead).
