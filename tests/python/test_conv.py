@@ -218,6 +218,22 @@ def test_depthwise_int8_runs_of_16(r, stride, pads, dil, post):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# Few outputs with many taps (a global average pool lowered to a depthwise convolution, and small strided
+# maps): the CUDA backend's warp-per-output depthwise kernel; the CPU's few-outputs sums.
+@pytest.mark.parametrize("c,hw,r,stride,pads,post", [
+    (64, 7, 7, (1, 1), (0, 0, 0, 0), "bias_relu"), (32, 6, 5, (2, 2), (2, 2, 2, 2), "bias"),
+    (48, 9, 4, (3, 3), (1, 2, 3, 0), "bn_clip")])
+def test_depthwise_int8_few_outputs_many_taps(c, hw, r, stride, pads, post):
+    cfg = dict(n=2, c=c, k=c, h=hw, w=hw, r=r, s=r, stride=stride, dil=(1, 1), pads=pads, groups=c, seed=c + r)
+    rng = np.random.default_rng(cfg["seed"])
+    spec = [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, c)})] if post != "bn_clip" else \
+        [("scale", {"values": rng.integers(-(2 ** 15), 2 ** 15, c), "shift": 14}), ("clip", {"lo": 0, "hi": 3000})]
+    if post == "bias_relu":
+        spec.append(("relu", {}))
+    g, x, ref = build_int8(cfg, rng, spec)
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 @pytest.mark.parametrize("x_fmt,y_fmt", [(F.CHW32, F.CHW32), (F.DLA_LINEAR, F.DLA_LINEAR), (F.DLA_HWC4, F.CHW32)])
 def test_conv_int8_io_formats(x_fmt, y_fmt):
     c = dict(n=2, c=3, k=33, h=9, w=13, r=3, s=3, stride=(2, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=5)

@@ -66,6 +66,35 @@ __device__ __forceinline__ void mac16(int32_t (&acc)[16], uint4 xq, uint4 wq) {
     for (int b = 0; b < 4; ++b) acc[4 * j + b] = __dp4a(int(xs[j]), int(ws[j] & (0xffu << (8 * b))), acc[4 * j + b]);
 }
 
+// The 16 sums of channels run * 16.. of output pixel `pixel` through the epilogue, stored.
+template <bool kOutNhwc, int kEpi>
+__device__ __forceinline__ void finish(const int32_t (&acc)[16], int8_t* __restrict y, const DwShape& g,
+                                       const Windows& windows, const DevChain& chain, const Operands& ops,
+                                       uint32_t run, uint32_t pixel) {
+  const uint32_t runs = g.C / 16, ohw = g.OH * g.OW, c0 = run * 16, n = pixel / ohw, p = pixel % ohw;
+  Run16 out;
+  if constexpr (kEpi == kEpiGeneral) {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) out.b[k] = dw_chain_int8(chain, acc[k], n, c0 + k, p, ops);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const uint32_t at = k * runs + run;
+      const int4 q = __ldg(windows.quads + at);
+      const num::RequantWindow w{q.x, q.y, q.z, uint32_t(q.w), __ldg(windows.bias_mult + at),
+                                 kEpi == kEpiWindowNonNegative ? 0 : __ldg(windows.half + at)};
+      out.b[k] = num::sat8(kEpi == kEpiWindowNonNegative ? num::requant_window_nonnegative(acc[k], w)
+                                                         : num::requant_window_value(acc[k], w));
+    }
+  }
+  if constexpr (kOutNhwc) {
+    *reinterpret_cast<uint4*>(y + pixel * g.C + c0) = out.q;
+  } else {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) y[(n * g.C + c0 + k) * ohw + p] = out.b[k];
+  }
+}
+
 // One thread per 16 channels (c0..c0+15) of one output pixel. weights: int8 [R * S][C] (a tap's channels
 // adjacent). Products are at most 2^14 and there are fewer than 2^17 taps: the int32 sum is exact in any
 // order, so it equals the direct kernel's (and the CPU backend's) accumulator. kTaps: 3 for the 3 x 3
@@ -103,27 +132,36 @@ __global__ void depthwise_s8_kernel(const int8_t* __restrict x, const int8_t* __
         }
       }
     }
-    Run16 out;
-    if constexpr (kEpi == kEpiGeneral) {
-#pragma unroll
-      for (int k = 0; k < 16; ++k) out.b[k] = dw_chain_int8(chain, acc[k], n, c0 + k, p, ops);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 16; ++k) {
-        const uint32_t at = k * runs + run;
-        const int4 q = __ldg(windows.quads + at);
-        const num::RequantWindow w{q.x, q.y, q.z, uint32_t(q.w), __ldg(windows.bias_mult + at),
-                                   kEpi == kEpiWindowNonNegative ? 0 : __ldg(windows.half + at)};
-        out.b[k] = num::sat8(kEpi == kEpiWindowNonNegative ? num::requant_window_nonnegative(acc[k], w)
-                                                           : num::requant_window_value(acc[k], w));
-      }
+    finish<kOutNhwc, kEpi>(acc, y, g, windows, chain, ops, run, pixel);
+  }
+}
+
+// Few outputs with many taps (a global average pool lowered to a depthwise convolution: 2048 channels
+// of one 7 x 7 window make 128 runs, one block of the kernel above, each thread 49 taps in a row): a
+// warp per (pixel, run), its lanes taking every 32nd tap, the sums added across the warp (exact in int32
+// in any order, so the same bytes).
+template <bool kInNhwc, bool kOutNhwc, int kEpi>
+__global__ void depthwise_s8_warp_kernel(const int8_t* __restrict x, const int8_t* __restrict weights,
+                                         int8_t* __restrict y, DwShape g, Windows windows,
+                                         const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops) {
+  const uint32_t runs = g.C / 16, ohw = g.OH * g.OW, total = g.N * ohw * runs, taps = g.R * g.S;
+  const uint32_t lane = threadIdx.x % 32, warps = gridDim.x * blockDim.x / 32;
+  for (uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) / 32; i < total; i += warps) {
+    const uint32_t run = i % runs, pixel = i / runs, c0 = run * 16;
+    const uint32_t n = pixel / ohw, p = pixel % ohw, oh = p / g.OW, ow = p % g.OW;
+    const int32_t ih0 = int32_t(oh * g.sh) - int32_t(g.pt), iw0 = int32_t(ow * g.sw) - int32_t(g.pl);
+    const uint4* wt = reinterpret_cast<const uint4*>(weights + c0);
+    int32_t acc[16] = {};
+    for (uint32_t t = lane; t < taps; t += 32) {
+      const uint32_t r = t / g.S, s = t % g.S;
+      mac16(acc, load_tap<kInNhwc>(x, g, n, c0, ih0 + int32_t(r * g.dh), iw0 + int32_t(s * g.dw)),
+            __ldg(wt + t * (g.C / 16)));
     }
-    if constexpr (kOutNhwc) {
-      *reinterpret_cast<uint4*>(y + pixel * g.C + c0) = out.q;
-    } else {
 #pragma unroll
-      for (int k = 0; k < 16; ++k) y[(n * g.C + c0 + k) * ohw + p] = out.b[k];
-    }
+    for (int k = 0; k < 16; ++k)
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
+    if (lane == 0) finish<kOutNhwc, kEpi>(acc, y, g, windows, chain, ops, run, pixel);
   }
 }
 
@@ -162,20 +200,29 @@ class DepthwiseS8 final : public GpuOp {
       epilogue_ = nonnegative ? kEpiWindowNonNegative : kEpiWindow;
     }
     taps3_ = g_.R == 3 && g_.S == 3;
+    // Fewer (pixel, run) items than a few blocks' threads, each with many taps: a warp per item.
+    const uint64_t items = uint64_t(g_.N) * g_.OH * g_.OW * (g_.C / 16);
+    warp_per_output_ = taps >= kWarpTaps && items <= kWarpItemsMax;
   }
 
   void enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream) const override {
     const Operands ops = operands_of(io);
     const int8_t* x = static_cast<const int8_t*>(io.inputs[0]);
     int8_t* y = static_cast<int8_t*>(io.output);
-    const unsigned blocks = blocks_for(uint64_t(g_.N) * g_.OH * g_.OW * (g_.C / 16));
+    const uint64_t items = uint64_t(g_.N) * g_.OH * g_.OW * (g_.C / 16);
     const Windows windows{quads_.as<int4>(), bias_mult_.as<long long>(), half_.as<long long>()};
     auto launch = [&](auto in_tag, auto out_tag, auto epi_tag, auto taps_tag) {
       depthwise_s8_kernel<decltype(in_tag)::value, decltype(out_tag)::value, decltype(epi_tag)::value,
                           decltype(taps_tag)::value>
-          <<<blocks, kThreads, 0, stream>>>(x, weights_.as<int8_t>(), y, g_, windows, chain_.chain(), ops);
+          <<<blocks_for(items), kThreads, 0, stream>>>(x, weights_.as<int8_t>(), y, g_, windows, chain_.chain(), ops);
     };
     auto go = [&](auto in_tag, auto out_tag, auto epi_tag) {
+      if (warp_per_output_) {
+        depthwise_s8_warp_kernel<decltype(in_tag)::value, decltype(out_tag)::value, decltype(epi_tag)::value>
+            <<<blocks_for(items * 32), kThreads, 0, stream>>>(x, weights_.as<int8_t>(), y, g_, windows, chain_.chain(),
+                                                             ops);
+        return;
+      }
       taps3_ ? launch(in_tag, out_tag, epi_tag, std::integral_constant<int, 3>{})
              : launch(in_tag, out_tag, epi_tag, std::integral_constant<int, 0>{});
     };
@@ -200,6 +247,9 @@ class DepthwiseS8 final : public GpuOp {
   DwShape g_{};
   int epilogue_ = kEpiGeneral;
   bool taps3_ = false;  // a 3 x 3 kernel: the unrolled tap loop
+  bool warp_per_output_ = false;  // depthwise_s8_warp_kernel
+  static constexpr uint32_t kWarpTaps = 16;        // taps from which a warp per output pays
+  static constexpr uint32_t kWarpItemsMax = 4096;  // (pixel, run) items up to which it does
   DeviceBuffer weights_, quads_, bias_mult_, half_;  // the last three: the windowed epilogues' Windows
 };
 
