@@ -157,11 +157,21 @@ def _stream_handle(stream):
                     f"not {type(stream).__name__}")
 
 
-def _staged_tensor(t, buf):
-    """The C++ converter between NumPy arrays and tensor t's staging buffer buf (formats.layout's strides)."""
-    size, s0, line, surf, batch, cpg = formats.layout(t.shape, t.dtype, t.format, t.target)
-    return cudla._ext.StagedTensor(*t.shape, formats.CUDLA_TYPE[t.dtype], s0, line, surf, batch, cpg, size,
-                                   float(t.scale or 0.0), buf.ctypes.data)
+def _staged_tensors(inputs, in_buffers, outputs, out_buffers):
+    """The C++ converters between NumPy arrays and each tensor's staging buffer (formats.layout's strides),
+    as ([per input], [per output]); ([], []) where one cannot convert exactly as the NumPy path does: an int8
+    scale that is not a positive number (the NumPy path multiplies by it as it is), or a layout the
+    converter refuses. run() then takes the NumPy path for every call."""
+    def make(t, buf):
+        if t.dtype == np.int8 and t.scale is not None and not t.scale > 0:
+            raise ValueError("int8 scale is not positive")
+        size, s0, line, surf, batch, cpg = formats.layout(t.shape, t.dtype, t.format, t.target)
+        return cudla._ext.StagedTensor(*t.shape, formats.CUDLA_TYPE[t.dtype], s0, line, surf, batch, cpg, size,
+                                       float(t.scale or 0.0), buf.ctypes.data, t.format == formats.LINEAR)
+    try:
+        return ([make(t, b) for t, b in zip(inputs, in_buffers)], [make(t, b) for t, b in zip(outputs, out_buffers)])
+    except ValueError:
+        return [], []
 
 
 class _Run:
@@ -271,9 +281,9 @@ class Module:
                 task.output_tensor = [self._register(b.ctypes.data, b.nbytes) for b in st.host_out]
                 st.task = task  # owns the address arrays the cudlaTask below points into
                 st.task_array = np.frombuffer(bytes(memoryview(task)), cudla.task_dtype).copy()
-                st.staged_in = [_staged_tensor(t, b) for t, b in zip(self.inputs, st.host_in)]
-                st.staged_out = [_staged_tensor(t, b) for t, b in zip(self.outputs, st.host_out)]
-                st.unpacks_outputs = tuple(not any(t.format == formats.LINEAR and io.result_dtype(t, raw) == t.dtype
+                st.staged_in, st.staged_out = _staged_tensors(self.inputs, st.host_in, self.outputs, st.host_out)
+                st.unpacks_outputs = tuple(bool(st.staged_in or st.staged_out) and
+                                           not any(t.format == formats.LINEAR and io.result_dtype(t, raw) == t.dtype
                                                    for t in self.outputs) for raw in (False, True))
         except BaseException:
             self.close()

@@ -121,11 +121,12 @@ bool convert(const uint8_t* src, char code, const Layout& l, double limit, float
 class StagedTensor {
  public:
   // shape, stored type and the format's strides (formats.layout); scale: the int8 tensor's scale (0
-  // when it has none); buffer: the address of the module's staging buffer of `size` bytes.
+  // when it has none); buffer: the address of the module's staging buffer of `size` bytes; linear: the
+  // tensor's format is `linear` (whose aligned stored-type inputs run() reads in place).
   StagedTensor(uint32_t n, uint32_t c, uint32_t h, uint32_t w, int type, uint64_t group_bytes, uint64_t line,
                uint64_t surface, uint64_t batch, uint32_t channels_per_group, uint64_t size, float scale,
-               uintptr_t buffer)
-      : buffer_(reinterpret_cast<uint8_t*>(buffer)), scale_(scale), limit_(256.0 * double(scale)) {
+               uintptr_t buffer, bool linear)
+      : buffer_(reinterpret_cast<uint8_t*>(buffer)), scale_(scale), limit_(256.0 * double(scale)), linear_(linear) {
     if (type != kFloat32 && type != kFloat16 && type != kInt8) throw nb::value_error("unknown stored type");
     l_ = Layout{n, c, h, w, type, uint32_t(type == kInt8 ? 1 : type == kFloat16 ? 2 : 4), channels_per_group,
                 group_bytes, line, surface, batch, size};
@@ -145,9 +146,7 @@ class StagedTensor {
     if (code != 'f' && code != stored) return false;
     if (l_.type == kInt8 && code == 'f' && !(scale_ > 0)) return false;  // no scale: int8 codes only
     // A `linear` input already in its stored type and aligned is read where it lies (no copy at all).
-    if (code == stored && l_.planar() && l_.line == uint64_t(l_.w) * l_.elem &&
-        reinterpret_cast<uintptr_t>(b.view.buf) % kRegisterAlignment == 0)
-      return false;
+    if (code == stored && linear_ && reinterpret_cast<uintptr_t>(b.view.buf) % kRegisterAlignment == 0) return false;
     const uint32_t src_elem = code == 'f' ? 4 : l_.elem;
     const auto* src = static_cast<const uint8_t*>(b.view.buf);
     std::optional<nb::gil_scoped_release> release;  // other Python threads run during a big copy
@@ -216,6 +215,7 @@ class StagedTensor {
   uint8_t* buffer_;
   float scale_;
   double limit_;
+  bool linear_;
 };
 
 }  // namespace
@@ -225,7 +225,7 @@ void bind_host_staging(nb::module_& m) {
                            "One input or output of a Module's host task: converts and packs (put) or unpacks "
                            "and converts (take) between NumPy arrays and the module's staging buffer.")
       .def(nb::init<uint32_t, uint32_t, uint32_t, uint32_t, int, uint64_t, uint64_t, uint64_t, uint64_t, uint32_t,
-                    uint64_t, float, uintptr_t>())
+                    uint64_t, float, uintptr_t, bool>())
       .def("put", &StagedTensor::put, "Converts and packs a float32 (or stored-type) array; False: not handled.")
       .def("take", &StagedTensor::take, "Unpacks into a C-contiguous float32 (raw: stored-type) array; False: not handled.");
 }

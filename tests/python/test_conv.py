@@ -262,19 +262,22 @@ def test_conv_fp16_amx_shapes(c_in, k, r, s, pads, dil, hw, stride):
     assert R.rel_l2(run_graph(g, x), ref) < 1e-3
 
 
-def test_conv_fp16_infinities_and_nan():
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2), (3, 3)])
+def test_conv_fp16_infinities_and_nan(stride):
     """An infinite input reaches every output whose window holds it as +-inf (stored as +-65504, never
     infinity), a NaN as NaN; the other outputs keep their values (the AMX-BF16 kernel splits values
-    into two bf16 parts, and an infinity must not leave a NaN in the second)."""
-    c = dict(n=1, c=20, k=33, h=6, w=19, r=3, s=3, stride=(1, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=4)
+    into two bf16 parts: an infinity must not leave a NaN in the second, and a NaN whose payload is only
+    in its lowest mantissa bits must not read as an infinity once truncated)."""
+    c = dict(n=1, c=20, k=33, h=6, w=19, r=3, s=3, stride=stride, dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=4)
     rng = np.random.default_rng(4)
     x = rng.standard_normal((1, 20, 6, 19)).astype(np.float16)
     wt = np.abs(rng.standard_normal((33, 20, 3, 3))).astype(np.float16) + np.float16(0.25)  # all positive
-    x[0, 3, 2, 4] = np.inf
-    x[0, 17, 4, 15] = np.nan
+    x[0, 3, 3, 3] = np.inf
+    x.view(np.uint16)[0, 17, 3, 15] = 0x7C01  # a NaN with only the lowest payload bit
     g = writer.Graph()
     xi = g.input("x", x.shape, np.float16)
-    y = g.tensor("y", (1, 33, 6, 19), np.float16)
+    oh, ow = out_hw(c)
+    y = g.tensor("y", (1, 33, oh, ow), np.float16)
     g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.float16), c["stride"], c["pads"], c["dil"], 1,
                                         writer.sdp([])))
     g.output(y, F.LINEAR)
@@ -312,3 +315,22 @@ def test_conv_int8_accumulator_saturates():
     assert out[0, 0, 0, 0] == 64 and out[0, 1, 0, 0] == -64
     ref = R.sdp_int8(R.sat32(R.conv_acc(x, wt, exact=True)), [], [1], [25])
     np.testing.assert_array_equal(out, ref)
+
+
+def test_depthwise_fp16_infinite_weight_skips_padding():
+    """An infinite weight multiplies only real inputs: outputs whose window puts that tap on the padding
+    stay finite (as on the CUDA backend), the others are +-inf stored as +-65504, none is NaN."""
+    rng = np.random.default_rng(9)
+    x = (np.abs(rng.standard_normal((1, 4, 6, 9))) + 0.5).astype(np.float16)
+    wt = (np.abs(rng.standard_normal((4, 1, 3, 3))) + 0.25).astype(np.float16)
+    wt[:, 0, 0, 0] = np.inf  # the top-left tap: on the padding for the first output row and column
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.float16)
+    y = g.tensor("y", x.shape, np.float16)
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.float16), (1, 1), (1, 1, 1, 1), (1, 1), 4, writer.sdp([])))
+    g.output(y, F.LINEAR)
+    got = np.asarray(run_graph(g, x), np.float64)
+    assert not np.isnan(got).any()
+    assert (got[:, :, 1:, 1:] == 65504.0).all()
+    edge = np.concatenate([got[:, :, 0, :].ravel(), got[:, :, :, 0].ravel()])
+    assert np.isfinite(edge).all() and (edge < 65504.0).all()

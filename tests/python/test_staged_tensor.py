@@ -37,7 +37,7 @@ def staged(t):
     buf[:] = 0xAB  # the converter must write every byte, padding included
     size, s0, line, surf, batch, cpg = formats.layout(t.shape, t.dtype, t.format, t.target)
     s = ext.StagedTensor(*t.shape, formats.CUDLA_TYPE[t.dtype], s0, line, surf, batch, cpg, size,
-                         float(t.scale or 0.0), buf.ctypes.data)
+                         float(t.scale or 0.0), buf.ctypes.data, t.format == formats.LINEAR)
     return s, buf
 
 
@@ -165,11 +165,34 @@ def test_aligned_linear_input_of_the_stored_type_is_read_in_place():
     assert s.put(a.astype(np.float32))
 
 
+def test_dla_linear_input_of_the_stored_type_is_packed_here():
+    # Rows already 64 bytes wide: the same bytes as `linear`, but only a `linear` tensor is read in place.
+    t = tensor(np.int8, formats.DLA_LINEAR, 2, shape=(1, 2, 3, 64))
+    s, buf = staged(t)
+    codes = io.aligned_empty(2 * 3 * 64, np.int8, t.shape)
+    codes[...] = 5
+    assert s.put(codes)
+    assert bytes(buf) == formats.pack(codes, t.format, t.target)
+
+
+def test_scales_the_converter_cannot_follow_disable_it():
+    """A reported int8 scale of 0 (or NaN) is multiplied as it is by the NumPy path: no converters then."""
+    from softdla import runtime
+    good = tensor(np.float16, formats.LINEAR, 2)
+    for scale in (0.0, float("nan"), -1.0):
+        bad = tensor(np.int8, formats.DLA_LINEAR, 2, scale=scale)
+        assert runtime._staged_tensors([good], [io.aligned_empty(good.size)], [bad], [io.aligned_empty(bad.size)]) == \
+            ([], [])
+    ok = tensor(np.int8, formats.DLA_LINEAR, 2)
+    ins, outs = runtime._staged_tensors([good], [io.aligned_empty(good.size)], [ok], [io.aligned_empty(ok.size)])
+    assert len(ins) == 1 and len(outs) == 1
+
+
 def test_layout_that_overruns_the_buffer_is_refused():
     with pytest.raises(ValueError):
-        ext.StagedTensor(1, 4, 4, 4, 4, 1, 64, 256, 1024, 1, 512, 0.1, io.aligned_empty(512).ctypes.data)
+        ext.StagedTensor(1, 4, 4, 4, 4, 1, 64, 256, 1024, 1, 512, 0.1, io.aligned_empty(512).ctypes.data, False)
     with pytest.raises(ValueError):
-        ext.StagedTensor(1, 1, 1, 1, 3, 1, 64, 64, 64, 1, 64, 0.1, io.aligned_empty(64).ctypes.data)
+        ext.StagedTensor(1, 1, 1, 1, 3, 1, 64, 64, 64, 1, 64, 0.1, io.aligned_empty(64).ctypes.data, False)
 
 
 @pytest.mark.skipif(__import__("softdla")._cuda.available(),

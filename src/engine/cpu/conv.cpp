@@ -1,6 +1,7 @@
 // Direct convolution (groups, dilation, padding, stride) as im2col + GEMM, with the SDP stage fused
 // on each output row. INT8 accumulates exactly and saturates to int32 (docs/NUMERICS.md §Convolution).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -219,6 +220,7 @@ class ConvKernel final : public OpKernel {
           std::memcpy(&wf_[i], w.data.data() + 4 * i, 4);
         }
       }
+      finite_weights_ = std::all_of(wf_.begin(), wf_.end(), [](float v) { return std::isfinite(v); });
       // FP16 on AMX machines: the AMX-BF16 implicit GEMM (any stride); stride 1 on AVX-512: the FMA
       // one. Each keeps its own copy of the weights.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl};
@@ -394,7 +396,8 @@ class ConvKernel final : public OpKernel {
     }
   }
 
-  // FP16 convolutions of stride 1 on AMX-BF16 tiles (conv_amx_f16.h), stored as run_implicit_f32 does.
+  // FP16 convolutions (16 channels or more, any stride) on AMX-BF16 tiles (conv_amx_f16.h), stored as
+  // run_implicit_f32 does.
   void run_amx_f16(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
     for (uint32_t n = 0; n < batch_; ++n) {
@@ -454,9 +457,9 @@ class ConvKernel final : public OpKernel {
     const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW, taps = size_t(g_.R) * g_.S;
     const size_t x_off = (size_t(n) * g_.C + c) * in_plane, y_off = (size_t(n) * g_.K + k) * ohw;
     if (dtype_ == DataType::kInt8 && ohw <= 4 && taps < kDepthwiseFloatTaps) {
-      // A handful of outputs (a global average pool lowered to a depthwise convolution): 1,280 planes
-      // of 49 values in MobileNetV2, where the scratch vectors' thread-local look-ups cost more than
-      // the sums.
+      // A handful of outputs (a global average pool lowered to a depthwise convolution): the same sums
+      // as below (depthwise_s8_plane's few-outputs form), on the stack: 1,280 planes of 49 values in
+      // MobileNetV2, where the scratch vectors' thread-local look-ups cost more than the sums.
       int32_t acc[4];
       int64_t wide[4];
       const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
@@ -490,6 +493,19 @@ class ConvKernel final : public OpKernel {
     }
     thread_local std::vector<float> acc;
     acc.resize(ohw);
+    if (!finite_weights_) {
+      // An infinite weight: the direct loop, which skips padding taps as the CUDA kernels do (the
+      // phased planes multiply them as zeros, and 0 * inf would make the border outputs NaN).
+      thread_local std::vector<float> xf;
+      const float* x = static_cast<const float*>(io.inputs[0]) + x_off;
+      if (dtype_ == DataType::kFloat16) {
+        xf.resize(in_plane);
+        halves_to_floats(static_cast<const uint16_t*>(io.inputs[0]) + x_off, xf.data(), in_plane);
+        x = xf.data();
+      }
+      depthwise_accumulate(g_, x, wf_.data() + k * taps, acc.data());
+      return store_float(io, acc.data(), ohw, n, k, y_off, 0);
+    }
     const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
     if (dtype_ == DataType::kFloat16)
       depthwise_f32_plane(active_isa(), dg, static_cast<const uint16_t*>(io.inputs[0]) + x_off, wf_.data() + k * taps,
@@ -545,9 +561,10 @@ class ConvKernel final : public OpKernel {
   std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
   bool vnni_ = false;        // INT8 on vpdpbusd (gemm_vnni.h)
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows
-  std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided) on AVX-512 VNNI
+  std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided): AMX, AVX-512 VNNI or AVX2 pairs
   std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 of stride 1 on AVX-512
   std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 (16 channels or more) on AMX-BF16
+  bool finite_weights_ = true;                     // float weights: none infinite or NaN
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "amx_tiles.h"
 #include "cpu_isa.h"
@@ -39,7 +40,9 @@ inline uint32_t bf16_pair(uint32_t a, uint32_t b) { return a >> 16 | b; }
 // n halves as the pairs (hi, hi) and (lo, lo), a non-finite x as (x, 0) and (0, 0) (the AVX-512 form below).
 [[maybe_unused]] void split_halves(const uint16_t* src, uint32_t* hi_dst, uint32_t* lo_dst, size_t n) {
   for (size_t j = 0; j < n; ++j) {
-    const float v = num::half_to_float(src[j]);
+    // A NaN as the quiet NaN: one whose payload is only in the low mantissa bits would lose it to the
+    // truncation and read as an infinity.
+    const float h = num::half_to_float(src[j]), v = std::isnan(h) ? std::numeric_limits<float>::quiet_NaN() : h;
     hi_dst[j] = bf16_pair(high_part(v), std::isfinite(v) ? high_part(v) : 0u);
     lo_dst[j] = bf16_pair(low_part(v), low_part(v));
   }
@@ -53,7 +56,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_halves_avx5
   const __m512i top = _mm512_set1_epi32(int(0xFFFF0000u)), exp_mask = _mm512_set1_epi32(0x7F800000);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i));
+    __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i));
+    // NaN as the quiet NaN (as split_halves): its top 16 bits must still read as a NaN.
+    x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
     const __m512i bits = _mm512_castps_si512(x), hi = _mm512_and_si512(bits, top);
     const __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(bits, exp_mask), exp_mask);
     const __m512i lo = _mm512_and_si512(

@@ -154,7 +154,7 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
   if (!amx_) taps_quads_.assign((size_t(g.K) + kBlockRows) * taps * cq_, 0);
   offset_sums_.assign(g.K, 0);
   for (uint32_t k = 0; k < g.K; ++k) {
-    int32_t* row = taps_quads_.data() + size_t(k) * taps * cq_;
+    int32_t* row = amx_ ? nullptr : taps_quads_.data() + size_t(k) * taps * cq_;  // AMX: its own A tiles
     int32_t sum = 0;
     for (uint32_t c = 0; c < g.C; ++c)
       for (size_t t = 0; t < taps; ++t) {
@@ -201,7 +201,7 @@ void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1
     const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
     const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);  // b sw < past
     const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
-    if (b0 >= b1 || per_slot_ * q >= g_.C) continue;  // quads past C (AMX's whole tiles) stay zero
+    if (b0 >= b1 || per_slot_ * q >= g_.C) continue;  // quads past C (AMX's whole tiles) keep the zero code
     const uint32_t lanes = std::min<uint32_t>(per_slot_, g_.C - per_slot_ * uint32_t(q));
     // Phase row a is padded row pa + a sh, input row pa + a sh - pt.
     for (size_t a = 0; a < hq_; ++a) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "amx_tiles.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -98,22 +99,12 @@ void store_tile(const int32_t (*tile)[W], const int32_t* offset_sums, int32_t* c
 // AMX: C tiles of 16 rows x 16 columns (int32), A tiles of 16 rows x 16 quads (the weights, signed),
 // B tiles of 16 quads x 16 columns (one panel's quads: 64 bytes a row, exactly the packed layout);
 // tdpbsud multiplies signed A by unsigned B, so the activations' +128 offset is taken back as on VNNI.
-// Tiles 0-3 accumulate a 32 x 32 block, 4-5 hold A, 6-7 B. The tile configuration is per thread, so
-// every call loads it and releases the tiles at the end.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// Tiles 0-3 accumulate a 32 x 32 block, 4-5 hold A, 6-7 B (amx_tiles.h). The tile configuration is per
+// thread: every call configures the tiles and releases them at the end (TileScope).
 __attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quads, const int32_t* offset_sums,
                                                             const uint8_t* bp, int32_t* c, size_t m, size_t n,
                                                             size_t kq, size_t ldc) {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  asm volatile("" : : "r"(&cfg) : "memory");  // keeps the stores: GCC does not see ldtilecfg read cfg
-  _tile_loadconfig(&cfg);
+  const TileScope tiles;
   const size_t a_stride = kq * 4, panel_bytes = kq * kPanel * 4, np = panels(n);
   alignas(64) int32_t tile[32][2 * kPanel];
   for (size_t p = 0; p < np; p += 2) {
@@ -144,7 +135,6 @@ __attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quad
       store_tile(tile, offset_sums + row, c + row * ldc + p * kPanel, std::min<size_t>(32, m - row), cols, ldc);
     }
   }
-  _tile_release();
 }
 #endif
 
