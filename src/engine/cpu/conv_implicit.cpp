@@ -316,10 +316,12 @@ void ImplicitConvS8::run(const int8_t* x, ThreadPool& pool, const Epilogue& epil
   pool.parallel_for(used_phases_.size() * cq_, [&](size_t b, size_t e) { pack(x, data, b, e); }, ThreadPool::min_items(plane_px_ * 4));
   const size_t unit_rows = amx_ ? 32 : kBlockRows, unit_pixels = amx_ ? 32 : kBlockPixels;
   const size_t row_blocks = (g_.K + unit_rows - 1) / unit_rows, pixel_blocks = (grid_ + unit_pixels - 1) / unit_pixels;
+  // Row blocks outermost: a chunk's units share their weights (the 3x3 layers' weights outgrow L2 on the
+  // 14x14 and 7x7 layers), while the packed input is shared by every thread anyway.
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
     std::optional<TileScope> tiles;  // AMX: configured once for the chunk's units
     if (amx_) tiles.emplace();
-    for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * unit_rows, (u / row_blocks) * unit_pixels, epilogue);
+    for (size_t u = b; u < e; ++u) block(data, (u / pixel_blocks) * unit_rows, (u % pixel_blocks) * unit_pixels, epilogue);
   });
 }
 
