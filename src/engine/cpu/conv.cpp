@@ -368,18 +368,15 @@ class ConvKernel final : public OpKernel {
   // requantized as run_unit_vnni does.
   void run_implicit(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
-    for (uint32_t n = 0; n < batch_; ++n) {
-      implicit_->run(static_cast<const int8_t*>(io.inputs[0]) + n * in_image, pool,
-                     [&](uint32_t k, size_t hw0, const int32_t* sums, size_t count) {
-                       emit_int8(io, (size_t(n) * g_.K + k) * ohw + hw0, count,
-                                 [&](int8_t* out) {
-                                   if (windows_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
-                                   thread_local std::vector<int64_t> wide;
-                                   wide.assign(sums, sums + count);
-                                   chain_.run_int8(wide.data(), count, n, k, hw0, io.inputs.data(), out);
-                                 });
+    implicit_->run(static_cast<const int8_t*>(io.inputs[0]), batch_, in_image, pool,
+                   [&](uint32_t n, uint32_t k, size_t hw0, const int32_t* sums, size_t count) {
+                     emit_int8(io, (size_t(n) * g_.K + k) * ohw + hw0, count, [&](int8_t* out) {
+                       if (windows_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
+                       thread_local std::vector<int64_t> wide;
+                       wide.assign(sums, sums + count);
+                       chain_.run_int8(wide.data(), count, n, k, hw0, io.inputs.data(), out);
                      });
-    }
+                   });
   }
 
   // FP16 and FP32 convolutions of stride 1 without im2col (conv_implicit_f32.h), image by image; each

@@ -267,9 +267,9 @@ size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size
 #endif
 }
 
-void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+void ImplicitConvS8::block(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const {
 #ifdef SOFTDLA_X86
-  if (amx_) return block_amx(packed, row0, pix0, epilogue);
+  if (amx_) return block_amx(packed, n, row0, pix0, epilogue);
   const size_t taps = tap_offsets_.size(), row_quads = taps * cq_;
   const size_t tile_rows = pairs_ ? 6 : 8, tile_pixels = pairs_ ? 16 : 32;
   alignas(64) int32_t tile[8][kTileCols];
@@ -287,14 +287,16 @@ void ImplicitConvS8::block(const uint8_t* packed, size_t row0, size_t pix0, cons
         for (size_t j = 0; j < tile_pixels; ++j)
           sums[(r + i) * kBlockPixels + p + j] = tile[i][j] - offset_sums_[row0 + r + i];
     }
-  emit_grid_runs(sums.data(), kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
+  emit_grid_runs(sums.data(), kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
+                 [&](uint32_t k, size_t hw0, const int32_t* v, size_t count) { epilogue(n, k, hw0, v, count); });
 #else
-  (void)packed, (void)row0, (void)pix0, (void)epilogue;
+  (void)packed, (void)n, (void)row0, (void)pix0, (void)epilogue;
 #endif
 }
 
 // One unit of 32 output channels x 32 grid pixels on AMX tiles.
-void ImplicitConvS8::block_amx(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+void ImplicitConvS8::block_amx(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0,
+                               const Epilogue& epilogue) const {
 #ifdef SOFTDLA_X86
   const size_t taps = tap_offsets_.size(), quad_blocks = cq_ / kAmxQuads;
   alignas(64) int32_t tile[32][kTileCols];
@@ -303,25 +305,39 @@ void ImplicitConvS8::block_amx(const uint8_t* packed, size_t row0, size_t pix0, 
   const size_t rows = std::min<size_t>(32, g_.K - row0), pixels = std::min<size_t>(32, grid_ - pix0);
   for (size_t r = 0; r < rows; ++r)
     for (size_t j = 0; j < pixels; ++j) tile[r][j] -= offset_sums_[row0 + r];
-  emit_grid_runs(&tile[0][0], kTileCols, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
+  emit_grid_runs(&tile[0][0], kTileCols, rows, row0, pix0, pixels, wq_, g_.OW,
+                 [&](uint32_t k, size_t hw0, const int32_t* v, size_t count) { epilogue(n, k, hw0, v, count); });
 #else
-  (void)packed, (void)row0, (void)pix0, (void)epilogue;
+  (void)packed, (void)n, (void)row0, (void)pix0, (void)epilogue;
 #endif
 }
 
-void ImplicitConvS8::run(const int8_t* x, ThreadPool& pool, const Epilogue& epilogue) const {
+void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool,
+                         const Epilogue& epilogue) const {
   thread_local std::vector<uint8_t> packed;  // the calling thread's: the workers get a pointer
-  packed.resize(used_phases_.size() * cq_ * plane_px_ * 4);
+  const size_t slots = used_phases_.size() * cq_, image_bytes = slots * plane_px_ * 4;
+  packed.resize(images * image_bytes);
   uint8_t* data = packed.data();
-  pool.parallel_for(used_phases_.size() * cq_, [&](size_t b, size_t e) { pack(x, data, b, e); }, ThreadPool::min_items(plane_px_ * 4));
+  pool.parallel_for(images * slots, [&](size_t b, size_t e) {
+    for (size_t u = b; u < e;) {  // the slot rows of one image at a time
+      const size_t n = u / slots, end = std::min(e, (n + 1) * slots);
+      pack(x + n * image_stride, data + n * image_bytes, u - n * slots, end - n * slots);
+      u = end;
+    }
+  }, ThreadPool::min_items(plane_px_ * 4));
   const size_t unit_rows = amx_ ? 32 : kBlockRows, unit_pixels = amx_ ? 32 : kBlockPixels;
   const size_t row_blocks = (g_.K + unit_rows - 1) / unit_rows, pixel_blocks = (grid_ + unit_pixels - 1) / unit_pixels;
+  const size_t columns = images * pixel_blocks;  // every image's pixel blocks
   // Row blocks outermost: a chunk's units share their weights (the 3x3 layers' weights outgrow L2 on the
-  // 14x14 and 7x7 layers), while the packed input is shared by every thread anyway.
-  pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
+  // 14x14 and 7x7 layers, and a batch reads them once), while the packed input is shared by every thread.
+  pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
     std::optional<TileScope> tiles;  // AMX: configured once for the chunk's units
     if (amx_) tiles.emplace();
-    for (size_t u = b; u < e; ++u) block(data, (u / pixel_blocks) * unit_rows, (u % pixel_blocks) * unit_pixels, epilogue);
+    for (size_t u = b; u < e; ++u) {
+      const size_t column = u % columns, n = column / pixel_blocks;
+      block(data + n * image_bytes, uint32_t(n), (u / columns) * unit_rows, (column % pixel_blocks) * unit_pixels,
+            epilogue);
+    }
   });
 }
 

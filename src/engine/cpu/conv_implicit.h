@@ -42,17 +42,18 @@ class ImplicitConvS8 {
   // offset byte quads and vpdpbusd; both exact.
   ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights, bool pairs);
 
-  // Receives int32 sums of output channel k for `count` consecutive output pixels of one output row,
-  // starting at spatial index hw0 (oh * OW + ow).
-  using Epilogue = std::function<void(uint32_t k, size_t hw0, const int32_t* sums, size_t count)>;
-  // One image: x is its [C][H][W] int8 input.
-  void run(const int8_t* x, ThreadPool& pool, const Epilogue& epilogue) const;
+  // Receives int32 sums of output channel k of image n for `count` consecutive output pixels (of one
+  // output row or of rows that follow one another), starting at spatial index hw0 (oh * OW + ow).
+  using Epilogue = std::function<void(uint32_t n, uint32_t k, size_t hw0, const int32_t* sums, size_t count)>;
+  // `images` images, image n's [C][H][W] int8 input at x + n * image_stride. All of them go through one
+  // pass over the weights: the work units take every image's pixel blocks for a row block of weights.
+  void run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool, const Epilogue& epilogue) const;
 
  private:
   void pack(const int8_t* x, uint8_t* packed, size_t q0, size_t q1) const;
   size_t interleave_run(const int8_t* const* src, uint8_t* d, size_t n) const;
-  void block(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
-  void block_amx(const uint8_t* packed, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void block(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void block_amx(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const;
   void pack_amx_weights(const int8_t* weights);
 
   static constexpr size_t kAmxQuads = 16;  // quads per AMX tile row (64 channels)
