@@ -397,12 +397,10 @@ class ConvKernel final : public OpKernel {
   // run_implicit_f32 does.
   void run_amx_f16(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
-    for (uint32_t n = 0; n < batch_; ++n) {
-      amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]) + n * in_image, pool,
-                    [&](uint32_t k, size_t hw0, float* v, size_t count) {
-                      store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
-                    });
-    }
+    amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool,
+                  [&](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
+                    store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
+                  });
   }
 
   // run_unit's INT8 path on vpdpbusd: the input rows offset to unsigned bytes, packed in quads, the

@@ -238,7 +238,7 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1)
 }
 
 // One unit: `input` is the planes, or (blocked) the unit's pixel block.
-void AmxConvF16::unit(const uint32_t* input, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const {
 #ifdef SOFTDLA_X86
   alignas(64) float sums[kUnitRows][kUnitPixels];
   const size_t taps = tap_offsets_.size();
@@ -247,28 +247,34 @@ void AmxConvF16::unit(const uint32_t* input, size_t row0, size_t pix0, const Epi
   unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, bt, tap_offsets_.data(), taps,
            c_blocks_, sums);
   const size_t rows = std::min<size_t>(kUnitRows, g_.K - row0), pixels = std::min(kUnitPixels, grid_ - pix0);
-  emit_grid_runs(&sums[0][0], kUnitPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
+  emit_grid_runs(&sums[0][0], kUnitPixels, rows, row0, pix0, pixels, wq_, g_.OW,
+                 [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });
 #else
-  (void)input, (void)row0, (void)pix0, (void)epilogue;
+  (void)input, (void)n, (void)row0, (void)pix0, (void)epilogue;
 #endif
 }
 
-void AmxConvF16::run(const uint16_t* x, ThreadPool& pool, const Epilogue& epilogue) const {
+void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool,
+                     const Epilogue& epilogue) const {
   const size_t pixel_blocks = (grid_ + kUnitPixels - 1) / kUnitPixels;
-  if (blocked_ && pixel_blocks * c_blocks_ * kBlockDwords * sizeof(uint32_t) <= kSharedInputBytes) {
+  const size_t columns = images * pixel_blocks;  // every image's pixel blocks
+  const size_t block_dwords = c_blocks_ * kBlockDwords;  // a blocked pixel block, every channel
+  if (blocked_ && columns * block_dwords * sizeof(uint32_t) <= kSharedInputBytes) {
     // A small grid (the 7x7 and 14x14 layers): the whole input packed once, then the units with the
-    // pixel blocks innermost, so each row block's weights are read once from memory.
+    // pixel blocks (of every image) innermost, so each row block's weights are read once from memory.
     thread_local std::vector<uint32_t> blocks;  // the calling thread's: the workers get a pointer
-    blocks.resize(pixel_blocks * c_blocks_ * kBlockDwords);
+    blocks.resize(columns * block_dwords);
     uint32_t* data = blocks.data();
-    pool.parallel_for(pixel_blocks, [&](size_t b, size_t e) {
-      for (size_t pb = b; pb < e; ++pb) pack_pixel_block(x, data + pb * c_blocks_ * kBlockDwords, pb);
+    pool.parallel_for(columns, [&](size_t b, size_t e) {
+      for (size_t c = b; c < e; ++c)
+        pack_pixel_block(x + (c / pixel_blocks) * image_stride, data + c * block_dwords, c % pixel_blocks);
     });
-    pool.parallel_for(row_blocks_ * pixel_blocks, [&](size_t b, size_t e) {
+    pool.parallel_for(row_blocks_ * columns, [&](size_t b, size_t e) {
       const TileScope tiles;
       for (size_t u = b; u < e; ++u) {
-        const size_t pb = u % pixel_blocks;
-        unit(data + pb * c_blocks_ * kBlockDwords, (u / pixel_blocks) * kUnitRows, pb * kUnitPixels, epilogue);
+        const size_t c = u % columns;
+        unit(data + c * block_dwords, uint32_t(c / pixel_blocks), (u / columns) * kUnitRows,
+             (c % pixel_blocks) * kUnitPixels, epilogue);
       }
     });
     return;
@@ -276,25 +282,36 @@ void AmxConvF16::run(const uint16_t* x, ThreadPool& pool, const Epilogue& epilog
   if (blocked_) {
     // A large grid: each pixel block's input is split where it is used, packed by the thread that then
     // runs every row block over it, so the packed bytes (twice the fp16 input) stay in its cache.
-    pool.parallel_for(pixel_blocks, [&](size_t b, size_t e) {
+    pool.parallel_for(columns, [&](size_t b, size_t e) {
       thread_local std::vector<uint32_t> block;
-      block.resize(c_blocks_ * kBlockDwords);
+      block.resize(block_dwords);
       const TileScope tiles;
-      for (size_t pb = b; pb < e; ++pb) {
-        pack_pixel_block(x, block.data(), pb);
-        for (size_t rb = 0; rb < row_blocks_; ++rb) unit(block.data(), rb * kUnitRows, pb * kUnitPixels, epilogue);
+      for (size_t c = b; c < e; ++c) {
+        const size_t n = c / pixel_blocks, pb = c % pixel_blocks;
+        pack_pixel_block(x + n * image_stride, block.data(), pb);
+        for (size_t rb = 0; rb < row_blocks_; ++rb) unit(block.data(), uint32_t(n), rb * kUnitRows, pb * kUnitPixels, epilogue);
       }
     });
     return;
   }
+  // Planes: every image's, then the units with each image's pixel blocks under a row block.
   thread_local std::vector<uint32_t> planes;  // the calling thread's: the workers get a pointer
-  planes.resize(2 * lo_offset());
+  const size_t image_dwords = 2 * lo_offset(), plane_units = used_phases_.size() * c_blocks_ * kTile;
+  planes.resize(images * image_dwords);
   uint32_t* data = planes.data();
-  pool.parallel_for(used_phases_.size() * c_blocks_ * kTile, [&](size_t b, size_t e) { pack(x, data, b, e); },
-                    ThreadPool::min_items(plane_px_));
-  pool.parallel_for(row_blocks_ * pixel_blocks, [&](size_t b, size_t e) {
+  pool.parallel_for(images * plane_units, [&](size_t b, size_t e) {
+    for (size_t u = b; u < e;) {  // the plane units of one image at a time
+      const size_t n = u / plane_units, end = std::min(e, (n + 1) * plane_units);
+      pack(x + n * image_stride, data + n * image_dwords, u - n * plane_units, end - n * plane_units);
+      u = end;
+    }
+  }, ThreadPool::min_items(plane_px_));
+  pool.parallel_for(row_blocks_ * columns, [&](size_t b, size_t e) {
     const TileScope tiles;
-    for (size_t u = b; u < e; ++u) unit(data, (u % row_blocks_) * kUnitRows, (u / row_blocks_) * kUnitPixels, epilogue);
+    for (size_t u = b; u < e; ++u) {
+      const size_t rb = u % row_blocks_, c = u / row_blocks_, n = c / pixel_blocks;
+      unit(data + n * image_dwords, uint32_t(n), rb * kUnitRows, (c % pixel_blocks) * kUnitPixels, epilogue);
+    }
   });
 }
 

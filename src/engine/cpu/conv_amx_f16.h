@@ -39,14 +39,17 @@ class AmxConvF16 {
   // weights: [K][C][R][S] fp32 holding finite fp16 values.
   AmxConvF16(const ImplicitGeometry& g, const float* weights);
 
-  using Epilogue = ImplicitConvF32::Epilogue;
-  // One image: x is its [C][H][W] input as fp16 bits.
-  void run(const uint16_t* x, ThreadPool& pool, const Epilogue& epilogue) const;
+  // Receives the fp32 sums of output channel k of image n for `count` consecutive output pixels,
+  // starting at spatial index hw0 (oh * OW + ow); `sums` may be modified.
+  using Epilogue = std::function<void(uint32_t n, uint32_t k, size_t hw0, float* sums, size_t count)>;
+  // `images` images, image n's [C][H][W] input (fp16 bits) at x + n * image_stride, in one pass: the
+  // work units take every image's pixel blocks.
+  void run(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool, const Epilogue& epilogue) const;
 
  private:
   void pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const;
   void pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const;
-  void unit(const uint32_t* input, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const;
 
   size_t lo_offset() const { return used_phases_.size() * phase_dwords_; }  // the lo planes, past the hi ones
 
