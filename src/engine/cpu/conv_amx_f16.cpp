@@ -300,11 +300,9 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
   planes.resize(images * image_dwords);
   uint32_t* data = planes.data();
   pool.parallel_for(images * plane_units, [&](size_t b, size_t e) {
-    for (size_t u = b; u < e;) {  // the plane units of one image at a time
-      const size_t n = u / plane_units, end = std::min(e, (n + 1) * plane_units);
-      pack(x + n * image_stride, data + n * image_dwords, u - n * plane_units, end - n * plane_units);
-      u = end;
-    }
+    for_each_image_part(b, e, plane_units, [&](size_t n, size_t u0, size_t u1) {
+      pack(x + n * image_stride, data + n * image_dwords, u0, u1);
+    });
   }, ThreadPool::min_items(plane_px_));
   pool.parallel_for(row_blocks_ * columns, [&](size_t b, size_t e) {
     const TileScope tiles;

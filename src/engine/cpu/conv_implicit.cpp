@@ -319,11 +319,9 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
   packed.resize(images * image_bytes);
   uint8_t* data = packed.data();
   pool.parallel_for(images * slots, [&](size_t b, size_t e) {
-    for (size_t u = b; u < e;) {  // the slot rows of one image at a time
-      const size_t n = u / slots, end = std::min(e, (n + 1) * slots);
-      pack(x + n * image_stride, data + n * image_bytes, u - n * slots, end - n * slots);
-      u = end;
-    }
+    for_each_image_part(b, e, slots, [&](size_t n, size_t u0, size_t u1) {
+      pack(x + n * image_stride, data + n * image_bytes, u0, u1);
+    });
   }, ThreadPool::min_items(plane_px_ * 4));
   const size_t unit_rows = amx_ ? 32 : kBlockRows, unit_pixels = amx_ ? 32 : kBlockPixels;
   const size_t row_blocks = (g_.K + unit_rows - 1) / unit_rows, pixel_blocks = (grid_ + unit_pixels - 1) / unit_pixels;

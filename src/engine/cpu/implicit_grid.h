@@ -40,4 +40,15 @@ void emit_grid_runs(T* sums, size_t stride, size_t rows, size_t row0, size_t pix
   }
 }
 
+// Calls fn(n, u0, u1) for the parts of the batch-wide range [b, e) of units, `per_image` units an image,
+// that fall in each image n (u0, u1 counted within the image): a pool chunk over every image's units.
+template <class Fn>
+void for_each_image_part(size_t b, size_t e, size_t per_image, const Fn& fn) {
+  for (size_t u = b; u < e;) {
+    const size_t n = u / per_image, end = std::min(e, (n + 1) * per_image);
+    fn(n, u - n * per_image, end - n * per_image);
+    u = end;
+  }
+}
+
 }  // namespace softdla::cpu
