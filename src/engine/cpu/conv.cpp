@@ -224,8 +224,7 @@ class ConvKernel final : public OpKernel {
       // FP16 on AMX machines: the AMX-BF16 implicit GEMM (any stride); stride 1 on AVX-512: the FMA
       // one. Each keeps its own copy of the weights.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.dh, g_.dw, g_.pt, g_.pl};
-      if (!depthwise_ && dtype_ == DataType::kFloat16 && AmxConvF16::applies(p.groups, g_.C) &&
-          AmxConvF16::takes_weights(wf_.data(), wf_.size())) {
+      if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && AmxConvF16::applies(p.groups, g_.C)) {
         amx_f16_ = std::make_unique<AmxConvF16>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
             wf_.data());
@@ -451,38 +450,32 @@ class ConvKernel final : public OpKernel {
     const uint32_t c = k / g_.Kg;  // the group's single input channel
     const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW, taps = size_t(g_.R) * g_.S;
     const size_t x_off = (size_t(n) * g_.C + c) * in_plane, y_off = (size_t(n) * g_.K + k) * ohw;
-    if (dtype_ == DataType::kInt8 && ohw <= 4 && taps < kDepthwiseFloatTaps) {
-      // A handful of outputs (a global average pool lowered to a depthwise convolution): the same sums
-      // as below (depthwise_s8_plane's few-outputs form), on the stack: 1,280 planes of 49 values in
-      // MobileNetV2, where the scratch vectors' thread-local look-ups cost more than the sums.
-      int32_t acc[4];
-      int64_t wide[4];
-      const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
-      depthwise_s8_plane(active_isa(), dg, static_cast<const int8_t*>(io.inputs[0]) + x_off, w8_raw_.data() + k * taps,
-                         acc, false);
+    const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
+    if (dtype_ == DataType::kInt8) {
+      // Sums of a handful of outputs (a global average pool lowered to a depthwise convolution: 1,280
+      // planes of 49 values in MobileNetV2) on the stack: a thread-local look-up costs more than they do.
+      int32_t small_acc[4];
+      int64_t small_wide[4];
+      int32_t* acc = small_acc;
+      int64_t* wide = small_wide;
+      if (ohw > 4) {
+        thread_local std::vector<int32_t> acc_buf;
+        thread_local std::vector<int64_t> wide_buf;
+        acc_buf.resize(ohw), wide_buf.resize(ohw);
+        acc = acc_buf.data(), wide = wide_buf.data();
+      }
+      const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + x_off;
+      if (taps < kDepthwiseFloatTaps) {
+        depthwise_s8_plane(active_isa(), dg, x, w8_raw_.data() + k * taps, acc, same_input);
+      } else {
+        thread_local std::vector<int32_t> w;
+        w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
+        depthwise_s8(g_, x, w.data(), acc);
+      }
       emit_int8(io, y_off, ohw, [&](int8_t* out) {
         if (windows_) return requantize_window(active_isa(), acc, (*windows_)[k], out, ohw);
         std::copy_n(acc, ohw, wide);
         chain_.run_int8(wide, ohw, n, k, 0, io.inputs.data(), out);
-      });
-      return;
-    }
-    if (dtype_ == DataType::kInt8) {
-      thread_local std::vector<int32_t> acc, w;
-      thread_local std::vector<int64_t> wide;
-      acc.resize(ohw), wide.resize(ohw);
-      const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + x_off;
-      if (taps < kDepthwiseFloatTaps) {
-        const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
-        depthwise_s8_plane(active_isa(), dg, x, w8_raw_.data() + k * taps, acc.data(), same_input);
-      } else {
-        w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
-        depthwise_s8(g_, x, w.data(), acc.data());
-      }
-      emit_int8(io, y_off, ohw, [&](int8_t* out) {
-        if (windows_) return requantize_window(active_isa(), acc.data(), (*windows_)[k], out, ohw);
-        std::copy(acc.begin(), acc.end(), wide.begin());
-        chain_.run_int8(wide.data(), ohw, n, k, 0, io.inputs.data(), out);
       });
       return;
     }
@@ -501,7 +494,6 @@ class ConvKernel final : public OpKernel {
       depthwise_accumulate(g_, x, wf_.data() + k * taps, acc.data());
       return store_float(io, acc.data(), ohw, n, k, y_off, 0);
     }
-    const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
     if (dtype_ == DataType::kFloat16)
       depthwise_f32_plane(active_isa(), dg, static_cast<const uint16_t*>(io.inputs[0]) + x_off, wf_.data() + k * taps,
                           acc.data(), same_input);

@@ -7,13 +7,10 @@
 
 #include "amx_tiles.h"
 #include "cpu_isa.h"
+#include "half_convert_avx512.h"
 #include "implicit_grid.h"
 #include "numerics.h"
 #include "x86_simd.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
 
 namespace softdla::cpu {
 namespace {
@@ -69,18 +66,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_halves_avx5
   }
 }
 
-// The same for every second half of src (stride 2): values i .. i + 15 are halves 2i .. 2i + 30, read
-// as the low halves of 16 dwords under a mask that stops at the run's last value, half 2 (n - 1).
+// The same for every second half of src (stride 2).
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_even_halves_avx512(const uint16_t* src,
                                                                                         uint32_t* hi_dst,
                                                                                         uint32_t* lo_dst, size_t n) {
   alignas(64) uint16_t picked[16];
   for (size_t i = 0; i < n; i += 16) {
     const size_t values = std::min<size_t>(16, n - i);
-    const __mmask32 load = __mmask32((uint64_t(1) << (2 * values - 1)) - 1);
-    const __mmask16 keep = __mmask16((1u << values) - 1);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(picked),
-                       _mm512_maskz_cvtepi32_epi16(keep, _mm512_maskz_loadu_epi16(load, src + 2 * i)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(picked), even_halves_avx512(src + 2 * i, values));
     split_halves_avx512(picked, hi_dst + i, lo_dst + i, values);
   }
 }
@@ -120,29 +113,12 @@ __attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, co
 }
 #endif
 
-// AMX-BF16: CPUID leaf 7, EDX bit 22 (the tile permission itself is what the amx path already asked).
-bool has_amx_bf16() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0 && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
-bool AmxConvF16::takes_weights(const float* weights, size_t count) {
-  // An infinite weight would meet x_lo = 0 in the lo planes: 0 * inf = NaN where x * inf is not.
-  return std::all_of(weights, weights + count, [](float w) { return std::isfinite(w); });
-}
-
 bool AmxConvF16::applies(uint32_t groups, uint32_t channels) {
-  static const bool cpu = has_amx_bf16();
   // Below 16 channels most of each 16-channel tile step would be padding: the FMA kernels stay faster
   // (an im2col form over the receptive fields measured no faster on ResNet's RGB first layer either).
-  return groups == 1 && channels >= kTile && cpu && active_isa() == Isa::kAmx;
+  return groups == 1 && channels >= kTile && cpu_has_amx_bf16() && active_isa() == Isa::kAmx;
 }
 
 AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) {

@@ -34,9 +34,8 @@ class AmxConvF16 {
   // Whether the path takes this convolution: dense (groups 1), 16 input channels or more, on the amx
   // path of a CPU with AMX-BF16.
   static bool applies(uint32_t groups, uint32_t channels);
-  // Whether these weights ([K][C][R][S], count values) suit the path: all finite.
-  static bool takes_weights(const float* weights, size_t count);
-  // weights: [K][C][R][S] fp32 holding finite fp16 values.
+  // weights: [K][C][R][S] fp32 holding finite fp16 values (an infinite weight would meet x_lo = 0 in
+  // the lo planes: 0 * inf = NaN where x * inf is not).
   AmxConvF16(const ImplicitGeometry& g, const float* weights);
 
   // Receives the fp32 sums of output channel k of image n for `count` consecutive output pixels,

@@ -31,4 +31,10 @@ const char* isa_name(Isa isa);
 // "avx512vnni (detected: avx512vnni)": what `softdla` tools print.
 std::string describe_isa();
 
+// Extensions some kernels of the AVX-512 paths use where the CPU has them (asked once per process):
+// VBMI byte permutes with AVX-512 BW and VNNI (the INT8 depthwise kernel), and AMX-BF16 with AVX-512
+// BW and VL (the FP16 tile convolutions; the tile permission is the amx path's).
+bool cpu_has_avx512_vbmi();
+bool cpu_has_amx_bf16();
+
 }  // namespace softdla::cpu

@@ -7,6 +7,7 @@
 
 #include "depthwise_s8_vnni.h"
 #include "half_convert.h"
+#include "half_convert_avx512.h"
 #include "numerics.h"
 #include "x86_simd.h"
 
@@ -60,16 +61,12 @@ void widen_strided(Isa isa, const int8_t* src, size_t stride, size_t n, float* d
 #ifdef SOFTDLA_X86
 // Stride 2 on AVX-512: the even elements of the next 32, as the low halves of 16 dwords (fp16) or by a
 // two-register permute (fp32); the last step reads no further than the run's last value.
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) size_t even_halves_avx512(const uint16_t* src, size_t n,
-                                                                                    float* dst) {
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) size_t widen_even_halves_avx512(const uint16_t* src, size_t n,
+                                                                                          float* dst) {
   for (size_t i = 0; i < n; i += 16) {
-    // Values i .. i + 15 are halves 2i .. 2i + 30 of the run, whose last value is half 2 (n - 1).
-    const size_t values = std::min<size_t>(16, n - i), halves = 2 * values - 1;
-    const __mmask32 load = __mmask32((uint64_t(1) << halves) - 1);
-    const __m512i pairs = _mm512_maskz_loadu_epi16(load, src + 2 * i);
+    const size_t values = std::min<size_t>(16, n - i);
     const __mmask16 store = __mmask16((1u << values) - 1);
-    // The zero-masking forms: GCC 12 reports the plain forms' undefined merge source as uninitialized.
-    _mm512_mask_storeu_ps(dst + i, store, _mm512_maskz_cvtph_ps(store, _mm512_maskz_cvtepi32_epi16(store, pairs)));
+    _mm512_mask_storeu_ps(dst + i, store, _mm512_maskz_cvtph_ps(store, even_halves_avx512(src + 2 * i, values)));
   }
   return n;
 }
@@ -87,7 +84,7 @@ void widen_strided(Isa isa, const uint16_t* src, size_t stride, size_t n, float*
   if (stride == 1) return halves_to_floats(isa, src, dst, n);
   size_t i = 0;
 #ifdef SOFTDLA_X86
-  if (stride == 2 && has_avx512(isa)) i = even_halves_avx512(src, n, dst);
+  if (stride == 2 && has_avx512(isa)) i = widen_even_halves_avx512(src, n, dst);
 #endif
   for (; i < n; ++i) dst[i] = num::half_to_float(src[i * stride]);
 }

@@ -122,16 +122,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void depthwise
   if (g.R == 7 && groups == 2) return rows<7, 2>(g, plane, index, weight, start, out);
   rows<0, 0>(g, plane, index, weight, start, out);
 }
-
-bool cpu_has_avx512_vbmi() {
-  static const bool has = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
-                          __builtin_cpu_supports("avx512bw");
-  return has;
-}
 #else
 bool depthwise_s8_vnni_fits(const DepthwiseGeometry&) { return false; }
 void depthwise_s8_plane_vnni(const DepthwiseGeometry&, const int8_t*, const int8_t*, int32_t*, bool) {}
-bool cpu_has_avx512_vbmi() { return false; }
 #endif
 
 }  // namespace softdla::cpu

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu_isa.h"
 #include "depthwise_s8.h"
 
 namespace softdla::cpu {
@@ -13,8 +14,7 @@ namespace softdla::cpu {
 // Kernel rows x tap groups of 4 the kernel may have (a 7x7 kernel has 14).
 inline constexpr uint32_t kMaxDepthwiseVnniSteps = 64;
 
-// Whether the CPU has what depthwise_s8_plane_vnni needs (AVX-512 BW, VNNI and VBMI).
-bool cpu_has_avx512_vbmi();
+// The CPU must have what depthwise_s8_plane_vnni needs: cpu_has_avx512_vbmi() (cpu_isa.h).
 // Whether the geometry suits it: 16 outputs' taps of a kernel row within 64 bytes (stride and dilation
 // small enough), and at most kMaxDepthwiseVnniSteps row-groups.
 bool depthwise_s8_vnni_fits(const DepthwiseGeometry& g);

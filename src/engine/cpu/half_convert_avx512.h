@@ -19,6 +19,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
   x = _mm512_mask_mov_ps(x, nan, _mm512_castsi512_ps(canonical));
   _mm256_mask_storeu_epi16(out, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
+
+// Every second half of src from src[0]: `values` (1 to 16) of them, zeros past, as 16 halves. They are
+// the low halves of 16 dwords, read under a mask that stops at the last value, src[2 (values - 1)].
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i even_halves_avx512(const uint16_t* src,
+                                                                                                      size_t values) {
+  const __mmask32 load = __mmask32((uint64_t(1) << (2 * values - 1)) - 1);
+  const __mmask16 keep = __mmask16((1u << values) - 1);
+  // The zero-masking form: GCC 12 reports the plain form's undefined merge source as uninitialized.
+  return _mm512_maskz_cvtepi32_epi16(keep, _mm512_maskz_loadu_epi16(load, src));
+}
 #endif
 
 }  // namespace softdla::cpu
