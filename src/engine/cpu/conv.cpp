@@ -369,12 +369,7 @@ class ConvKernel final : public OpKernel {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
     implicit_->run(static_cast<const int8_t*>(io.inputs[0]), batch_, in_image, pool,
                    [&](uint32_t n, uint32_t k, size_t hw0, const int32_t* sums, size_t count) {
-                     emit_int8(io, (size_t(n) * g_.K + k) * ohw + hw0, count, [&](int8_t* out) {
-                       if (windows_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
-                       thread_local std::vector<int64_t> wide;
-                       wide.assign(sums, sums + count);
-                       chain_.run_int8(wide.data(), count, n, k, hw0, io.inputs.data(), out);
-                     });
+                     emit_sums(io, (size_t(n) * g_.K + k) * ohw + hw0, sums, count, n, k, hw0);
                    });
   }
 
@@ -426,19 +421,13 @@ class ConvKernel final : public OpKernel {
     const uint8_t* packed = b.data();
     auto work = [&](size_t r0, size_t r1) {
       thread_local std::vector<int32_t> acc;
-      thread_local std::vector<int64_t> wide;
       acc.resize((r1 - r0) * cols);
       const size_t kq = k_quads(kdim);
       gemm_vnni(active_isa(), wv_.quads.data() + (k_first + r0) * kq, wv_.offset_sums.data() + k_first + r0, packed,
                 acc.data(), r1 - r0, cols, kdim, cols);
       for (size_t r = r0; r < r1; ++r) {
-        const int32_t* v = acc.data() + (r - r0) * cols;
         const uint32_t k = uint32_t(k_first + r);
-        emit_int8(io, (out_base + k) * ohw + col0, cols, [&](int8_t* out) {
-          if (windows_) return requantize_window(active_isa(), v, (*windows_)[k], out, cols);
-          wide.assign(v, v + cols);
-          chain_.run_int8(wide.data(), cols, n, k, col0, io.inputs.data(), out);
-        });
+        emit_sums(io, (out_base + k) * ohw + col0, acc.data() + (r - r0) * cols, cols, n, k, col0);
       }
     };
     split_rows(work, g_.Kg, split);
@@ -472,8 +461,8 @@ class ConvKernel final : public OpKernel {
         w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
         depthwise_s8(g_, x, w.data(), acc);
       }
+      if (windows_) return emit_sums(io, y_off, acc, ohw, n, k, 0);
       emit_int8(io, y_off, ohw, [&](int8_t* out) {
-        if (windows_) return requantize_window(active_isa(), acc, (*windows_)[k], out, ohw);
         std::copy_n(acc, ohw, wide);
         chain_.run_int8(wide, ohw, n, k, 0, io.inputs.data(), out);
       });
@@ -515,6 +504,24 @@ class ConvKernel final : public OpKernel {
     }
     chain_.run_float(v, count, n, k, hw0, io.inputs.data());
     std::memcpy(static_cast<float*>(io.output) + offset, v, count * sizeof(float));
+  }
+
+  // The int8 results of `count` int32 sums of channel k, image n (spatial index hw0 on), at output element
+  // `offset`: requantized in the window form straight into the output (with a fused residual add, added to
+  // the add's other operand in the same pass), or through the SDP chain.
+  void emit_sums(const OpIo& io, size_t offset, const int32_t* sums, size_t count, uint32_t n, uint32_t k,
+                 size_t hw0) const {
+    if (windows_) {
+      int8_t* out = static_cast<int8_t*>(io.output) + offset;
+      if (!residual_) return requantize_window(active_isa(), sums, (*windows_)[k], out, count);
+      const int8_t* other = static_cast<const int8_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]) + offset;
+      return requantize_residual(active_isa(), sums, (*windows_)[k], other, *residual_, residual_swapped_, out, count);
+    }
+    emit_int8(io, offset, count, [&](int8_t* out) {
+      thread_local std::vector<int64_t> wide;
+      wide.assign(sums, sums + count);
+      chain_.run_int8(wide.data(), count, n, k, hw0, io.inputs.data(), out);
+    });
   }
 
   // Hands `write` the place for the int8 results of output elements [offset, offset + count): the

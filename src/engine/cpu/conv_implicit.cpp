@@ -7,6 +7,7 @@
 #include "amx_tiles.h"
 #include "cpu_isa.h"
 #include "implicit_grid.h"
+#include "scratch_buffer.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -22,11 +23,13 @@ constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 
 // 8 output channels x 32 grid pixels over every tap and channel quad; a[r] points at row r's
 // [taps][cq] quads, b at the packed input of the tile's first pixel in phase 0 (quad rows qstride bytes
-// apart); offsets[t] is the byte offset of tap t's input from there.
+// apart); offsets[t] is the byte offset of tap t's input from there. Row r's sums start from init[r]
+// (minus the offset's weight sum, so they leave exact) and go to out + r * ld.
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int32_t* const* a, const uint8_t* b,
                                                                      size_t qstride, const size_t* offsets,
-                                                                     size_t taps, size_t cq, int32_t (*out)[kTileCols]) {
-#define DECLARE(r) __m512i c##r##0 = _mm512_setzero_si512(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
+                                                                     size_t taps, size_t cq, const int32_t* init,
+                                                                     int32_t* out, size_t ld) {
+#define DECLARE(r) __m512i c##r##0 = _mm512_set1_epi32(init[r]), c##r##1 = c##r##0; const int32_t* a##r = a[r];
   SOFTDLA_ROWS8(DECLARE)
 #undef DECLARE
   for (size_t t = 0; t < taps; ++t) {
@@ -46,7 +49,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int3
 #undef STEP
     }
   }
-#define STORE(r) _mm512_storeu_si512(out[r], c##r##0), _mm512_storeu_si512(out[r] + 16, c##r##1);
+#define STORE(r) _mm512_storeu_si512(out + r * ld, c##r##0), _mm512_storeu_si512(out + r * ld + 16, c##r##1);
   SOFTDLA_ROWS8(STORE)
 #undef STORE
 }
@@ -56,9 +59,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_taps(const int3
 // The int16-pair form on AVX2: 6 output channels x 16 grid pixels; each 4-byte slot holds two channels
 // as int16 (b) and two weights as int16 (a), and vpmaddwd sums the two products exactly into int32.
 __attribute__((target("avx2"))) void tile_taps_avx2(const int32_t* const* a, const uint8_t* b, size_t qstride,
-                                                    const size_t* offsets, size_t taps, size_t cq,
-                                                    int32_t (*out)[kTileCols]) {
-#define DECLARE(r) __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
+                                                    const size_t* offsets, size_t taps, size_t cq, const int32_t* init,
+                                                    int32_t* out, size_t ld) {
+#define DECLARE(r) __m256i c##r##0 = _mm256_set1_epi32(init[r]), c##r##1 = c##r##0; const int32_t* a##r = a[r];
   SOFTDLA_ROWS6(DECLARE)
 #undef DECLARE
   for (size_t t = 0; t < taps; ++t) {
@@ -79,9 +82,9 @@ __attribute__((target("avx2"))) void tile_taps_avx2(const int32_t* const* a, con
 #undef STEP
     }
   }
-#define STORE(r)                                                            \
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r]), c##r##0),         \
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r] + 8), c##r##1);
+#define STORE(r)                                                                \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * ld), c##r##0),       \
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * ld + 8), c##r##1);
   SOFTDLA_ROWS6(STORE)
 #undef STORE
 }
@@ -167,6 +170,9 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
       }
     offset_sums_[k] = pairs ? 0 : 128 * sum;  // only the unsigned quads carry the +128 offset
   }
+  zero_row_.assign(g.W, 0);
+  offset_inits_.assign(size_t(g.K) + kBlockRows, 0);
+  for (uint32_t k = 0; k < g.K; ++k) offset_inits_[k] = -offset_sums_[k];
   if (amx_) pack_amx_weights(weights);
 }
 
@@ -207,12 +213,13 @@ void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1
     for (size_t a = 0; a < hq_; ++a) {
       const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;
       if (i < 0 || i >= g_.H) continue;
-      const int8_t* src[4];
+      // Lanes past C read a row of zeros (the zero code either way).
+      const int8_t* src[4] = {zero_row_.data(), zero_row_.data(), zero_row_.data(), zero_row_.data()};
       for (uint32_t lane = 0; lane < lanes; ++lane)
         src[lane] = x + (size_t(per_slot_ * q + lane) * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
       uint8_t* d = dst + (a * wq_ + b0) * 4;
       const size_t n = b1 - b0;
-      const size_t done = lanes == per_slot_ ? interleave_run(src, d, n) : 0;
+      const size_t done = interleave_run(src, d, n);
       for (size_t b = done; b < n; ++b)
         for (uint32_t lane = 0; lane < lanes; ++lane) {
           const int8_t v = src[lane][b * g_.sw];
@@ -236,13 +243,11 @@ size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
     return _mm_packus_epi16(_mm_and_si128(lo, even), _mm_and_si128(hi, even));
   };
-  size_t b = 0;
-  // A stride-2 load reads 32 bytes, one past its 16th value: the run's last byte is (n - 1) sw.
-  for (; b + 15 + g_.sw <= n; b += 16) {
-    __m128i* out = reinterpret_cast<__m128i*>(d + b * 4);
+  // Sixteen pixels from column b of each lane into out[0..3] (64 bytes).
+  auto sixteen = [&](const int8_t* const* rows, size_t b, __m128i* out) {
     if (pairs_) {
       // Sign-extended int16 lanes: channel 0 in the low half of each slot, channel 1 in the high.
-      const __m128i v0 = load(src[0] + b * g_.sw), v1 = load(src[1] + b * g_.sw);
+      const __m128i v0 = load(rows[0] + b * g_.sw), v1 = load(rows[1] + b * g_.sw);
       const __m128i c0lo = _mm_srai_epi16(_mm_unpacklo_epi8(v0, v0), 8), c0hi = _mm_srai_epi16(_mm_unpackhi_epi8(v0, v0), 8);
       const __m128i c1lo = _mm_srai_epi16(_mm_unpacklo_epi8(v1, v1), 8), c1hi = _mm_srai_epi16(_mm_unpackhi_epi8(v1, v1), 8);
       _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(c0lo, c1lo));
@@ -250,8 +255,8 @@ size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size
       _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(c0hi, c1hi));
       _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(c0hi, c1hi));
     } else {
-      const __m128i v0 = load(src[0] + b * g_.sw), v1 = load(src[1] + b * g_.sw);
-      const __m128i v2 = load(src[2] + b * g_.sw), v3 = load(src[3] + b * g_.sw);
+      const __m128i v0 = load(rows[0] + b * g_.sw), v1 = load(rows[1] + b * g_.sw);
+      const __m128i v2 = load(rows[2] + b * g_.sw), v3 = load(rows[3] + b * g_.sw);
       const __m128i ab_lo = _mm_unpacklo_epi8(v0, v1), ab_hi = _mm_unpackhi_epi8(v0, v1);
       const __m128i cd_lo = _mm_unpacklo_epi8(v2, v3), cd_hi = _mm_unpackhi_epi8(v2, v3);
       _mm_storeu_si128(out + 0, _mm_xor_si128(_mm_unpacklo_epi16(ab_lo, cd_lo), flip));
@@ -259,8 +264,24 @@ size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size
       _mm_storeu_si128(out + 2, _mm_xor_si128(_mm_unpacklo_epi16(ab_hi, cd_hi), flip));
       _mm_storeu_si128(out + 3, _mm_xor_si128(_mm_unpackhi_epi16(ab_hi, cd_hi), flip));
     }
+  };
+  size_t b = 0;
+  // A stride-2 load reads 32 bytes, one past its 16th value: the run's last byte is (n - 1) sw.
+  for (; b + 15 + g_.sw <= n; b += 16) sixteen(src, b, reinterpret_cast<__m128i*>(d + b * 4));
+  if (b < n) {
+    // The last pixels (all of a 7- or 14-wide row) through 32-byte staging copies of each lane's rest.
+    alignas(16) int8_t rest[4][32] = {};
+    const int8_t* rows[4];
+    const size_t bytes = (n - b - 1) * g_.sw + 1;
+    for (uint32_t lane = 0; lane < per_slot_; ++lane) {
+      std::memcpy(rest[lane], src[lane] + b * g_.sw, bytes);
+      rows[lane] = rest[lane];
+    }
+    alignas(16) __m128i out[4];
+    sixteen(rows, 0, out);
+    std::memcpy(d + b * 4, out, (n - b) * 4);
   }
-  return b;
+  return n;
 #else
   (void)src, (void)d, (void)n;
   return 0;
@@ -272,22 +293,20 @@ void ImplicitConvS8::block(const uint8_t* packed, uint32_t n, size_t row0, size_
   if (amx_) return block_amx(packed, n, row0, pix0, epilogue);
   const size_t taps = tap_offsets_.size(), row_quads = taps * cq_;
   const size_t tile_rows = pairs_ ? 6 : 8, tile_pixels = pairs_ ? 16 : 32;
-  alignas(64) int32_t tile[8][kTileCols];
-  thread_local std::vector<int32_t> sums;
-  sums.resize(kBlockRows * kBlockPixels);
+  alignas(64) int32_t sums[kBlockRows * kBlockPixels];
   const size_t rows = std::min<size_t>(kBlockRows, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
   for (size_t p = 0; p < pixels; p += tile_pixels)
     for (size_t r = 0; r < rows; r += tile_rows) {
       const int32_t* a[8];
       for (size_t i = 0; i < tile_rows; ++i) a[i] = taps_quads_.data() + (row0 + r + i) * row_quads;  // zero rows past K
       const uint8_t* b = packed + (pix0 + p) * 4;
-      if (pairs_) tile_taps_avx2(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, tile);
-      else tile_taps(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, tile);
-      for (size_t i = 0; i < tile_rows && r + i < rows; ++i)
-        for (size_t j = 0; j < tile_pixels; ++j)
-          sums[(r + i) * kBlockPixels + p + j] = tile[i][j] - offset_sums_[row0 + r + i];
+      // Rows past K (zero weights, and sums nobody reads) start from init's spare zeros.
+      const int32_t* init = offset_inits_.data() + row0 + r;
+      int32_t* out = sums + r * kBlockPixels + p;
+      if (pairs_) tile_taps_avx2(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, init, out, kBlockPixels);
+      else tile_taps(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, init, out, kBlockPixels);
     }
-  emit_grid_runs(sums.data(), kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
+  emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, const int32_t* v, size_t count) { epilogue(n, k, hw0, v, count); });
 #else
   (void)packed, (void)n, (void)row0, (void)pix0, (void)epilogue;
@@ -314,10 +333,9 @@ void ImplicitConvS8::block_amx(const uint8_t* packed, uint32_t n, size_t row0, s
 
 void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool,
                          const Epilogue& epilogue) const {
-  thread_local std::vector<uint8_t> packed;  // the calling thread's: the workers get a pointer
+  thread_local ScratchBuffer packed;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * cq_, image_bytes = slots * plane_px_ * 4;
-  packed.resize(images * image_bytes);
-  uint8_t* data = packed.data();
+  uint8_t* data = packed.reserve(images * image_bytes);
   pool.parallel_for(images * slots, [&](size_t b, size_t e) {
     for_each_image_part(b, e, slots, [&](size_t n, size_t u0, size_t u1) {
       pack(x + n * image_stride, data + n * image_bytes, u0, u1);

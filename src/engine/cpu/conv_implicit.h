@@ -70,6 +70,8 @@ class ImplicitConvS8 {
   std::vector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K; not with AMX)
   std::vector<int32_t> amx_a_;         // AMX: the weights' A tiles (pack_amx_weights)
   std::vector<int32_t> offset_sums_;   // 128 * sum of each output channel's weights
+  std::vector<int8_t> zero_row_;       // an input row of zeros: what lanes past C read while packing
+  std::vector<int32_t> offset_inits_;  // -offset_sums_, then a block of zeros: the tiles' starting sums
   std::vector<size_t> tap_offsets_;    // bytes from a grid pixel's packed position to its tap's input
 };
 

@@ -19,10 +19,11 @@ constexpr size_t kRows256 = 6;
 // other registers and the stack on every iteration.
 #define SOFTDLA_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
+// Row r's sums start from init[r] (minus its offset sum: they leave exact) and go to out + r * ld.
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile2_avx512(const int32_t* const* a, const uint8_t* b0,
                                                                          const uint8_t* b1, size_t quads,
-                                                                         int32_t (*out)[2 * kPanel]) {
-#define DECLARE(r) __m512i c##r##0 = _mm512_setzero_si512(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
+                                                                         const int32_t* init, int32_t* out, size_t ld) {
+#define DECLARE(r) __m512i c##r##0 = _mm512_set1_epi32(init[r]), c##r##1 = c##r##0; const int32_t* a##r = a[r];
   SOFTDLA_ROWS8(DECLARE)
 #undef DECLARE
   for (size_t q = 0; q < quads; ++q) {
@@ -36,14 +37,15 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile2_avx512(const i
     SOFTDLA_ROWS8(STEP)
 #undef STEP
   }
-#define STORE(r) _mm512_storeu_si512(out[r], c##r##0), _mm512_storeu_si512(out[r] + kPanel, c##r##1);
+#define STORE(r) _mm512_storeu_si512(out + r * ld, c##r##0), _mm512_storeu_si512(out + r * ld + kPanel, c##r##1);
   SOFTDLA_ROWS8(STORE)
 #undef STORE
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile1_avx512(const int32_t* const* a, const uint8_t* b0,
-                                                                         size_t quads, int32_t (*out)[2 * kPanel]) {
-#define DECLARE(r) __m512i c##r = _mm512_setzero_si512(); const int32_t* a##r = a[r];
+                                                                         size_t quads, const int32_t* init,
+                                                                         int32_t* out, size_t ld) {
+#define DECLARE(r) __m512i c##r = _mm512_set1_epi32(init[r]); const int32_t* a##r = a[r];
   SOFTDLA_ROWS8(DECLARE)
 #undef DECLARE
   for (size_t q = 0; q < quads; ++q) {
@@ -52,7 +54,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile1_avx512(const i
     SOFTDLA_ROWS8(STEP)
 #undef STEP
   }
-#define STORE(r) _mm512_storeu_si512(out[r], c##r);
+#define STORE(r) _mm512_storeu_si512(out + r * ld, c##r);
   SOFTDLA_ROWS8(STORE)
 #undef STORE
 }
@@ -60,8 +62,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile1_avx512(const i
 #define SOFTDLA_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
 __attribute__((target("avx2,avxvnni"))) void tile_avxvnni(const int32_t* const* a, const uint8_t* b, size_t quads,
-                                                           int32_t (*out)[kPanel]) {
-#define DECLARE(r) __m256i c##r##0 = _mm256_setzero_si256(), c##r##1 = c##r##0; const int32_t* a##r = a[r];
+                                                           const int32_t* init, int32_t* out, size_t ld) {
+#define DECLARE(r) __m256i c##r##0 = _mm256_set1_epi32(init[r]), c##r##1 = c##r##0; const int32_t* a##r = a[r];
   SOFTDLA_ROWS6(DECLARE)
 #undef DECLARE
   for (size_t q = 0; q < quads; ++q) {
@@ -76,9 +78,9 @@ __attribute__((target("avx2,avxvnni"))) void tile_avxvnni(const int32_t* const* 
     SOFTDLA_ROWS6(STEP)
 #undef STEP
   }
-#define STORE(r)                                                           \
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r]), c##r##0),        \
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[r] + 8), c##r##1);
+#define STORE(r)                                                                \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * ld), c##r##0),       \
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * ld + 8), c##r##1);
   SOFTDLA_ROWS6(STORE)
 #undef STORE
 }
@@ -93,6 +95,12 @@ void store_tile(const int32_t (*tile)[W], const int32_t* offset_sums, int32_t* c
     int32_t* dst = c + r * ldc;
     for (size_t j = 0; j < cols; ++j) dst[j] = tile[r][j] - back;
   }
+}
+
+// Copies `rows` rows of a tile, `cols` columns each, into C (the offsets already taken back).
+template <size_t W>
+void copy_tile(const int32_t (*tile)[W], int32_t* c, size_t rows, size_t cols, size_t ldc) {
+  for (size_t r = 0; r < rows; ++r) std::copy_n(tile[r], cols, c + r * ldc);
 }
 
 #ifdef SOFTDLA_X86
@@ -166,18 +174,24 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
   if (isa == Isa::kAmx) isa = Isa::kAvx512Vnni;
   // Panels outermost: a pair of B panels (2 x k x 16 bytes) stays in L1/L2 while every row block of A
   // (all in L2) passes over it; rows outermost would stream the whole packed B once per row block.
+  // Full tiles are stored straight into C; a tile cut by C's last rows or columns goes through `tile`.
   if (isa == Isa::kAvx512Vnni) {
     for (size_t p = 0; p < np; p += 2) {
       const uint8_t* b0 = bp + p * panel_bytes;
-      const size_t cols = std::min(2 * kPanel, n - p * kPanel);
+      const size_t cols = std::min(2 * kPanel, n - p * kPanel), width = p + 1 < np ? 2 * kPanel : kPanel;
       for (size_t row = 0; row < m; row += kRows512) {
         const size_t rows = std::min(kRows512, m - row);
         const int32_t* a_rows[kRows512];
+        int32_t init[kRows512] = {};
         for (size_t r = 0; r < kRows512; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
+        for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
         alignas(64) int32_t tile[kRows512][2 * kPanel];
-        if (p + 1 < np) tile2_avx512(a_rows, b0, b0 + panel_bytes, kq, tile);
-        else tile1_avx512(a_rows, b0, kq, tile);
-        store_tile(tile, offset_sums + row, c + row * ldc + p * kPanel, rows, cols, ldc);
+        const bool direct = rows == kRows512 && cols == width;
+        int32_t* out = direct ? c + row * ldc + p * kPanel : &tile[0][0];
+        const size_t ld = direct ? ldc : 2 * kPanel;
+        if (width == 2 * kPanel) tile2_avx512(a_rows, b0, b0 + panel_bytes, kq, init, out, ld);
+        else tile1_avx512(a_rows, b0, kq, init, out, ld);
+        if (!direct) copy_tile(tile, c + row * ldc + p * kPanel, rows, cols, ldc);
       }
     }
     return;
@@ -187,10 +201,14 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
     for (size_t row = 0; row < m; row += kRows256) {
       const size_t rows = std::min(kRows256, m - row);
       const int32_t* a_rows[kRows256];
+      int32_t init[kRows256] = {};
       for (size_t r = 0; r < kRows256; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
+      for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
       alignas(32) int32_t tile[kRows256][kPanel];
-      tile_avxvnni(a_rows, bp + p * panel_bytes, kq, tile);
-      store_tile(tile, offset_sums + row, c + row * ldc + p * kPanel, rows, cols, ldc);
+      const bool direct = rows == kRows256 && cols == kPanel;
+      int32_t* out = direct ? c + row * ldc + p * kPanel : &tile[0][0];
+      tile_avxvnni(a_rows, bp + p * panel_bytes, kq, init, out, direct ? ldc : kPanel);
+      if (!direct) copy_tile(tile, c + row * ldc + p * kPanel, rows, cols, ldc);
     }
   }
 #else

@@ -18,4 +18,10 @@ void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w,
 // out[i] = sat8(residual_window_value(x[i], e[i], w)): the residual add of two int8 tensors.
 void residual_add(Isa isa, const int8_t* x, const int8_t* e, const num::ResidualWindow& w, int8_t* out, size_t count);
 
+// requantize_window then residual_add in one pass, the convolution's int8 results kept in registers:
+// `other` is the add's other input at the same elements, and conv_second says the convolution is the
+// add's second input (e) rather than its first (x).
+void requantize_residual(Isa isa, const int32_t* acc, const num::RequantWindow& w, const int8_t* other,
+                         const num::ResidualWindow& rw, bool conv_second, int8_t* out, size_t count);
+
 }  // namespace softdla::cpu

@@ -1,0 +1,126 @@
+// The AVX-512 and AVX2 forms of requant_window.h's requantization and residual add, as inline structs:
+// int8_requant.cpp runs them over whole runs, and the INT8 GEMM's epilogue (gemm_vnni.cpp) applies them
+// to a register tile's rows as they leave the micro-kernel. Bytes as the direct form on every path.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "requant_window.h"
+#include "x86_simd.h"
+
+#ifdef SOFTDLA_X86
+namespace softdla::cpu {
+
+// v * m + add, rounded and shifted as requant_window.h does (rshift_rhaz: + half, - 1 when negative,
+// unless the form is known non-negative), returned as the int32 word the result lives in. Products
+// are taken on 64-bit lanes, even lanes then odd (vpmuldq reads the low 32 bits of each, signed); the
+// shift is logical by min(s, 32) (the low 32 bits agree with the arithmetic shift's), then arithmetic
+// by what is left past 32.
+//
+// With shifts of 32 or more (the usual case: multipliers are normalized to [2^30, 2^31)), the word is
+// the products' high half: one two-source dword permute picks it from both sets of lanes instead of two
+// 64-bit shifts, a shift back and a blend.
+struct MulShift512 {
+  __m512i m, add, half, high_words;
+  __m128i s1, s2;
+  bool nonnegative, high;
+  __attribute__((target("avx512f,avx512bw"))) MulShift512(int32_t mult, int64_t add_, int64_t half_, uint32_t shifts,
+                                                          bool nonneg)
+      : m(_mm512_set1_epi64(mult)), add(_mm512_set1_epi64(add_)), half(_mm512_set1_epi64(half_)),
+        high_words(_mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31)),
+        s1(_mm_cvtsi32_si128(int(std::min(shifts & 255u, 32u)))), s2(_mm_cvtsi32_si128(int((shifts >> 8) & 255u))),
+        nonnegative(nonneg), high((shifts & 255u) >= 32) {}
+  // The product with the rounding terms (rshift_rhaz: + half, - 1 when negative; none when the form is
+  // known non-negative, its half folded into add).
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i rounded(__m512i p) const {
+    return nonnegative ? p : _mm512_add_epi64(_mm512_add_epi64(p, half), _mm512_srai_epi64(p, 63));
+  }
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply(__m512i v) const {
+    const __m512i pe = rounded(_mm512_add_epi64(_mm512_mul_epi32(v, m), add));
+    const __m512i po = rounded(_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), m), add));
+    const __m512i r = high ? _mm512_permutex2var_epi32(pe, high_words, po)
+                           : _mm512_mask_blend_epi32(0xAAAA, _mm512_srl_epi64(pe, s1),
+                                                     _mm512_slli_epi64(_mm512_srl_epi64(po, s1), 32));
+    return _mm512_sra_epi32(r, s2);
+  }
+};
+
+struct Window512 {
+  __m512i lo, hi;
+  MulShift512 ms;
+  __attribute__((target("avx512f,avx512bw"))) explicit Window512(const num::RequantWindow& w)
+      : lo(_mm512_set1_epi32(w.lo)), hi(_mm512_set1_epi32(w.hi)),
+        ms(w.mult, w.bias_mult, w.half, w.shifts, w.shifts & num::RequantWindow::kNonNegative) {}
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i a) const {
+    return _mm512_cvtsepi32_epi8(ms.apply(_mm512_min_epi32(_mm512_max_epi32(a, lo), hi)));
+  }
+};
+
+// The same on 8 lanes. AVX2 has no 64-bit arithmetic shift: the sign term comes from a compare.
+struct MulShift256 {
+  __m256i m, add, half;
+  __m128i s1, s2;
+  bool nonnegative;
+  __attribute__((target("avx2"))) MulShift256(int32_t mult, int64_t add_, int64_t half_, uint32_t shifts, bool nonneg)
+      : m(_mm256_set1_epi64x(mult)), add(_mm256_set1_epi64x(add_)), half(_mm256_set1_epi64x(half_)),
+        s1(_mm_cvtsi32_si128(int(std::min(shifts & 255u, 32u)))), s2(_mm_cvtsi32_si128(int((shifts >> 8) & 255u))),
+        nonnegative(nonneg) {}
+  __attribute__((target("avx2"), always_inline)) __m256i word(__m256i p) const {
+    if (!nonnegative)
+      p = _mm256_add_epi64(_mm256_add_epi64(p, half), _mm256_cmpgt_epi64(_mm256_setzero_si256(), p));
+    return _mm256_srl_epi64(p, s1);
+  }
+  __attribute__((target("avx2"), always_inline)) __m256i apply(__m256i v) const {
+    const __m256i pe = _mm256_add_epi64(_mm256_mul_epi32(v, m), add);
+    const __m256i po = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), m), add);
+    const __m256i r = _mm256_blend_epi32(word(pe), _mm256_slli_epi64(word(po), 32), 0xAA);
+    return _mm256_sra_epi32(r, s2);
+  }
+};
+
+struct Window256 {
+  __m256i lo, hi;
+  MulShift256 ms;
+  __attribute__((target("avx2"))) explicit Window256(const num::RequantWindow& w)
+      : lo(_mm256_set1_epi32(w.lo)), hi(_mm256_set1_epi32(w.hi)),
+        ms(w.mult, w.bias_mult, w.half, w.shifts, w.shifts & num::RequantWindow::kNonNegative) {}
+  // Eight int8 results in the low 8 bytes (int32 -> int16 -> int8, saturating; lanes stay in order).
+  __attribute__((target("avx2"), always_inline)) __m128i apply(__m256i a) const {
+    const __m256i r = ms.apply(_mm256_min_epi32(_mm256_max_epi32(a, lo), hi));
+    const __m128i r16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    return _mm_packs_epi16(r16, r16);
+  }
+};
+
+// The residual add (ResidualWindow) of a requantized convolution result and the add's other operand,
+// both int8 lanes widened to int32: x is the add's first input, e its second.
+struct Residual512 {
+  Window512 out;
+  MulShift512 rx, re;
+  __m512i xp;
+  bool plain;
+  __attribute__((target("avx512f,avx512bw"))) explicit Residual512(const num::ResidualWindow& w)
+      : out(w.out), rx(w.x.mult, 0, w.x.half, w.x.shifts, false), re(w.e.mult, 0, w.e.half, w.e.shifts, false),
+        xp(_mm512_set1_epi32(w.x_product)), plain(w.x_product != 0) {}
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
+    const __m512i sx = plain ? _mm512_mullo_epi32(x, xp) : rx.apply(x);
+    return out.apply(_mm512_add_epi32(sx, re.apply(e)));
+  }
+};
+
+struct Residual256 {
+  Window256 out;
+  MulShift256 rx, re;
+  __m256i xp;
+  bool plain;
+  __attribute__((target("avx2"))) explicit Residual256(const num::ResidualWindow& w)
+      : out(w.out), rx(w.x.mult, 0, w.x.half, w.x.shifts, false), re(w.e.mult, 0, w.e.half, w.e.shifts, false),
+        xp(_mm256_set1_epi32(w.x_product)), plain(w.x_product != 0) {}
+  __attribute__((target("avx2"), always_inline)) __m128i apply(__m256i x, __m256i e) const {
+    const __m256i sx = plain ? _mm256_mullo_epi32(x, xp) : rx.apply(x);
+    return out.apply(_mm256_add_epi32(sx, re.apply(e)));
+  }
+};
+
+}  // namespace softdla::cpu
+#endif
