@@ -69,6 +69,46 @@ void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8
   }
 }
 
+// Max pooling of one int8 plane, separably as plane_s8 but on int8 lines (64 values a vector instead
+// of 16), and the outputs whose window lies inside the row picked without a per-output test.
+SOFTDLA_MULTIVERSION
+void max_plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8_t* x, int8_t* y, size_t pl,
+                  int8_t* __restrict acc, int8_t* __restrict win) {
+  const size_t H = in[2], W = in[3], OH = out[2], OW = out[3], kw = p.kernel_w, sw = p.stride_w;
+  const size_t inside = W >= kw ? W - kw + 1 : 0;
+  // Outputs [ow_lo, ow_hi) start inside the row: w0 = ow sw - pad_left in [0, inside).
+  const size_t ow_lo = std::min<size_t>(OW, (p.pad_left + sw - 1) / sw);
+  const size_t ow_hi = std::max(ow_lo, std::min<size_t>(OW, inside ? (inside - 1 + p.pad_left) / sw + 1 : 0));
+  x += pl * H * W;
+  y += pl * OH * OW;
+  for (size_t oh = 0; oh < OH; ++oh) {
+    const int64_t h0 = int64_t(oh * p.stride_h) - p.pad_top;
+    const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
+    std::fill_n(acc, W, int8_t(-128));
+    for (int64_t h = hb; h < he; ++h) {
+      const int8_t* __restrict row = x + h * W;
+      for (size_t w = 0; w < W; ++w) acc[w] = std::max(acc[w], row[w]);
+    }
+    std::copy_n(acc, inside, win);
+    for (size_t t = 1; t < kw; ++t)
+      for (size_t w = 0; w < inside; ++w) win[w] = std::max(win[w], acc[w + t]);
+    int8_t* __restrict yrow = y + oh * OW;
+    auto edge = [&](size_t ow) {  // a window over the padding: its own columns
+      const int64_t w0 = int64_t(ow * sw) - p.pad_left;
+      const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + int64_t(kw), int64_t(W));
+      int8_t v = -128;
+      for (int64_t w = wb; w < we; ++w) v = std::max(v, acc[w]);
+      yrow[ow] = v;
+    };
+    for (size_t ow = 0; ow < ow_lo; ++ow) edge(ow);
+    const int8_t* first = win + (ow_lo * sw - p.pad_left);
+    if (sw == 1) std::copy(first, first + (ow_hi - ow_lo), yrow + ow_lo);
+    else
+      for (size_t i = 0; i < ow_hi - ow_lo; ++i) yrow[ow_lo + i] = first[i * sw];
+    for (size_t ow = ow_hi; ow < OW; ++ow) edge(ow);
+  }
+}
+
 // max(a, b) with +0 above -0 (NaN is tracked apart by the caller).
 inline float zero_aware_max(float a, float b) { return a < b || (a == b && std::signbit(a)) ? b : a; }
 
@@ -122,9 +162,15 @@ class PoolKernel final : public OpKernel {
     const size_t planes = size_t(in_[0]) * in_[1];
     pool.parallel_for(planes, [&](size_t b, size_t e) {
       thread_local std::vector<int32_t> line, windows;
-      if (dtype_ == DataType::kInt8) line.resize(in_[3]), windows.resize(in_[3]);
+      thread_local std::vector<int8_t> line8, windows8;
+      const bool max8 = dtype_ == DataType::kInt8 && p_.kind == PoolKind::kMax;
+      if (max8) line8.resize(in_[3]), windows8.resize(in_[3]);
+      else if (dtype_ == DataType::kInt8) line.resize(in_[3]), windows.resize(in_[3]);
       for (size_t pl = b; pl < e; ++pl) {
-        if (dtype_ == DataType::kInt8)
+        if (max8)
+          max_plane_s8(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl,
+                       line8.data(), windows8.data());
+        else if (dtype_ == DataType::kInt8)
           plane_s8(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl,
                    line.data(), windows.data());
         else
