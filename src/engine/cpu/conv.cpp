@@ -12,6 +12,7 @@
 #include "conv_implicit_f32.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
+#include "depthwise_s8_vnni.h"
 #include "element.h"
 #include "gemm.h"
 #include "gemm_vnni.h"
@@ -206,7 +207,14 @@ class ConvKernel final : public OpKernel {
         implicit_ = std::make_unique<ImplicitConvS8>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
             raw, !has_avx512(isa));
-      else if (depthwise_) w8_raw_.assign(raw, raw + count);
+      else if (depthwise_) {
+        w8_raw_.assign(raw, raw + count);
+        const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
+        // The VNNI kernel where it fits and the chain has the window form (a handful of outputs, a
+        // global average pool lowered to a depthwise convolution, keeps its plain sums).
+        if (windows_ && size_t(g_.OH) * g_.OW > 4 && DepthwiseS8Vnni::applies(isa, dg))
+          dw_vnni_ = std::make_unique<DepthwiseS8Vnni>(dg, raw, g_.K);
+      }
       else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
     } else {
@@ -255,6 +263,7 @@ class ConvKernel final : public OpKernel {
     if (depthwise_) {
       const size_t planes = size_t(batch_) * g_.K;
       pool.parallel_for(planes, [&](size_t b, size_t e) {
+        if (dw_vnni_) return run_depthwise_vnni(io, b, e);
         for (size_t p = b; p < e; ++p) run_depthwise_plane(io, p, p > b && (p - 1) / g_.Kg == p / g_.Kg);
       }, ThreadPool::min_items(ohw * kdim));
       return;
@@ -419,6 +428,27 @@ class ConvKernel final : public OpKernel {
     b.resize(packed_u8_size(kdim, cols));
     pack_quads(k_rows, k_ld, kdim, cols, b.data());
     const uint8_t* packed = b.data();
+    if (windows_ && gemm_vnni_s8_applies(active_isa(), kdim)) {
+      // Requantized (and added to the residual) in the GEMM's epilogue, straight into the output.
+      Int8Output o;
+      o.out = static_cast<int8_t*>(io.output) + out_base * ohw + col0;
+      o.ld = ohw;
+      if (residual_) {
+        o.residual = &*residual_;
+        o.other = static_cast<const int8_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]) + out_base * ohw + col0;
+        o.conv_second = residual_swapped_;
+      }
+      auto fused = [&](size_t r0, size_t r1) {
+        Int8Output rows = o;
+        rows.windows = windows_->data() + k_first + r0;
+        rows.out += (k_first + r0) * ohw;
+        if (rows.other) rows.other += (k_first + r0) * ohw;
+        const size_t kq = k_quads(kdim);
+        gemm_vnni_s8(wv_.quads.data() + (k_first + r0) * kq, wv_.offset_sums.data() + k_first + r0, packed, r1 - r0,
+                     cols, kdim, rows);
+      };
+      return split_rows(fused, g_.Kg, split);
+    }
     auto work = [&](size_t r0, size_t r1) {
       thread_local std::vector<int32_t> acc;
       acc.resize((r1 - r0) * cols);
@@ -431,6 +461,22 @@ class ConvKernel final : public OpKernel {
       }
     };
     split_rows(work, g_.Kg, split);
+  }
+
+  // INT8 depthwise planes [b, e) of the batch on the VNNI kernel: the thread's scratch looked up once
+  // for the chunk, not per plane.
+  void run_depthwise_vnni(const OpIo& io, size_t b, size_t e) const {
+    const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW;
+    thread_local DepthwiseVnniPlane plane;
+    thread_local std::vector<int32_t> acc;
+    acc.resize(ohw + kDepthwiseVnniOutSlack);
+    const auto* x = static_cast<const int8_t*>(io.inputs[0]);
+    for (size_t p = b; p < e; ++p) {
+      const uint32_t n = uint32_t(p / g_.K), k = uint32_t(p % g_.K), c = k / g_.Kg;
+      const bool same_input = p > b && (p - 1) / g_.Kg == p / g_.Kg;
+      dw_vnni_->run(k, x + (size_t(n) * g_.C + c) * in_plane, acc.data(), plane, same_input);
+      emit_sums(io, (size_t(n) * g_.K + k) * ohw, acc.data(), ohw, n, k, 0);
+    }
   }
 
   // same_input: the previous plane this thread ran read the same input channel (a channel multiplier).
@@ -564,6 +610,7 @@ class ConvKernel final : public OpKernel {
   std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
+  std::unique_ptr<DepthwiseS8Vnni> dw_vnni_;  // INT8 depthwise on AVX-512 VNNI + VBMI
   std::vector<float> wf_;
 };
 

@@ -5,7 +5,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "depthwise_s8_vnni.h"
 #include "half_convert.h"
 #include "half_convert_avx512.h"
 #include "numerics.h"
@@ -255,8 +254,6 @@ void few_outputs(const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, i
 void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out,
                         bool same_input) {
   if (size_t(g.OH) * g.OW <= 4) return few_outputs(g, x, w, out);
-  if (has_avx512(isa) && cpu_has_avx512_vbmi() && depthwise_s8_vnni_fits(g))
-    return depthwise_s8_plane_vnni(g, x, w, out, same_input);
   thread_local PhasedPlane plane;
   if (!same_input || plane.data.empty()) build_phased(isa, g, x, plane);
   const std::vector<Tap>& taps = taps_of(g, w);

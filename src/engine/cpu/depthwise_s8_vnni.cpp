@@ -14,17 +14,8 @@ namespace {
 constexpr size_t kBlock = 16;  // output columns per vector: one int32 lane each
 constexpr uint32_t kMaxTapGroups = 16;  // groups of 4 taps along a kernel row (64 bytes hold at most 13)
 
-// The plane as unsigned bytes (x + 128), zero-padded (128) on every side so that each vector load of
-// an output block reads 64 in-bounds bytes. vpdpbusd multiplies unsigned by signed bytes, so the
-// activations take the +128 offset and the sum is corrected by -128 * (sum of the weights) once.
-struct OffsetPlane {
-  size_t rows = 0, stride = 0;
-  std::vector<uint8_t> data;
-  const uint8_t* row(size_t i) const { return data.data() + i * stride; }
-};
-
 __attribute__((target("avx512f,avx512bw"))) void build_offset_plane(const DepthwiseGeometry& g, const int8_t* x,
-                                                                    OffsetPlane& p) {
+                                                                    DepthwiseVnniPlane& p) {
   p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
   const size_t blocks = (g.OW + kBlock - 1) / kBlock;
   p.stride = ((blocks - 1) * kBlock * g.sw + 64 + 63) / 64 * 64;
@@ -53,7 +44,7 @@ __attribute__((target("avx512f,avx512bw"))) void build_offset_plane(const Depthw
 // (0: read from g).
 template <uint32_t kR, uint32_t kG>
 __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void rows(const DepthwiseGeometry& g,
-                                                                             const OffsetPlane& plane,
+                                                                             const DepthwiseVnniPlane& plane,
                                                                              const __m512i* index, const __m512i* weight,
                                                                              __m512i start, int32_t* out) {
   const uint32_t R = kR ? kR : g.R, G = kG ? kG : (g.S + 3) / 4;
@@ -69,62 +60,74 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void rows(cons
         for (uint32_t q = 0; q < G; ++q)
           acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(index[q], bytes), weight[r * G + q]);
       }
-      const __mmask16 m = g.OW - ow >= kBlock ? __mmask16(0xFFFF) : __mmask16((1u << (g.OW - ow)) - 1);
-      _mm512_mask_storeu_epi32(dst + ow, m, acc);
+      // Whole vectors: lanes past the row's end land on the next row's first outputs, which its own
+      // store then writes (rows go in order), or on the buffer's slack after the last row.
+      _mm512_storeu_si512(dst + ow, acc);
     }
   }
 }
 
 }  // namespace
 
-bool depthwise_s8_vnni_fits(const DepthwiseGeometry& g) {
+bool DepthwiseS8Vnni::applies(Isa isa, const DepthwiseGeometry& g) {
   // Each group of 4 taps of a kernel row is gathered with one byte permute of a 64-byte load: the
   // 16 outputs' farthest tap must lie within it.
-  return (kBlock - 1) * g.sw + size_t(g.S - 1) * g.dw <= 63 && (g.S + 3) / 4 <= kMaxTapGroups &&
-         g.R * ((g.S + 3) / 4) <= kMaxDepthwiseVnniSteps;
+  return has_avx512(isa) && cpu_has_avx512_vbmi() && (kBlock - 1) * g.sw + size_t(g.S - 1) * g.dw <= 63 &&
+         (g.S + 3) / 4 <= kMaxTapGroups && g.R * ((g.S + 3) / 4) <= kMaxDepthwiseVnniSteps;
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void depthwise_s8_plane_vnni(
-    const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out, bool same_input) {
-  thread_local OffsetPlane plane;
-  if (!same_input || plane.data.empty()) build_offset_plane(g, x, plane);
-  // Per kernel row r and group q of 4 taps: the byte permute that gathers, for each output lane i,
-  // the bytes of taps 4q..4q+3 (at i * sw + s * dw from the block's first column), and those taps'
-  // weights as one broadcast dword (0 past the kernel's width, so the byte gathered there is ignored).
-  const uint32_t groups = (g.S + 3) / 4;
-  __m512i index[kMaxTapGroups], weight[kMaxDepthwiseVnniSteps];
-  int32_t weight_sum = 0;
-  for (uint32_t q = 0; q < groups; ++q) {
-    alignas(64) uint8_t idx[64];
+DepthwiseS8Vnni::DepthwiseS8Vnni(const DepthwiseGeometry& g, const int8_t* weights, size_t channels)
+    : g_(g), groups_((g.S + 3) / 4) {
+  // Per group q of 4 taps: the byte permute that gathers, for each output lane i, the bytes of taps
+  // 4q..4q+3 (at i * sw + s * dw from the block's first column), and those taps' weights as one dword
+  // (0 past the kernel's width, so the byte gathered there is ignored).
+  index_.assign(size_t(groups_) * 64, 0);
+  for (uint32_t q = 0; q < groups_; ++q)
     for (uint32_t i = 0; i < kBlock; ++i)
       for (uint32_t b = 0; b < 4; ++b) {
         const uint32_t s = 4 * q + b;
-        idx[4 * i + b] = uint8_t(s < g.S ? i * g.sw + s * g.dw : 0);
+        index_[q * 64 + 4 * i + b] = uint8_t(s < g.S ? i * g.sw + s * g.dw : 0);
       }
-    index[q] = _mm512_load_si512(idx);
+  const size_t steps = size_t(g.R) * groups_, taps = size_t(g.R) * g.S;
+  weights_.assign(channels * steps, 0);
+  start_.assign(channels, 0);
+  for (size_t k = 0; k < channels; ++k) {
+    const int8_t* w = weights + k * taps;
+    int32_t sum = 0;
+    for (uint32_t r = 0; r < g.R; ++r)
+      for (uint32_t q = 0; q < groups_; ++q) {
+        uint32_t packed = 0;
+        for (uint32_t b = 0; b < 4; ++b) {
+          const uint32_t s = 4 * q + b;
+          const int8_t v = s < g.S ? w[r * g.S + s] : 0;
+          sum += v;
+          packed |= uint32_t(uint8_t(v)) << (8 * b);
+        }
+        weights_[k * steps + r * groups_ + q] = int32_t(packed);
+      }
+    start_[k] = -128 * sum;
   }
-  for (uint32_t r = 0; r < g.R; ++r)
-    for (uint32_t q = 0; q < groups; ++q) {
-      uint32_t packed = 0;
-      for (uint32_t b = 0; b < 4; ++b) {
-        const uint32_t s = 4 * q + b;
-        const int8_t v = s < g.S ? w[r * g.S + s] : 0;
-        weight_sum += v;
-        packed |= uint32_t(uint8_t(v)) << (8 * b);
-      }
-      weight[r * groups + q] = _mm512_set1_epi32(int32_t(packed));
-    }
-  const __m512i start = _mm512_set1_epi32(-128 * weight_sum);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void DepthwiseS8Vnni::run(
+    size_t k, const int8_t* x, int32_t* out, DepthwiseVnniPlane& plane, bool same_input) const {
+  if (!same_input || plane.data.empty()) build_offset_plane(g_, x, plane);
+  __m512i index[kMaxTapGroups], weight[kMaxDepthwiseVnniSteps];
+  for (uint32_t q = 0; q < groups_; ++q) index[q] = _mm512_loadu_si512(index_.data() + q * 64);
+  const size_t steps = size_t(g_.R) * groups_;
+  for (size_t i = 0; i < steps; ++i) weight[i] = _mm512_set1_epi32(weights_[k * steps + i]);
+  const __m512i start = _mm512_set1_epi32(start_[k]);
   // The common kernels with their loops unrolled and their weights in registers; any other fitting one
   // through the same loop with run-time bounds.
-  if (g.R == 3 && groups == 1) return rows<3, 1>(g, plane, index, weight, start, out);
-  if (g.R == 5 && groups == 2) return rows<5, 2>(g, plane, index, weight, start, out);
-  if (g.R == 7 && groups == 2) return rows<7, 2>(g, plane, index, weight, start, out);
-  rows<0, 0>(g, plane, index, weight, start, out);
+  if (g_.R == 3 && groups_ == 1) return rows<3, 1>(g_, plane, index, weight, start, out);
+  if (g_.R == 5 && groups_ == 2) return rows<5, 2>(g_, plane, index, weight, start, out);
+  if (g_.R == 7 && groups_ == 2) return rows<7, 2>(g_, plane, index, weight, start, out);
+  rows<0, 0>(g_, plane, index, weight, start, out);
 }
 #else
-bool depthwise_s8_vnni_fits(const DepthwiseGeometry&) { return false; }
-void depthwise_s8_plane_vnni(const DepthwiseGeometry&, const int8_t*, const int8_t*, int32_t*, bool) {}
+bool DepthwiseS8Vnni::applies(Isa, const DepthwiseGeometry&) { return false; }
+DepthwiseS8Vnni::DepthwiseS8Vnni(const DepthwiseGeometry& g, const int8_t*, size_t) : g_(g) {}
+void DepthwiseS8Vnni::run(size_t, const int8_t*, int32_t*, DepthwiseVnniPlane&, bool) const {}
 #endif
 
 }  // namespace softdla::cpu

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "amx_tiles.h"
+#include "int8_requant_x86.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -146,6 +148,63 @@ __attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quad
 }
 #endif
 
+#ifdef SOFTDLA_X86
+// Rows [0, rows) of a tile of exact int32 sums, `cols` columns each (at most 32), requantized with each
+// row's window, added to the residual operand where there is one (add: o.residual's, built once per
+// GEMM), and stored as int8 (whole vectors unmasked, the tail under a mask).
+template <bool kResidual>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int32_t (*tile)[2 * kPanel],
+                                                                      const Int8Output& o, const Residual512* add,
+                                                                      size_t row, size_t col, size_t rows,
+                                                                      size_t cols) {
+  for (size_t r = 0; r < rows; ++r) {
+    const Window512 win(o.windows[row + r]);
+    const size_t at = (row + r) * o.ld + col;
+    for (size_t j = 0; j < cols; j += 16) {
+      const size_t left = cols - j;
+      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      __m128i v = win.apply(_mm512_load_si512(tile[r] + j));
+      if constexpr (kResidual) {
+        const __m512i mine = _mm512_cvtepi8_epi32(v);
+        const __m128i other = left >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(o.other + at + j))
+                                         : _mm_maskz_loadu_epi8(m, o.other + at + j);
+        const __m512i theirs = _mm512_cvtepi8_epi32(other);
+        v = o.conv_second ? add->apply(theirs, mine) : add->apply(mine, theirs);
+      }
+      if (left >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(o.out + at + j), v);
+      else _mm_mask_storeu_epi8(o.out + at + j, m, v);
+    }
+  }
+}
+
+// gemm_vnni_s8 on AVX-512 (a function of its own: the target attribute makes its intrinsics legal).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx512(
+    const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
+    const Int8Output& out) {
+  const size_t kq = k_quads(k), panel_bytes = kq * kPanel * 4, np = panels(n);
+  std::vector<int32_t> zero_row(kq, 0);
+  std::optional<Residual512> add;
+  if (out.residual) add.emplace(*out.residual);
+  // As gemm_vnni's AVX-512 loop; each tile is requantized while it is in L1, never stored as int32.
+  for (size_t p = 0; p < np; p += 2) {
+    const uint8_t* b0 = bp + p * panel_bytes;
+    const size_t cols = std::min(2 * kPanel, n - p * kPanel);
+    for (size_t row = 0; row < m; row += kRows512) {
+      const size_t rows = std::min(kRows512, m - row);
+      const int32_t* a_rows[kRows512];
+      int32_t init[kRows512] = {};
+      for (size_t r = 0; r < kRows512; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
+      for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
+      alignas(64) int32_t tile[kRows512][2 * kPanel];
+      if (p + 1 < np) tile2_avx512(a_rows, b0, b0 + panel_bytes, kq, init, &tile[0][0], 2 * kPanel);
+      else tile1_avx512(a_rows, b0, kq, init, &tile[0][0], 2 * kPanel);
+      if (add) emit_tile_s8<true>(tile, out, &*add, row, p * kPanel, rows, cols);
+      else emit_tile_s8<false>(tile, out, nullptr, row, p * kPanel, rows, cols);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k) {
@@ -213,6 +272,24 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
   }
 #else
   (void)isa, (void)a_quads, (void)offset_sums, (void)bp, (void)c, (void)m, (void)n, (void)k, (void)ldc;
+#endif
+}
+
+bool gemm_vnni_s8_applies(Isa isa, size_t k) {
+#ifdef SOFTDLA_X86
+  return has_avx512(isa) && !(isa == Isa::kAmx && gemm_on_amx(k));
+#else
+  (void)isa, (void)k;
+  return false;
+#endif
+}
+
+void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
+                  const Int8Output& out) {
+#ifdef SOFTDLA_X86
+  gemm_s8_avx512(a_quads, offset_sums, bp, m, n, k, out);
+#else
+  (void)a_quads, (void)offset_sums, (void)bp, (void)m, (void)n, (void)k, (void)out;
 #endif
 }
 
