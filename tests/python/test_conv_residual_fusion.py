@@ -91,3 +91,65 @@ def test_not_fused_when_the_intermediate_is_also_an_output(geometry):
     y, c = run_graph(g, *arrays)
     np.testing.assert_array_equal(y, ref)
     np.testing.assert_array_equal(c, conv_ref)
+
+
+# FP16: on AVX-512 the convolution takes the add where the add's chain is the add then per-channel steps.
+# Its results must have the bits of the unfused graph (the intermediate rounded to fp16, stored, read
+# back by the add's kernel): the same graph with the intermediate also an output is not fused and is
+# the reference, and both are checked against NumPy's float64 convolution within fp16 rounding.
+def build_fp16(geometry, seed, swapped, add_chain, also_output):
+    cin, cout, k, stride, pad, groups = GEOMETRIES[geometry]
+    rng = np.random.default_rng(seed)
+    n, h, w = 2, 9, 23
+    oh = (h + 2 * pad - k) // stride + 1
+    ow = (w + 2 * pad - k) // stride + 1
+    x = rng.uniform(-1, 1, (n, cin, h, w)).astype(np.float16)
+    e = rng.uniform(-2, 2, (n, cout, oh, ow)).astype(np.float16)
+    wt = rng.uniform(-0.5, 0.5, (cout, cin // groups, k, k)).astype(np.float16)
+    bias = rng.uniform(-1, 1, cout).astype(np.float32)
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.float16)
+    ei = g.input("e", e.shape, np.float16)
+    c = g.tensor("c", (n, cout, oh, ow), np.float16)
+    y = g.tensor("y", (n, cout, oh, ow), np.float16)
+    post = writer.sdp([writer.sdp_step("bias", fvalues=bias), writer.sdp_step("relu")])
+    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.float16), (stride, stride), (pad,) * 4, (1, 1), groups, post))
+    first, second = (ei, c) if swapped else (c, ei)
+    steps = [writer.sdp_step("add", tensor=second)]
+    if "relu" in add_chain:
+        steps.append(writer.sdp_step("relu"))
+    if "clip" in add_chain:
+        steps.append(writer.sdp_step("clip", lo=-0.75, hi=1.5))
+    g.op("Sdp", [first, second], y, writer.sdp(steps))
+    g.output(y)
+    if also_output:
+        g.output(c)
+    conv = R.conv_acc(x.astype(np.float64), wt.astype(np.float64), (stride, stride), (pad,) * 4, (1, 1), groups)
+    conv = np.maximum(conv + bias.reshape(1, -1, 1, 1), 0).astype(np.float16).astype(np.float64)
+    ref = conv + e.astype(np.float64)
+    if "relu" in add_chain:
+        ref = np.maximum(ref, 0)
+    if "clip" in add_chain:
+        ref = np.clip(ref, -0.75, 1.5)
+    return g, (x, e), ref
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(sorted(GEOMETRIES)), st.integers(0, 2 ** 31), st.booleans(), st.sampled_from(["", "relu", "clip"]))
+def test_fp16_fused_residual_add_has_the_unfused_bits(geometry, seed, swapped, chain):
+    g, arrays, ref = build_fp16(geometry, seed, swapped, chain, also_output=False)
+    unfused, _, _ = build_fp16(geometry, seed, swapped, chain, also_output=True)
+    assert fused_ops(unfused) == []
+    y = run_graph(g, *arrays)
+    y_unfused, _ = run_graph(unfused, *arrays)
+    np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_fp16_residual_add_is_fused_on_avx512():
+    import ctypes
+    lib().softdla_engine_cpu_isa.restype = ctypes.c_char_p
+    if lib().softdla_engine_cpu_isa().decode().split()[0] not in ("avx512vnni", "amx"):
+        pytest.skip("the FP16 residual fusion runs on AVX-512 only")
+    g, _, _ = build_fp16("3x3", 1, False, "relu", also_output=False)
+    assert fused_ops(g) == [1]

@@ -247,14 +247,23 @@ class ConvKernel final : public OpKernel {
   // An INT8 convolution takes the residual add after it (an SDP op adding two int8 tensors of the
   // output's shape, in the residual window form): each run of results is added to the other operand
   // as it is written, exactly as the add's own kernel would, and the intermediate is never stored.
+  // An FP16 convolution on AVX-512 takes it too where the add's chain is the add then per-channel steps
+  // (SdpChain::residual_halves_form): its results are rounded to fp16 as the unfused store would, then
+  // added and stored by the add's chain in the same pass.
   bool fuse_next(const Model& m, const Op& next, size_t input) override {
     const auto* p = std::get_if<SdpParams>(&next.params);
-    if (dtype_ != DataType::kInt8 || !p || next.inputs.size() != 2) return false;
+    if ((dtype_ != DataType::kInt8 && dtype_ != DataType::kFloat16) || !p || next.inputs.size() != 2) return false;
     const Tensor& out = m.tensors[next.outputs[0]];
     for (uint32_t t : {next.inputs[0], next.inputs[1], next.outputs[0]})
-      if (m.tensors[t].shape != out.shape || m.tensors[t].dtype != DataType::kInt8) return false;
-    residual_ = residual_window(next, *p);
+      if (m.tensors[t].shape != out.shape || m.tensors[t].dtype != dtype_) return false;
     residual_swapped_ = input == 1;
+    if (dtype_ == DataType::kFloat16) {
+      auto chain = std::make_unique<SdpChain>(m, next, *p);
+      if (!chain->residual_halves_form(chain_)) return false;
+      residual_f16_ = std::move(chain);
+      return true;
+    }
+    residual_ = residual_window(next, *p);
     return residual_.has_value();
   }
 
@@ -543,6 +552,10 @@ class ConvKernel final : public OpKernel {
   void store_float(const OpIo& io, float* v, size_t count, uint32_t n, uint32_t k, size_t offset, size_t hw0) const {
     if (dtype_ == DataType::kFloat16) {
       uint16_t* out = static_cast<uint16_t*>(io.output) + offset;
+      if (residual_f16_) {
+        const auto* other = static_cast<const uint16_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]) + offset;
+        return residual_f16_->run_residual_halves(chain_, v, other, count, k, out);
+      }
       if (chain_.run_float_to_halves(v, count, k, out)) return;
       chain_.run_float(v, count, n, k, hw0, io.inputs.data());
       floats_to_halves(v, out, count);
@@ -608,6 +621,7 @@ class ConvKernel final : public OpKernel {
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form
+  std::unique_ptr<SdpChain> residual_f16_;       // FP16: the fused residual add's chain (fuse_next)
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
   std::unique_ptr<DepthwiseS8Vnni> dw_vnni_;  // INT8 depthwise on AVX-512 VNNI + VBMI

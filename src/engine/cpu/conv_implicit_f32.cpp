@@ -7,6 +7,7 @@
 #include "f32_tile_rows.h"
 #include "half_convert.h"
 #include "implicit_grid.h"
+#include "scratch_buffer.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -108,9 +109,8 @@ void ImplicitConvF32::block(const float* planes, size_t row0, size_t pix0, const
 }
 
 void ImplicitConvF32::run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue) const {
-  thread_local std::vector<float> planes;  // the calling thread's: the workers get a pointer
-  planes.resize(size_t(g_.C) * plane_px_);
-  float* data = planes.data();
+  thread_local ScratchBuffer planes;  // the calling thread's: the workers get a pointer
+  float* data = reinterpret_cast<float*>(planes.reserve(size_t(g_.C) * plane_px_ * sizeof(float)));
   pool.parallel_for(g_.C, [&](size_t b, size_t e) { pack(x, halves, data, b, e); }, ThreadPool::min_items(plane_px_));
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {

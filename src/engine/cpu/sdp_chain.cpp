@@ -164,7 +164,31 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void fused_to_halves_avx512
     store_halves_avx512(x, out + i, m);
   }
 }
+
+// run_residual_halves on AVX-512: before[0..n_before) are the convolution's steps, after[0..n_after)
+// the add chain's steps after the add.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void residual_halves_avx512(
+    const FusedStep* before, size_t n_before, const FusedStep* after, size_t n_after, const float* mine,
+    const uint16_t* other, size_t count, uint16_t* out) {
+  for (size_t i = 0; i < count; i += 16) {
+    const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+    __m512 x = _mm512_maskz_loadu_ps(m, mine + i);
+    for (size_t j = 0; j < n_before; ++j) {
+      const FusedStep& f = before[j];
+      x = float_lanes(f.kind, x, _mm512_set1_ps(f.operand), _mm512_set1_ps(f.lo), _mm512_set1_ps(f.hi));
+    }
+    const __m512 stored = _mm512_cvtph_ps(to_halves_avx512(x));
+    x = _mm512_add_ps(stored, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, other + i)));
+    for (size_t j = 0; j < n_after; ++j) {
+      const FusedStep& f = after[j];
+      x = float_lanes(f.kind, x, _mm512_set1_ps(f.operand), _mm512_set1_ps(f.lo), _mm512_set1_ps(f.hi));
+    }
+    store_halves_avx512(x, out + i, m);
+  }
+}
 #endif
+
+constexpr size_t kMaxFusedSteps = 8;
 
 }  // namespace
 
@@ -235,7 +259,6 @@ void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t 
 
 bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uint16_t* out) const {
 #ifdef SOFTDLA_X86
-  constexpr size_t kMaxFusedSteps = 8;
   if (!has_avx512(active_isa()) || steps_.size() > kMaxFusedSteps) return false;
   FusedStep fused[kMaxFusedSteps];
   for (size_t j = 0; j < steps_.size(); ++j) {
@@ -248,6 +271,48 @@ bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uin
 #else
   (void)v, (void)count, (void)c, (void)out;
   return false;
+#endif
+}
+
+bool SdpChain::channel_steps_only() const {
+#ifdef SOFTDLA_X86
+  if (steps_.size() > kMaxFusedSteps) return false;
+  for (const Step& st : steps_)
+    if (!is_channel_float_step(st.s.kind)) return false;
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool SdpChain::residual_halves_form(const SdpChain& before) const {
+#ifdef SOFTDLA_X86
+  if (dtype_ != DataType::kFloat16 || !has_avx512(active_isa()) || steps_.empty() || steps_.size() > kMaxFusedSteps ||
+      !before.channel_steps_only())
+    return false;
+  const Step& add = steps_[0];
+  if (add.s.kind != SdpKind::kEltAdd || add.operand_shape[2] * add.operand_shape[3] != hw_) return false;
+  for (size_t j = 1; j < steps_.size(); ++j)
+    if (!is_channel_float_step(steps_[j].s.kind)) return false;
+  return true;
+#else
+  (void)before;
+  return false;
+#endif
+}
+
+void SdpChain::run_residual_halves(const SdpChain& before, const float* mine, const uint16_t* other, size_t count,
+                                   uint32_t c, uint16_t* out) const {
+#ifdef SOFTDLA_X86
+  FusedStep pre[kMaxFusedSteps], post[kMaxFusedSteps];
+  auto fused = [c](const SdpStep& s) {
+    return FusedStep{s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
+  };
+  for (size_t j = 0; j < before.steps_.size(); ++j) pre[j] = fused(before.steps_[j].s);
+  for (size_t j = 1; j < steps_.size(); ++j) post[j - 1] = fused(steps_[j].s);
+  residual_halves_avx512(pre, before.steps_.size(), post, steps_.size() - 1, mine, other, count, out);
+#else
+  (void)before, (void)mine, (void)other, (void)count, (void)c, (void)out;
 #endif
 }
 

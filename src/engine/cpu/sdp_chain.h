@@ -28,6 +28,19 @@ class SdpChain {
   // floats_to_halves. False, having done nothing, for any other chain or path.
   bool run_float_to_halves(const float* v, size_t count, uint32_t c, uint16_t* out) const;
 
+  // A residual add's chain (an element-wise add of a second tensor of the output's shape first, then
+  // per-channel steps) run inside the convolution that computes one of the add's inputs: `mine` (that
+  // convolution's fp32 sums) through the convolution's chain `before` (per-channel steps only), rounded
+  // to fp16 as the unfused graph stores it, added to `other` (the add's other input, fp16), through the
+  // remaining steps and stored as fp16, all in registers: the same bits as the convolution's store
+  // followed by the add's own kernel (fp32 addition commutes). Whether the two chains have that form
+  // and this CPU the path (AVX-512):
+  bool residual_halves_form(const SdpChain& before) const;
+  void run_residual_halves(const SdpChain& before, const float* mine, const uint16_t* other, size_t count,
+                           uint32_t c, uint16_t* out) const;
+  // Only per-channel steps (bias, scale, PReLU, ReLU, clip), at most as many as one pass fuses.
+  bool channel_steps_only() const;
+
   bool empty() const { return steps_.empty(); }
 
  private:
