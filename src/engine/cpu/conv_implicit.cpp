@@ -230,6 +230,30 @@ void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1
   }
 }
 
+#ifdef SOFTDLA_X86
+// The last n - b (1 to 16) pixels of four channel rows (src[lane][p * sw]) as offset quads at d + b * 4,
+// read and written under byte masks.
+static __attribute__((target("avx512f,avx512bw,avx512vl"))) void quad_tail_avx512(const int8_t* const* src, size_t b,
+                                                                           size_t n, size_t sw, uint8_t* d) {
+  const size_t left = n - b, bytes = (left - 1) * sw + 1;  // of each row, from column b
+  const __mmask32 in = __mmask32((uint64_t(1) << bytes) - 1);
+  const __m128i even = _mm_set1_epi16(0x00ff), flip = _mm_set1_epi8(char(0x80));
+  __m128i v[4];
+  for (int lane = 0; lane < 4; ++lane) {
+    const __m256i row = _mm256_maskz_loadu_epi8(in, src[lane] + b * sw);
+    const __m128i lo = _mm256_castsi256_si128(row), hi = _mm256_extracti128_si256(row, 1);
+    v[lane] = sw == 1 ? lo : _mm_packus_epi16(_mm_and_si128(lo, even), _mm_and_si128(hi, even));
+  }
+  const __m128i ab_lo = _mm_unpacklo_epi8(v[0], v[1]), ab_hi = _mm_unpackhi_epi8(v[0], v[1]);
+  const __m128i cd_lo = _mm_unpacklo_epi8(v[2], v[3]), cd_hi = _mm_unpackhi_epi8(v[2], v[3]);
+  const __m512i quads = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo))),
+      _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi)), 1);
+  const __mmask64 out = left == 16 ? ~__mmask64(0) : (__mmask64(1) << (4 * left)) - 1;
+  _mm512_mask_storeu_epi8(d + b * 4, out, _mm512_xor_si512(quads, _mm512_broadcast_i32x4(flip)));
+}
+#endif
+
 // Interleaves whole 16-pixel runs of the slot's channel rows (src[lane][b * sw]) into d's 4-byte slots
 // with SSE2 (stride 1 or 2; reads stay inside each row's n * sw bytes), and returns the pixels done.
 size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size_t n) const {
@@ -268,7 +292,10 @@ size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size
   size_t b = 0;
   // A stride-2 load reads 32 bytes, one past its 16th value: the run's last byte is (n - 1) sw.
   for (; b + 15 + g_.sw <= n; b += 16) sixteen(src, b, reinterpret_cast<__m128i*>(d + b * 4));
-  if (b < n) {
+  if (b < n && !pairs_) {
+    // The quads' tail under byte masks (AVX-512 machines): nothing read or written past the run.
+    quad_tail_avx512(src, b, n, g_.sw, d);
+  } else if (b < n) {
     // The last pixels (all of a 7- or 14-wide row) through 32-byte staging copies of each lane's rest.
     alignas(16) int8_t rest[4][32] = {};
     const int8_t* rows[4];
