@@ -411,10 +411,24 @@ class ConvKernel final : public OpKernel {
   // requantized as run_unit_vnni does.
   void run_implicit(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
+    // With the window form, the AVX-512 blocks store int8 results themselves.
+    std::optional<ImplicitInt8Output> direct;
+    if (windows_) {
+      direct.emplace();
+      direct->windows = windows_->data();
+      direct->out = static_cast<int8_t*>(io.output);
+      direct->image_stride = size_t(g_.K) * ohw;
+      if (residual_) {
+        direct->residual = &*residual_;
+        direct->other = static_cast<const int8_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]);
+        direct->conv_second = residual_swapped_;
+      }
+    }
     implicit_->run(static_cast<const int8_t*>(io.inputs[0]), batch_, in_image, pool,
                    [&](uint32_t n, uint32_t k, size_t hw0, const int32_t* sums, size_t count) {
                      emit_sums(io, (size_t(n) * g_.K + k) * ohw + hw0, sums, count, n, k, hw0);
-                   });
+                   },
+                   direct ? &*direct : nullptr);
   }
 
   // FP16 and FP32 convolutions of stride 1 without im2col (conv_implicit_f32.h), image by image; each

@@ -7,6 +7,7 @@
 #include "amx_tiles.h"
 #include "cpu_isa.h"
 #include "implicit_grid.h"
+#include "int8_requant_x86.h"
 #include "scratch_buffer.h"
 #include "x86_simd.h"
 
@@ -315,7 +316,74 @@ size_t ImplicitConvS8::interleave_run(const int8_t* const* src, uint8_t* d, size
 #endif
 }
 
-void ImplicitConvS8::block(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+#ifdef SOFTDLA_X86
+namespace {
+
+// A block's output runs: grid pixels [p, p + count) of every row of the block are outputs hw0.. of
+// their channel (one output row's columns, or the tail of one and the start of the next).
+struct GridRun {
+  uint32_t p, count;
+  size_t hw0;
+};
+
+size_t grid_runs(size_t pix0, size_t pixels, size_t wq, size_t ow, GridRun* runs) {
+  size_t n = 0;
+  for (size_t p = 0; p < pixels;) {
+    const size_t gp = pix0 + p, row = gp / wq, col = gp % wq, run = std::min(pixels - p, wq - col);
+    if (col < ow) {
+      const size_t count = std::min(run, ow - col), hw0 = row * ow + col;
+      if (n && runs[n - 1].hw0 + runs[n - 1].count == hw0 && runs[n - 1].p + runs[n - 1].count == p)
+        runs[n - 1].count += uint32_t(count);  // contiguous in the grid and in the output
+      else runs[n++] = {uint32_t(p), uint32_t(count), hw0};
+    }
+    p += run;
+  }
+  return n;
+}
+
+// The block's sums (rows of kBlockPixels int32, row r = channel row0 + r) requantized on whole grid
+// vectors into an int8 grid row, then each run copied to its output under a byte mask; with a
+// residual, the add's other input is first gathered run by run into the same grid positions.
+template <bool kResidual>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const int32_t* sums, size_t rows, size_t row0,
+                                                                        size_t pixels, const GridRun* runs,
+                                                                        size_t n_runs, const ImplicitInt8Output& o,
+                                                                        uint32_t image, size_t ohw) {
+  std::optional<Residual512> add;
+  if constexpr (kResidual) add.emplace(*o.residual);
+  auto mask = [](size_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); };
+  // 16 bytes of slack: runs are moved in whole vectors. The grid's dropped columns are computed on
+  // whatever `theirs` holds there (zeros) and never stored.
+  alignas(64) int8_t theirs[kBlockPixels + 16] = {}, mine[kBlockPixels + 16];
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t k = row0 + r, base = image * o.image_stride + k * ohw;
+    const Window512 win(o.windows[k]);
+    if constexpr (kResidual)
+      for (size_t i = 0; i < n_runs; ++i)  // in grid order: each plain store's spill is overwritten next
+        for (uint32_t j = 0; j < runs[i].count; j += 16)
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(theirs + runs[i].p + j),
+                           _mm_maskz_loadu_epi8(mask(runs[i].count - j), o.other + base + runs[i].hw0 + j));
+    for (size_t j = 0; j < pixels; j += 16) {
+      __m128i v = win.apply(_mm512_load_si512(sums + r * kBlockPixels + j));
+      if constexpr (kResidual) {
+        const __m512i a = _mm512_cvtepi8_epi32(v);
+        const __m512i b = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(theirs + j)));
+        v = o.conv_second ? add->apply(b, a) : add->apply(a, b);
+      }
+      _mm_store_si128(reinterpret_cast<__m128i*>(mine + j), v);
+    }
+    for (size_t i = 0; i < n_runs; ++i)
+      for (uint32_t j = 0; j < runs[i].count; j += 16)
+        _mm_mask_storeu_epi8(o.out + base + runs[i].hw0 + j, mask(runs[i].count - j),
+                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(mine + runs[i].p + j)));
+  }
+}
+
+}  // namespace
+#endif
+
+void ImplicitConvS8::block(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
+                           const ImplicitInt8Output* direct) const {
 #ifdef SOFTDLA_X86
   if (amx_) return block_amx(packed, n, row0, pix0, epilogue);
   const size_t taps = tap_offsets_.size(), row_quads = taps * cq_;
@@ -333,10 +401,17 @@ void ImplicitConvS8::block(const uint8_t* packed, uint32_t n, size_t row0, size_
       if (pairs_) tile_taps_avx2(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, init, out, kBlockPixels);
       else tile_taps(a, b, plane_px_ * 4, tap_offsets_.data(), taps, cq_, init, out, kBlockPixels);
     }
+  if (direct && !pairs_) {
+    GridRun runs[kBlockPixels];
+    const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs), ohw = size_t(g_.OH) * g_.OW;
+    if (direct->residual) emit_block_s8<true>(sums, rows, row0, pixels, runs, n_runs, *direct, n, ohw);
+    else emit_block_s8<false>(sums, rows, row0, pixels, runs, n_runs, *direct, n, ohw);
+    return;
+  }
   emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, const int32_t* v, size_t count) { epilogue(n, k, hw0, v, count); });
 #else
-  (void)packed, (void)n, (void)row0, (void)pix0, (void)epilogue;
+  (void)packed, (void)n, (void)row0, (void)pix0, (void)epilogue, (void)direct;
 #endif
 }
 
@@ -359,7 +434,8 @@ void ImplicitConvS8::block_amx(const uint8_t* packed, uint32_t n, size_t row0, s
 }
 
 void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool,
-                         const Epilogue& epilogue) const {
+                         const Epilogue& epilogue, const ImplicitInt8Output* direct) const {
+  if (!writes_int8()) direct = nullptr;
   thread_local ScratchBuffer packed;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * cq_, image_bytes = slots * plane_px_ * 4;
   uint8_t* data = packed.reserve(images * image_bytes);
@@ -379,7 +455,7 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
     for (size_t u = b; u < e; ++u) {
       const size_t column = u % columns, n = column / pixel_blocks;
       block(data + n * image_bytes, uint32_t(n), (u / columns) * unit_rows, (column % pixel_blocks) * unit_pixels,
-            epilogue);
+            epilogue, direct);
     }
   });
 }
