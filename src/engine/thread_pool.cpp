@@ -73,31 +73,36 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     fn(0, n);
     return;
   }
+  // An odd generation turns late joiners of the last job away; the workers still inside it (every chunk
+  // of it is done, so they only find none left) leave before its fields are rewritten.
+  const unsigned g = generation_.load(std::memory_order_relaxed);
+  generation_.store(g + 1);
+  while (active_.load() != 0) relax();
+  job_ = &fn;
+  job_n_ = n;
+  chunks_ = chunks;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  done_chunks_.store(0, std::memory_order_relaxed);
+  failed_.store(false, std::memory_order_relaxed);
+  error_ = nullptr;
+  generation_.store(g + 2, std::memory_order_release);
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    chunks_ = chunks;
-    next_chunk_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    // Every worker acknowledges every generation (those without a chunk at once), so no worker can
-    // still be reading this job's fields when the next one is written.
-    pending_.store(unsigned(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(mutex_);  // pairs with a worker's check before it sleeps
     wake = sleepers_ > 0;
   }
   if (wake) wake_.notify_all();
   take_chunks();
-  if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+  auto finished = [&] { return done_chunks_.load(std::memory_order_acquire) == chunks; };
+  if (!spin_until(finished)) {
     std::unique_lock<std::mutex> lock(mutex_);
     waiting_ = true;
-    done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+    done_.wait(lock, finished);
     waiting_ = false;
   }
-  job_ = nullptr;
-  // The first exception any chunk threw, once no thread still runs the job (fn lives in the caller's
-  // frame): an allocation failure in a kernel reaches the caller as it would without the pool.
+  // The first exception any chunk threw, once every chunk is done (fn lives in the caller's frame, and
+  // no thread calls it again): an allocation failure in a kernel reaches the caller as it would
+  // without the pool.
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
@@ -106,20 +111,29 @@ void ThreadPool::take_chunks() {
     const size_t i = next_chunk_.fetch_add(1, std::memory_order_relaxed);
     if (i >= chunks_) return;
     const size_t begin = job_n_ * i / chunks_, end = job_n_ * (i + 1) / chunks_;
-    try {
-      if (begin < end) (*job_)(begin, end);
-    } catch (...) {  // kept for the submitter; the remaining chunks are skipped
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
-      next_chunk_.store(chunks_, std::memory_order_relaxed);
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        if (begin < end) (*job_)(begin, end);
+      } catch (...) {  // kept for the submitter; the chunks not yet started are skipped
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (done_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_) {
+      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the submitter's check before it sleeps
+      if (waiting_) done_.notify_all();
     }
   }
 }
 
 void ThreadPool::worker_loop() {
-  unsigned seen = 0;
+  unsigned seen = 0;  // the last generation this worker joined
   for (;;) {
-    auto fresh = [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; };
+    auto fresh = [&] {
+      const unsigned g = generation_.load(std::memory_order_acquire);
+      return stop_.load(std::memory_order_relaxed) || (g % 2 == 0 && g != seen);
+    };
     if (!spin_until(fresh)) {
       std::unique_lock<std::mutex> lock(mutex_);
       ++sleepers_;
@@ -127,12 +141,18 @@ void ThreadPool::worker_loop() {
       --sleepers_;
     }
     if (stop_) return;
-    seen = generation_.load(std::memory_order_acquire);
-    take_chunks();
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the submitter's check before it sleeps
-      if (waiting_) done_.notify_all();
+    const unsigned g = generation_.load(std::memory_order_acquire);
+    if (g % 2 != 0 || g == seen) continue;
+    // Join, then make sure the job was not replaced meanwhile (the submitter raises the generation
+    // before it waits for active_ to drain, so one of the two sees the other).
+    active_.fetch_add(1);
+    if (generation_.load() != g) {
+      active_.fetch_sub(1);
+      continue;
     }
+    seen = g;
+    take_chunks();
+    active_.fetch_sub(1, std::memory_order_release);
   }
 }
 

@@ -1,6 +1,9 @@
 // A small fixed pool for splitting one op over the CPU cores. parallel_for blocks until all chunks ran.
 // Between ops the workers spin briefly before they sleep: a network runs dozens of ops a millisecond
-// apart, and a condition-variable wake-up per op costs tens of microseconds.
+// apart, and a condition-variable wake-up per op costs tens of microseconds. The caller never waits
+// for a worker to wake: it takes chunks itself, and workers join a job as they come (a worker woken
+// after an idle spell can take milliseconds to run on a virtual machine; a run that waited for it was
+// ten times slower than one thread).
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -41,15 +44,18 @@ class ThreadPool {
   std::mutex mutex_;
   std::mutex submit_mutex_;  // one parallel_for at a time; callers from other threads wait
   std::condition_variable wake_, done_;
-  // The job: written before generation_ is bumped, read by the workers after they see the bump.
+  // The job: written while generation_ is odd (no worker inside a job), read by the workers after
+  // they see the even generation that publishes it.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, chunks_ = 0;
-  std::atomic<size_t> next_chunk_{0};  // the next chunk of the current job not yet taken
-  std::exception_ptr error_;           // the first exception a chunk of the current job threw (mutex_)
-  std::atomic<unsigned> generation_{0};
-  std::atomic<unsigned> pending_{0};  // workers that have not finished the current generation
-  unsigned sleepers_ = 0;             // workers waiting on wake_ (guarded by mutex_)
-  bool waiting_ = false;              // the submitter sleeps on done_ (guarded by mutex_)
+  std::atomic<size_t> next_chunk_{0};   // the next chunk of the current job not yet taken
+  std::atomic<size_t> done_chunks_{0};  // chunks of the current job run (or skipped after a throw)
+  std::atomic<bool> failed_{false};     // a chunk of the current job threw: skip the rest
+  std::exception_ptr error_;            // the first exception a chunk of the current job threw (mutex_)
+  std::atomic<unsigned> generation_{0};  // even: the current job is published; odd: one is being written
+  std::atomic<unsigned> active_{0};      // workers inside a job (between joining and leaving it)
+  unsigned sleepers_ = 0;                // workers waiting on wake_ (guarded by mutex_)
+  bool waiting_ = false;                 // the submitter sleeps on done_ (guarded by mutex_)
   std::atomic<bool> stop_{false};
 };
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <new>
 #include <thread>
 #include <vector>
@@ -48,6 +49,21 @@ TEST(ThreadPool, AnExceptionInAChunkReachesTheCaller) {
   std::atomic<long> sum{0};
   pool.parallel_for(1000, [&](size_t b, size_t e) { sum += long(e - b); });
   EXPECT_EQ(sum.load(), 1000);
+}
+
+// Jobs of every small size back to back, with idle gaps long enough for the workers to fall asleep
+// (a job then starts without them and they join it, or the next one, as they wake).
+TEST(ThreadPool, JobsBackToBackAndAfterTheWorkersSlept) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 300; ++rep) {
+    const size_t n = 1 + rep % 37;
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallel_for(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1);
+    if (rep % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 }  // namespace softdla
