@@ -299,7 +299,11 @@ class ConvKernel final : public OpKernel {
       const size_t planes = size_t(batch_) * g_.K;
       pool.parallel_for(planes, [&](size_t b, size_t e) {
         if (dw_vnni_) return run_depthwise_vnni(io, b, e);
-        for (size_t p = b; p < e; ++p) run_depthwise_plane(io, p, p > b && (p - 1) / g_.Kg == p / g_.Kg);
+        // The thread's buffers looked up once for the chunk, not per plane.
+        thread_local DepthwiseBuffers buffers;
+        DepthwiseScratch& scratch = depthwise_scratch();
+        for (size_t p = b; p < e; ++p)
+          run_depthwise_plane(io, p, p > b && (p - 1) / g_.Kg == p / g_.Kg, buffers, scratch);
       }, ThreadPool::min_items(ohw * kdim));
       return;
     }
@@ -529,62 +533,60 @@ class ConvKernel final : public OpKernel {
   }
 
   // same_input: the previous plane this thread ran read the same input channel (a channel multiplier).
-  void run_depthwise_plane(const OpIo& io, size_t plane, bool same_input) const {
+  // A thread's buffers for depthwise planes, reused across them.
+  struct DepthwiseBuffers {
+    std::vector<int32_t> acc;
+    std::vector<int64_t> wide;
+    std::vector<int32_t> weights;
+    std::vector<float> facc, widened;
+  };
+
+  // same_input: the previous plane this thread ran read the same input channel (a channel multiplier).
+  void run_depthwise_plane(const OpIo& io, size_t plane, bool same_input, DepthwiseBuffers& buf,
+                           DepthwiseScratch& scratch) const {
     const uint32_t n = uint32_t(plane / g_.K), k = uint32_t(plane % g_.K);
     const uint32_t c = k / g_.Kg;  // the group's single input channel
     const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW, taps = size_t(g_.R) * g_.S;
     const size_t x_off = (size_t(n) * g_.C + c) * in_plane, y_off = (size_t(n) * g_.K + k) * ohw;
     const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
     if (dtype_ == DataType::kInt8) {
-      // Sums of a handful of outputs (a global average pool lowered to a depthwise convolution: 1,280
-      // planes of 49 values in MobileNetV2) on the stack: a thread-local look-up costs more than they do.
-      int32_t small_acc[4];
-      int64_t small_wide[4];
-      int32_t* acc = small_acc;
-      int64_t* wide = small_wide;
-      if (ohw > 4) {
-        thread_local std::vector<int32_t> acc_buf;
-        thread_local std::vector<int64_t> wide_buf;
-        acc_buf.resize(ohw), wide_buf.resize(ohw);
-        acc = acc_buf.data(), wide = wide_buf.data();
-      }
+      buf.acc.resize(ohw);
+      int32_t* acc = buf.acc.data();
       const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + x_off;
       if (taps < kDepthwiseFloatTaps) {
-        depthwise_s8_plane(active_isa(), dg, x, w8_raw_.data() + k * taps, acc, same_input);
+        depthwise_s8_plane(active_isa(), dg, x, w8_raw_.data() + k * taps, acc, same_input, scratch);
       } else {
-        thread_local std::vector<int32_t> w;
-        w.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
-        depthwise_s8(g_, x, w.data(), acc);
+        buf.weights.assign(w8_raw_.begin() + long(k * taps), w8_raw_.begin() + long((k + 1) * taps));
+        depthwise_s8(g_, x, buf.weights.data(), acc);
       }
       if (windows_) return emit_sums(io, y_off, acc, ohw, n, k, 0);
       emit_int8(io, y_off, ohw, [&](int8_t* out) {
-        std::copy_n(acc, ohw, wide);
-        chain_.run_int8(wide, ohw, n, k, 0, io.inputs.data(), out);
+        buf.wide.assign(acc, acc + ohw);
+        chain_.run_int8(buf.wide.data(), ohw, n, k, 0, io.inputs.data(), out);
       });
       return;
     }
-    thread_local std::vector<float> acc;
-    acc.resize(ohw);
+    buf.facc.resize(ohw);
+    float* acc = buf.facc.data();
     if (!finite_weights_) {
       // An infinite weight: the direct loop, which skips padding taps as the CUDA kernels do (the
       // phased planes multiply them as zeros, and 0 * inf would make the border outputs NaN).
-      thread_local std::vector<float> xf;
       const float* x = static_cast<const float*>(io.inputs[0]) + x_off;
       if (dtype_ == DataType::kFloat16) {
-        xf.resize(in_plane);
-        halves_to_floats(static_cast<const uint16_t*>(io.inputs[0]) + x_off, xf.data(), in_plane);
-        x = xf.data();
+        buf.widened.resize(in_plane);
+        halves_to_floats(static_cast<const uint16_t*>(io.inputs[0]) + x_off, buf.widened.data(), in_plane);
+        x = buf.widened.data();
       }
-      depthwise_accumulate(g_, x, wf_.data() + k * taps, acc.data());
-      return store_float(io, acc.data(), ohw, n, k, y_off, 0);
+      depthwise_accumulate(g_, x, wf_.data() + k * taps, acc);
+      return store_float(io, acc, ohw, n, k, y_off, 0);
     }
     if (dtype_ == DataType::kFloat16)
       depthwise_f32_plane(active_isa(), dg, static_cast<const uint16_t*>(io.inputs[0]) + x_off, wf_.data() + k * taps,
-                          acc.data(), same_input);
+                          acc, same_input, scratch);
     else
       depthwise_f32_plane(active_isa(), dg, static_cast<const float*>(io.inputs[0]) + x_off, wf_.data() + k * taps,
-                          acc.data(), same_input);
-    store_float(io, acc.data(), ohw, n, k, y_off, 0);
+                          acc, same_input, scratch);
+    store_float(io, acc, ohw, n, k, y_off, 0);
   }
 
   // The SDP chain on count fp32 sums of channel k, image n (spatial index hw0 on), stored at output

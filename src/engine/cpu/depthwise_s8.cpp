@@ -12,9 +12,10 @@
 
 namespace softdla::cpu {
 namespace {
-
 constexpr size_t kLanes = 16;  // the widest vector; rows are padded to whole vectors of it
+}  // namespace
 
+namespace depthwise_detail {
 // The plane as padded fp32 rows split by column phase: phase p of padded row i holds padded columns
 // p, p + sw, p + 2 sw, ... Output column ow of tap s then reads phase (s dw) % sw at ow + (s dw) / sw.
 struct PhasedPlane {
@@ -23,6 +24,33 @@ struct PhasedPlane {
   std::vector<float> data;      // [row][phase][stride]
   const float* at(size_t row, uint32_t phase) const { return data.data() + (row * phases + phase) * stride; }
 };
+
+struct Tap {
+  size_t row_offset;  // r * dh
+  uint32_t phase;
+  size_t column;      // (s * dw) / sw
+  float weight;
+};
+
+}  // namespace depthwise_detail
+
+// What the kernels below reuse from plane to plane, one per thread.
+struct DepthwiseScratch {
+  depthwise_detail::PhasedPlane plane;
+  std::vector<depthwise_detail::Tap> taps;
+  std::vector<size_t> first, past;      // build_phased: each phase's columns inside the input
+  std::vector<const float*> src;        // rows_avx512: each tap's row
+  std::vector<float> weights;           // rows_avx512: each tap's weight
+};
+
+DepthwiseScratch& depthwise_scratch() {
+  thread_local DepthwiseScratch scratch;
+  return scratch;
+}
+
+namespace {
+using depthwise_detail::PhasedPlane;
+using depthwise_detail::Tap;
 
 void widen_portable(const int8_t* src, size_t stride, size_t n, float* dst) {
   for (size_t i = 0; i < n; ++i) dst[i] = float(src[i * stride]);
@@ -97,7 +125,8 @@ void widen_strided(Isa isa, const float* src, size_t stride, size_t n, float* ds
 }
 
 template <class Src>
-void build_phased(Isa isa, const DepthwiseGeometry& g, const Src* x, PhasedPlane& p) {
+void build_phased(Isa isa, const DepthwiseGeometry& g, const Src* x, DepthwiseScratch& scratch) {
+  PhasedPlane& p = scratch.plane;
   p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
   p.phases = g.sw;
   const size_t reach = (size_t(g.S - 1) * g.dw) / g.sw;  // the farthest tap, in phase columns
@@ -107,7 +136,7 @@ void build_phased(Isa isa, const DepthwiseGeometry& g, const Src* x, PhasedPlane
   p.data.resize(p.rows * p.phases * p.stride);
   // Per phase, the phase columns [a, b) that lie inside the input (the same for every row): padded
   // column k * sw + ph is input column k * sw + ph - pl.
-  thread_local std::vector<size_t> a, b;
+  std::vector<size_t>&a = scratch.first, &b = scratch.past;
   a.resize(p.phases), b.resize(p.phases);
   for (uint32_t ph = 0; ph < p.phases; ++ph) {
     const int64_t first = int64_t(g.pl) - ph;  // k * sw >= first
@@ -134,15 +163,7 @@ void build_phased(Isa isa, const DepthwiseGeometry& g, const Src* x, PhasedPlane
   }
 }
 
-struct Tap {
-  size_t row_offset;  // r * dh
-  uint32_t phase;
-  size_t column;      // (s * dw) / sw
-  float weight;
-};
-
-const std::vector<Tap>& taps_of(const DepthwiseGeometry& g, const int8_t* w) {
-  thread_local std::vector<Tap> taps;
+const std::vector<Tap>& taps_of(const DepthwiseGeometry& g, const int8_t* w, std::vector<Tap>& taps) {
   taps.clear();
   for (uint32_t r = 0; r < g.R; ++r)
     for (uint32_t s = 0; s < g.S; ++s)
@@ -189,10 +210,10 @@ __attribute__((target("avx512f"), always_inline)) inline void block_avx512(const
 
 template <class Out>
 __attribute__((target("avx512f"))) void rows_avx512(const DepthwiseGeometry& g, const PhasedPlane& p,
-                                                    const std::vector<Tap>& taps, Out* out) {
+                                                    const std::vector<Tap>& taps, Out* out, DepthwiseScratch& scratch) {
   const size_t n = taps.size(), row_step = size_t(g.sh) * p.phases * p.stride;
-  thread_local std::vector<const float*> src;
-  thread_local std::vector<float> weights;
+  std::vector<const float*>& src = scratch.src;
+  std::vector<float>& weights = scratch.weights;
   src.resize(n), weights.resize(n);
   for (size_t t = 0; t < n; ++t) weights[t] = taps[t].weight;
   for (uint32_t oh = 0; oh < g.OH; oh += 4) {
@@ -252,13 +273,13 @@ void few_outputs(const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, i
 }  // namespace
 
 void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, const int8_t* w, int32_t* out,
-                        bool same_input) {
+                        bool same_input, DepthwiseScratch& scratch) {
   if (size_t(g.OH) * g.OW <= 4) return few_outputs(g, x, w, out);
-  thread_local PhasedPlane plane;
-  if (!same_input || plane.data.empty()) build_phased(isa, g, x, plane);
-  const std::vector<Tap>& taps = taps_of(g, w);
+  PhasedPlane& plane = scratch.plane;
+  if (!same_input || plane.data.empty()) build_phased(isa, g, x, scratch);
+  const std::vector<Tap>& taps = taps_of(g, w, scratch.taps);
 #ifdef SOFTDLA_X86
-  if (has_avx512(isa)) return rows_avx512(g, plane, taps, out);
+  if (has_avx512(isa)) return rows_avx512(g, plane, taps, out, scratch);
   if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out);
 #endif
   (void)isa;
@@ -267,28 +288,28 @@ void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, co
 
 template <class Src>
 void depthwise_float_plane(Isa isa, const DepthwiseGeometry& g, const Src* x, const float* w, float* out,
-                           bool same_input) {
-  thread_local PhasedPlane plane;
-  if (!same_input || plane.data.empty()) build_phased(isa, g, x, plane);
-  thread_local std::vector<Tap> taps;
+                           bool same_input, DepthwiseScratch& scratch) {
+  PhasedPlane& plane = scratch.plane;
+  if (!same_input || plane.data.empty()) build_phased(isa, g, x, scratch);
+  std::vector<Tap>& taps = scratch.taps;
   taps.clear();
   for (uint32_t r = 0; r < g.R; ++r)
     for (uint32_t s = 0; s < g.S; ++s)
       taps.push_back({size_t(r) * g.dh, (s * g.dw) % g.sw, (s * g.dw) / g.sw, w[r * g.S + s]});
 #ifdef SOFTDLA_X86
-  if (has_avx512(isa)) return rows_avx512(g, plane, taps, out);
+  if (has_avx512(isa)) return rows_avx512(g, plane, taps, out, scratch);
   if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out);
 #endif
   rows_portable(g, plane, taps, out);
 }
 
 void depthwise_f32_plane(Isa isa, const DepthwiseGeometry& g, const uint16_t* x, const float* w, float* out,
-                         bool same_input) {
-  depthwise_float_plane(isa, g, x, w, out, same_input);
+                         bool same_input, DepthwiseScratch& scratch) {
+  depthwise_float_plane(isa, g, x, w, out, same_input, scratch);
 }
 void depthwise_f32_plane(Isa isa, const DepthwiseGeometry& g, const float* x, const float* w, float* out,
-                         bool same_input) {
-  depthwise_float_plane(isa, g, x, w, out, same_input);
+                         bool same_input, DepthwiseScratch& scratch) {
+  depthwise_float_plane(isa, g, x, w, out, same_input, scratch);
 }
 
 }  // namespace softdla::cpu
