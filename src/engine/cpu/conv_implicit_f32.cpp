@@ -23,7 +23,7 @@ constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 // pixel in plane 0, planes plane_px floats apart; offsets[t] shifts to tap t.
 __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t lda, const float* b, size_t plane_px,
                                                           const size_t* offsets, size_t taps, size_t channels,
-                                                          float (*out)[kTilePixels]) {
+                                                          float* out, size_t ld) {
   const size_t l1 = lda * sizeof(float), l3 = 3 * l1, l5 = 5 * l1;
   const char* pa = reinterpret_cast<const char*>(a);
   const char* pb = pa + 6 * l1;
@@ -44,7 +44,7 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
 #undef STEP
     }
   }
-#define STORE(r) _mm512_storeu_ps(out[r], c##r##0), _mm512_storeu_ps(out[r] + 16, c##r##1);
+#define STORE(r) _mm512_storeu_ps(out + (r) * ld, c##r##0), _mm512_storeu_ps(out + (r) * ld + 16, c##r##1);
   SOFTDLA_F32_ROWS12(STORE)
 #undef STORE
 }
@@ -72,6 +72,17 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
 
 // Planes [c0, c1): zero padding around the input rows, widened to fp32.
 void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t c0, size_t c1) const {
+  const size_t hw = size_t(g_.H) * g_.W;
+  if (g_.pt == 0 && g_.pl == 0 && wq_ == g_.W && hq_ == g_.H) {
+    // No padding (a 1x1 convolution): the plane is the input channel, then zeros to the block's end.
+    for (size_t c = c0; c < c1; ++c) {
+      float* dst = planes + c * plane_px_;
+      if (halves) halves_to_floats(static_cast<const uint16_t*>(x) + c * hw, dst, hw);
+      else std::memcpy(dst, static_cast<const float*>(x) + c * hw, hw * sizeof(float));
+      std::fill(dst + hw, dst + plane_px_, 0.f);
+    }
+    return;
+  }
   for (size_t c = c0; c < c1; ++c) {
     float* dst = planes + c * plane_px_;
     std::fill_n(dst, plane_px_, 0.f);
@@ -91,18 +102,13 @@ void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t c0,
 void ImplicitConvF32::block(const float* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const {
 #ifdef SOFTDLA_X86
   const size_t taps = tap_offsets_.size(), kdim = size_t(g_.C) * taps;
-  alignas(64) float tile[kTileRows][kTilePixels];
-  thread_local std::vector<float> sums;
-  sums.resize(kBlockRows * kBlockPixels);
+  alignas(64) float sums[kBlockRows * kBlockPixels];
   const size_t rows = std::min<size_t>(kBlockRows, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
   for (size_t p = 0; p < pixels; p += kTilePixels)
-    for (size_t r = 0; r < rows; r += kTileRows) {
+    for (size_t r = 0; r < rows; r += kTileRows)  // rows past K: zero weights, sums nobody reads
       tile_taps_f32(weights_.data() + (row0 + r) * kdim, kdim, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps,
-                    g_.C, tile);
-      for (size_t i = 0; i < kTileRows && r + i < rows; ++i)
-        std::copy_n(tile[i], std::min(kTilePixels, pixels - p), sums.data() + (r + i) * kBlockPixels + p);
-    }
-  emit_grid_runs(sums.data(), kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
+                    g_.C, sums + r * kBlockPixels + p, kBlockPixels);
+  emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
 #else
   (void)planes, (void)row0, (void)pix0, (void)epilogue;
 #endif
