@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "conv_implicit.h"
 #include "cpu_isa.h"
 #include "f32_tile_rows.h"
 #include "half_convert.h"
+#include "half_convert_avx512.h"
 #include "implicit_grid.h"
+#include "numerics.h"
 #include "scratch_buffer.h"
 #include "x86_simd.h"
 
@@ -19,6 +22,15 @@ constexpr size_t kTileRows = 12, kTilePixels = 32;
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 
 #ifdef SOFTDLA_X86
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_floats(const uint16_t* src, size_t n,
+                                                                                    float* d) {
+  for (size_t i = 0; i < n; i += 16) {
+    const size_t values = std::min<size_t>(16, n - i);
+    const __mmask16 m = __mmask16((1u << values) - 1);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_cvtph_ps(m, even_halves_avx512(src + 2 * i, values)));
+  }
+}
+
 // 12 rows of A (row stride lda floats, k = c * taps + t) x 32 grid pixels: b points at the tile's first
 // pixel in plane 0, planes plane_px floats apart; offsets[t] shifts to tap t.
 __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t lda, const float* b, size_t plane_px,
@@ -50,51 +62,72 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
 }
 #endif
 
-}  // namespace
-
-bool ImplicitConvF32::applies(uint32_t groups, uint32_t sh, uint32_t sw) {
-  return groups == 1 && sh == 1 && sw == 1 && has_avx512(active_isa());
+// d[i] = float(src[i * stride]) for i < n: stride 1 as halves_to_floats; stride 2 sixteen at a time
+// (every second half, read under a mask that stops at the last one); other strides one by one.
+void strided_halves_to_floats(const uint16_t* src, size_t stride, size_t n, float* d) {
+  if (stride == 1) return halves_to_floats(src, d, n);
+  size_t i = 0;
+#ifdef SOFTDLA_X86
+  if (stride == 2) return even_halves_to_floats(src, n, d);
+#endif
+  for (; i < n; ++i) d[i] = num::half_to_float(src[i * stride]);
 }
 
+void strided_floats(const float* src, size_t stride, size_t n, float* d) {
+  for (size_t i = 0; i < n; ++i) d[i] = src[i * stride];
+}
+
+}  // namespace
+
+bool ImplicitConvF32::applies(uint32_t groups) { return groups == 1 && has_avx512(active_isa()); }
+
 ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weights) : g_(g) {
-  wq_ = g.OW + size_t(g.S - 1) * g.dw;
-  hq_ = g.OH + size_t(g.R - 1) * g.dh;
+  wq_ = g.OW + size_t(g.S - 1) * g.dw / g.sw;
+  hq_ = g.OH + size_t(g.R - 1) * g.dh / g.sh;
   grid_ = size_t(g.OH) * wq_;
-  const size_t reach = size_t(g.R - 1) * g.dh * wq_ + size_t(g.S - 1) * g.dw;
+  const size_t reach = size_t(g.R - 1) * g.dh / g.sh * wq_ + size_t(g.S - 1) * g.dw / g.sw;
   plane_px_ = (grid_ + kBlockPixels - 1) / kBlockPixels * kBlockPixels + reach;
-  for (uint32_t r = 0; r < g.R; ++r)
-    for (uint32_t s = 0; s < g.S; ++s) tap_offsets_.push_back(size_t(r) * g.dh * wq_ + size_t(s) * g.dw);
+  // Planes [used phase][C]: tap t reads its phase's planes, shifted by its grid offset.
+  StridePhases sp =
+      stride_phases(ImplicitGeometry{g.C, g.H, g.W, g.K, g.R, g.S, g.OH, g.OW, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl}, wq_);
+  used_phases_ = std::move(sp.phases);
+  for (size_t t = 0; t < sp.slot.size(); ++t) tap_offsets_.push_back(sp.slot[t] * g.C * plane_px_ + sp.offset[t]);
   k_rows_ = (size_t(g.K) + kBlockRows - 1) / kBlockRows * kBlockRows;
   const size_t kdim = size_t(g.C) * g.R * g.S;
   weights_.assign(k_rows_ * kdim, 0.f);
   std::copy_n(weights, size_t(g.K) * kdim, weights_.begin());  // [K][C][R][S] is already k = (c, r, s)
 }
 
-// Planes [c0, c1): zero padding around the input rows, widened to fp32.
-void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t c0, size_t c1) const {
+// Planes [u0, u1), u = (used phase) * C + channel: the phase's rows and columns of the zero-padded
+// input, widened to fp32.
+void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t u0, size_t u1) const {
   const size_t hw = size_t(g_.H) * g_.W;
-  if (g_.pt == 0 && g_.pl == 0 && wq_ == g_.W && hq_ == g_.H) {
-    // No padding (a 1x1 convolution): the plane is the input channel, then zeros to the block's end.
-    for (size_t c = c0; c < c1; ++c) {
-      float* dst = planes + c * plane_px_;
+  const bool unpadded = g_.pt == 0 && g_.pl == 0 && g_.sh == 1 && g_.sw == 1 && wq_ == g_.W && hq_ == g_.H;
+  for (size_t u = u0; u < u1; ++u) {
+    const size_t phase = used_phases_[u / g_.C], c = u % g_.C, pa = phase / g_.sw, pb = phase % g_.sw;
+    float* dst = planes + u * plane_px_;
+    if (unpadded) {
+      // No padding (a 1x1 convolution of stride 1): the plane is the input channel, then zeros to the
+      // block's end.
       if (halves) halves_to_floats(static_cast<const uint16_t*>(x) + c * hw, dst, hw);
       else std::memcpy(dst, static_cast<const float*>(x) + c * hw, hw * sizeof(float));
       std::fill(dst + hw, dst + plane_px_, 0.f);
+      continue;
     }
-    return;
-  }
-  for (size_t c = c0; c < c1; ++c) {
-    float* dst = planes + c * plane_px_;
     std::fill_n(dst, plane_px_, 0.f);
-    for (uint32_t i = 0; i < g_.H; ++i) {
-      const size_t row = i + g_.pt;
-      if (row >= hq_) break;
-      // Input column j lands at padded column j + pl; columns past the plane are never read.
-      const size_t n = std::min<size_t>(g_.W, wq_ > g_.pl ? wq_ - g_.pl : 0);
-      float* d = dst + row * wq_ + g_.pl;
-      const size_t src = (c * g_.H + i) * g_.W;
-      if (halves) halves_to_floats(static_cast<const uint16_t*>(x) + src, d, n);
-      else std::memcpy(d, static_cast<const float*>(x) + src, n * sizeof(float));
+    // Phase column b reads input column pb + b sw - pl: the columns [b0, b1) are inside the input.
+    const int64_t first = int64_t(g_.pl) - int64_t(pb);
+    const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
+    const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);
+    const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
+    if (b0 >= b1) continue;
+    for (size_t a = 0; a < hq_; ++a) {
+      const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;  // phase row a is input row i
+      if (i < 0 || i >= g_.H) continue;
+      const size_t src = (c * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
+      float* d = dst + a * wq_ + b0;
+      if (halves) strided_halves_to_floats(static_cast<const uint16_t*>(x) + src, g_.sw, b1 - b0, d);
+      else strided_floats(static_cast<const float*>(x) + src, g_.sw, b1 - b0, d);
     }
   }
 }
@@ -116,8 +149,9 @@ void ImplicitConvF32::block(const float* planes, size_t row0, size_t pix0, const
 
 void ImplicitConvF32::run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue) const {
   thread_local ScratchBuffer planes;  // the calling thread's: the workers get a pointer
-  float* data = reinterpret_cast<float*>(planes.reserve(size_t(g_.C) * plane_px_ * sizeof(float)));
-  pool.parallel_for(g_.C, [&](size_t b, size_t e) { pack(x, halves, data, b, e); }, ThreadPool::min_items(plane_px_));
+  const size_t slots = used_phases_.size() * g_.C;
+  float* data = reinterpret_cast<float*>(planes.reserve(slots * plane_px_ * sizeof(float)));
+  pool.parallel_for(slots, [&](size_t b, size_t e) { pack(x, halves, data, b, e); }, ThreadPool::min_items(plane_px_));
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
     for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * kBlockRows, (u / row_blocks) * kBlockPixels, epilogue);

@@ -1,11 +1,13 @@
-// FP32 (and FP16-storage) convolution of stride 1 as an implicit GEMM on AVX-512: no im2col.
+// FP32 (and FP16-storage) convolution as an implicit GEMM on AVX-512: no im2col.
 //
-// Each image's input is widened once into zero-padded fp32 planes, Wq = OW + (S - 1) dw columns wide, and
-// outputs are computed on a grid as wide as a plane (the last (S - 1) dw columns of each grid row are
-// computed and dropped): output pixel P = oh * Wq + ow reads, for tap (r, s), plane pixel
-// P + r dh Wq + s dw, so every tap is a shifted contiguous row of 32 grid pixels. The reduction runs over
-// k = (c, r, s) ascending with one FMA per k from 0, exactly as the im2col GEMM (gemm.h) does, so every
-// output has the same bits on either path.
+// Each image's input is widened once into zero-padded fp32 planes split by stride phase as
+// conv_implicit.h does for INT8 (phase (a, b) holds padded rows a, a + sh, ... and columns b, b + sw,
+// ...), Wq = OW + (S - 1) dw / sw columns wide, and outputs are computed on a grid as wide as a plane
+// (the last columns of each grid row are computed and dropped): output pixel P = oh * Wq + ow reads, for
+// tap (r, s), pixel P + (r dh / sh) Wq + s dw / sw of phase (r dh % sh, s dw % sw), so every tap is a
+// shifted contiguous row of 32 grid pixels. The reduction runs over k = (c, r, s) ascending with one FMA
+// per k from 0, exactly as the im2col GEMM (gemm.h) does, so every output has the same bits on either
+// path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,12 +20,13 @@ namespace softdla::cpu {
 
 struct ImplicitGeometryF32 {
   uint32_t C, H, W, K, R, S, OH, OW, dh, dw, pt, pl;
+  uint32_t sh = 1, sw = 1;
 };
 
 class ImplicitConvF32 {
  public:
-  // Whether the path takes this convolution: dense (groups 1), stride 1, on an AVX-512 CPU.
-  static bool applies(uint32_t groups, uint32_t sh, uint32_t sw);
+  // Whether the path takes this convolution: dense (groups 1), on an AVX-512 CPU.
+  static bool applies(uint32_t groups);
   // weights: [K][C][R][S] fp32.
   ImplicitConvF32(const ImplicitGeometryF32& g, const float* weights);
 
@@ -34,11 +37,12 @@ class ImplicitConvF32 {
   void run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue) const;
 
  private:
-  void pack(const void* x, bool halves, float* planes, size_t c0, size_t c1) const;
+  void pack(const void* x, bool halves, float* planes, size_t u0, size_t u1) const;
   void block(const float* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const;
 
   ImplicitGeometryF32 g_;
-  size_t wq_ = 0, hq_ = 0;    // a padded plane
+  size_t wq_ = 0, hq_ = 0;    // a phase plane
+  std::vector<uint32_t> used_phases_;  // the stride phases (a * sw + b) some tap reads, in pack order
   size_t grid_ = 0;           // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;       // floats per plane, with slack for the last block's loads
   size_t k_rows_ = 0;         // K rounded up to whole tiles (zero weight rows past K)
