@@ -255,8 +255,8 @@ class ConvKernel final : public OpKernel {
         }
       }
       finite_weights_ = std::all_of(wf_.begin(), wf_.end(), [](float v) { return std::isfinite(v); });
-      // FP16 on AMX machines: the AMX-BF16 implicit GEMM (any stride); stride 1 on AVX-512: the FMA
-      // one. Each keeps its own copy of the weights.
+      // FP16 on AMX machines: the AMX-BF16 implicit GEMM (any stride); on AVX-512: the FMA one (stride 1,
+      // or a strided k x k kernel). Each keeps its own copy of the weights.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R,  g_.S,  g_.OH, g_.OW,
                                          g_.dh, g_.dw, g_.pt, g_.pl, g_.sh, g_.sw};
       if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && AmxConvF16::applies(p.groups, g_.C)) {
@@ -536,7 +536,6 @@ class ConvKernel final : public OpKernel {
     }
   }
 
-  // same_input: the previous plane this thread ran read the same input channel (a channel multiplier).
   // A thread's buffers for depthwise planes, reused across them.
   struct DepthwiseBuffers {
     std::vector<int32_t> acc;
