@@ -228,8 +228,11 @@ class ConvKernel final : public OpKernel {
       // on such layers, whose packing is most of their work); the rows are gathered from the input.
       const bool strided_pointwise = g_.R == 1 && g_.S == 1 && g_.pt == 0 && g_.pl == 0 && p.pad_bottom == 0 &&
                                      p.pad_right == 0 && isa == Isa::kAvx512Vnni && p.groups == 1;
+      // On plain AVX2 (no VNNI of any width) the implicit GEMM's int16 pairs take the 1x1 convolutions
+      // too: the alternative is the im2col GEMM with 64-bit sums and the step-by-step chain.
+      const bool pairs_pointwise = isa == Isa::kAvx2 && p.groups == 1;
       if (!depthwise_ && !strided_pointwise && g_.kdim() <= kVnniMaxK && isa >= Isa::kAvx2 &&
-          ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S))
+          (pairs_pointwise || ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S)))
         implicit_ = std::make_unique<ImplicitConvS8>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
             raw, !has_avx512(isa));

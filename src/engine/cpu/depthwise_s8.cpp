@@ -75,11 +75,29 @@ __attribute__((target("avx512f"))) void widen_avx512(const int8_t* src, size_t s
   }
   widen_portable(src + i * stride, stride, n - i, dst + i);
 }
+
+// The same eight values a step on AVX2.
+__attribute__((target("avx2"))) void widen_avx2(const int8_t* src, size_t stride, size_t n, float* dst) {
+  size_t i = 0;
+  if (stride == 1) {
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)))));
+  } else if (stride == 2) {
+    const __m128i low = _mm_set1_epi16(0x00ff);
+    for (; i + 9 <= n; i += 8) {  // reads 16 bytes: one past the 8th value
+      const __m128i even = _mm_packus_epi16(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i)), low),
+                                            _mm_setzero_si128());
+      _mm256_storeu_ps(dst + i, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(even)));
+    }
+  }
+  widen_portable(src + i * stride, stride, n - i, dst + i);
+}
 #endif
 
 void widen_strided(Isa isa, const int8_t* src, size_t stride, size_t n, float* dst) {
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return widen_avx512(src, stride, n, dst);
+  if (isa >= Isa::kAvx2) return widen_avx2(src, stride, n, dst);
 #endif
   (void)isa;
   widen_portable(src, stride, n, dst);
