@@ -423,11 +423,12 @@ class ConvKernel final : public OpKernel {
   void run_implicit(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
     // With the window form, the AVX-512 blocks store int8 results themselves.
-    std::optional<ImplicitInt8Output> direct;
+    std::optional<Int8Output> direct;
     if (windows_) {
       direct.emplace();
       direct->windows = windows_->data();
       direct->out = static_cast<int8_t*>(io.output);
+      direct->ld = ohw;
       direct->image_stride = size_t(g_.K) * ohw;
       if (residual_) {
         direct->residual = &*residual_;

@@ -187,11 +187,8 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1)
     std::fill_n(hi, plane_px_, 0u);
     std::fill_n(lo, plane_px_, 0u);
     if (c >= g_.C) continue;  // the zero planes of the last channel block
-    // Phase column b is input column pb + b sw - pl: the columns [b0, b1) are inside the input.
-    const int64_t first = int64_t(g_.pl) - int64_t(pb);
-    const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
-    const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);
-    const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
+    const PhaseColumns cols = phase_columns(g_.W, g_.pl, g_.sw, wq_, pb);
+    const size_t b0 = cols.first, b1 = cols.past;
     if (b0 >= b1) continue;
     for (size_t a = 0; a < hq_; ++a) {
       const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;

@@ -128,6 +128,15 @@ StridePhases stride_phases(const ImplicitGeometry& g, size_t wq) {
   return sp;
 }
 
+PhaseColumns phase_columns(uint32_t W, uint32_t pl, uint32_t sw, size_t wq, size_t pb) {
+  const int64_t first = int64_t(pl) - int64_t(pb);  // b sw >= first
+  const int64_t past = int64_t(W) + pl - int64_t(pb);  // b sw < past
+  PhaseColumns c;
+  c.first = first <= 0 ? 0 : size_t((first + sw - 1) / sw);
+  c.past = past <= 0 ? 0 : std::min(wq, size_t((past + sw - 1) / sw));
+  return c;
+}
+
 bool ImplicitConvS8::applies(uint32_t groups, uint32_t sh, uint32_t sw, uint32_t R, uint32_t S) {
 #ifdef SOFTDLA_X86
   return groups == 1 && (size_t(R) * S > 1 || sh > 1 || sw > 1);
@@ -171,7 +180,7 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
       }
     offset_sums_[k] = pairs ? 0 : 128 * sum;  // only the unsigned quads carry the +128 offset
   }
-  zero_row_.assign(g.W, 0);
+  zero_row_.assign(size_t(g.W) + 64, 0);  // vector loads reach a little past a run
   offset_inits_.assign(size_t(g.K) + kBlockRows, 0);
   for (uint32_t k = 0; k < g.K; ++k) offset_inits_[k] = -offset_sums_[k];
   if (amx_) pack_amx_weights(weights);
@@ -203,11 +212,8 @@ void ImplicitConvS8::pack(const int8_t* x, uint8_t* packed, size_t u0, size_t u1
     uint8_t* dst = packed + u * qstride;
     // Zero in each form (padding, and channels past C): byte 0x80 for quads, 0 for int16 pairs.
     std::memset(dst, pairs_ ? 0 : 0x80, qstride);
-    // Phase column b reads input column pb + b sw - pl: the columns [b0, b1) are inside the input.
-    const int64_t first = int64_t(g_.pl) - int64_t(pb);
-    const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
-    const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);  // b sw < past
-    const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
+    const PhaseColumns cols = phase_columns(g_.W, g_.pl, g_.sw, wq_, pb);
+    const size_t b0 = cols.first, b1 = cols.past;
     if (b0 >= b1 || per_slot_ * q >= g_.C) continue;  // quads past C (AMX's whole tiles) keep the zero code
     const uint32_t lanes = std::min<uint32_t>(per_slot_, g_.C - per_slot_ * uint32_t(q));
     // Phase row a is padded row pa + a sh, input row pa + a sh - pt.
@@ -347,8 +353,8 @@ size_t grid_runs(size_t pix0, size_t pixels, size_t wq, size_t ow, GridRun* runs
 template <bool kResidual>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const int32_t* sums, size_t rows, size_t row0,
                                                                         size_t pixels, const GridRun* runs,
-                                                                        size_t n_runs, const ImplicitInt8Output& o,
-                                                                        uint32_t image, size_t ohw) {
+                                                                        size_t n_runs, const Int8Output& o,
+                                                                        uint32_t image) {
   std::optional<Residual512> add;
   if constexpr (kResidual) add.emplace(*o.residual);
   auto mask = [](size_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); };
@@ -356,7 +362,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const in
   // whatever `theirs` holds there (zeros) and never stored.
   alignas(64) int8_t theirs[kBlockPixels + 16] = {}, mine[kBlockPixels + 16];
   for (size_t r = 0; r < rows; ++r) {
-    const size_t k = row0 + r, base = image * o.image_stride + k * ohw;
+    const size_t k = row0 + r, base = image * o.image_stride + k * o.ld;
     const Window512 win(o.windows[k]);
     if constexpr (kResidual)
       for (size_t i = 0; i < n_runs; ++i)  // in grid order: each plain store's spill is overwritten next
@@ -387,7 +393,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const in
 #endif
 
 void ImplicitConvS8::block(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
-                           const ImplicitInt8Output* direct) const {
+                           const Int8Output* direct) const {
 #ifdef SOFTDLA_X86
   if (amx_) return block_amx(packed, n, row0, pix0, epilogue);
   const size_t taps = tap_offsets_.size(), row_quads = taps * cq_;
@@ -407,9 +413,9 @@ void ImplicitConvS8::block(const uint8_t* packed, uint32_t n, size_t row0, size_
     }
   if (direct && !pairs_) {
     GridRun runs[kBlockPixels];
-    const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs), ohw = size_t(g_.OH) * g_.OW;
-    if (direct->residual) emit_block_s8<true>(sums, rows, row0, pixels, runs, n_runs, *direct, n, ohw);
-    else emit_block_s8<false>(sums, rows, row0, pixels, runs, n_runs, *direct, n, ohw);
+    const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
+    if (direct->residual) emit_block_s8<true>(sums, rows, row0, pixels, runs, n_runs, *direct, n);
+    else emit_block_s8<false>(sums, rows, row0, pixels, runs, n_runs, *direct, n);
     return;
   }
   emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
@@ -438,7 +444,7 @@ void ImplicitConvS8::block_amx(const uint8_t* packed, uint32_t n, size_t row0, s
 }
 
 void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool,
-                         const Epilogue& epilogue, const ImplicitInt8Output* direct) const {
+                         const Epilogue& epilogue, const Int8Output* direct) const {
   if (!writes_int8()) direct = nullptr;
   thread_local ScratchBuffer packed;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * cq_, image_bytes = slots * plane_px_ * 4;

@@ -17,7 +17,7 @@
 #include <functional>
 #include <vector>
 
-#include "requant_window.h"
+#include "int8_requant.h"
 #include "thread_pool.h"
 
 namespace softdla::cpu {
@@ -35,18 +35,12 @@ struct StridePhases {
 };
 StridePhases stride_phases(const ImplicitGeometry& g, size_t wq);
 
-// Where the AVX-512 (non-AMX) blocks store their int8 results themselves instead of handing int32 sums
-// to the epilogue: output channel k of image n at out + n * image_stride + k * OH * OW, requantized
-// with windows[k], and with a residual, added to `other` (the add's other input, the same layout;
-// conv_second: the convolution is the add's second input).
-struct ImplicitInt8Output {
-  const num::RequantWindow* windows = nullptr;
-  int8_t* out = nullptr;
-  size_t image_stride = 0;
-  const num::ResidualWindow* residual = nullptr;
-  const int8_t* other = nullptr;
-  bool conv_second = false;
+// The columns [first, past) of a phase plane wq wide whose input column lies inside the input: phase
+// column b of column phase pb reads input column pb + b sw - pl, of W.
+struct PhaseColumns {
+  size_t first = 0, past = 0;
 };
+PhaseColumns phase_columns(uint32_t W, uint32_t pl, uint32_t sw, size_t wq, size_t pb);
 
 class ImplicitConvS8 {
  public:
@@ -61,10 +55,10 @@ class ImplicitConvS8 {
   using Epilogue = std::function<void(uint32_t n, uint32_t k, size_t hw0, const int32_t* sums, size_t count)>;
   // `images` images, image n's [C][H][W] int8 input at x + n * image_stride. All of them go through one
   // pass over the weights: the work units take every image's pixel blocks for a row block of weights.
-  // With `direct`, blocks on the AVX-512 VNNI path write int8 results themselves (the epilogue is left
-  // for the other paths).
+  // With `direct` (rows: output channels, columns: output pixels), blocks on the AVX-512 VNNI path write
+  // int8 results themselves (the epilogue is left for the other paths).
   void run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool, const Epilogue& epilogue,
-           const ImplicitInt8Output* direct = nullptr) const;
+           const Int8Output* direct = nullptr) const;
   // Whether run() takes `direct` on this path.
   bool writes_int8() const { return !pairs_ && !amx_; }
 
@@ -72,7 +66,7 @@ class ImplicitConvS8 {
   void pack(const int8_t* x, uint8_t* packed, size_t q0, size_t q1) const;
   size_t interleave_run(const int8_t* const* src, uint8_t* d, size_t n) const;
   void block(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
-             const ImplicitInt8Output* direct) const;
+             const Int8Output* direct) const;
   void block_amx(const uint8_t* packed, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const;
   void pack_amx_weights(const int8_t* weights);
 

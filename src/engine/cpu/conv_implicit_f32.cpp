@@ -115,11 +115,8 @@ void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t u0,
       continue;
     }
     std::fill_n(dst, plane_px_, 0.f);
-    // Phase column b reads input column pb + b sw - pl: the columns [b0, b1) are inside the input.
-    const int64_t first = int64_t(g_.pl) - int64_t(pb);
-    const size_t b0 = first <= 0 ? 0 : size_t((first + g_.sw - 1) / g_.sw);
-    const int64_t past = int64_t(g_.W) + g_.pl - int64_t(pb);
-    const size_t b1 = past <= 0 ? 0 : std::min(wq_, size_t((past + g_.sw - 1) / g_.sw));
+    const PhaseColumns cols = phase_columns(g_.W, g_.pl, g_.sw, wq_, pb);
+    const size_t b0 = cols.first, b1 = cols.past;
     if (b0 >= b1) continue;
     for (size_t a = 0; a < hq_; ++a) {
       const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;  // phase row a is input row i

@@ -99,6 +99,16 @@ void store_tile(const int32_t (*tile)[W], const int32_t* offset_sums, int32_t* c
   }
 }
 
+// A register tile's rows from row `row` of A: a_rows[r] points at row + r's quads (the zero row past
+// m), init[r] is minus its offset sum (0 past m), what the tile's sums start from so they leave exact.
+inline void tile_rows(const int32_t* a_quads, const int32_t* offset_sums, size_t kq, size_t row, size_t rows,
+                      size_t tile_rows, const int32_t* zero_row, const int32_t** a_rows, int32_t* init) {
+  for (size_t r = 0; r < tile_rows; ++r) {
+    a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row;
+    init[r] = r < rows ? -offset_sums[row + r] : 0;
+  }
+}
+
 // Copies `rows` rows of a tile, `cols` columns each, into C (the offsets already taken back).
 template <size_t W>
 void copy_tile(const int32_t (*tile)[W], int32_t* c, size_t rows, size_t cols, size_t ldc) {
@@ -192,9 +202,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx
     for (size_t row = 0; row < m; row += kRows512) {
       const size_t rows = std::min(kRows512, m - row);
       const int32_t* a_rows[kRows512];
-      int32_t init[kRows512] = {};
-      for (size_t r = 0; r < kRows512; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
-      for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
+      int32_t init[kRows512];
+      tile_rows(a_quads, offset_sums, kq, row, rows, kRows512, zero_row.data(), a_rows, init);
       alignas(64) int32_t tile[kRows512][2 * kPanel];
       if (p + 1 < np) tile2_avx512(a_rows, b0, b0 + panel_bytes, kq, init, &tile[0][0], 2 * kPanel);
       else tile1_avx512(a_rows, b0, kq, init, &tile[0][0], 2 * kPanel);
@@ -241,9 +250,8 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
       for (size_t row = 0; row < m; row += kRows512) {
         const size_t rows = std::min(kRows512, m - row);
         const int32_t* a_rows[kRows512];
-        int32_t init[kRows512] = {};
-        for (size_t r = 0; r < kRows512; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
-        for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
+        int32_t init[kRows512];
+        tile_rows(a_quads, offset_sums, kq, row, rows, kRows512, zero_row.data(), a_rows, init);
         alignas(64) int32_t tile[kRows512][2 * kPanel];
         const bool direct = rows == kRows512 && cols == width;
         int32_t* out = direct ? c + row * ldc + p * kPanel : &tile[0][0];
@@ -260,9 +268,8 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
     for (size_t row = 0; row < m; row += kRows256) {
       const size_t rows = std::min(kRows256, m - row);
       const int32_t* a_rows[kRows256];
-      int32_t init[kRows256] = {};
-      for (size_t r = 0; r < kRows256; ++r) a_rows[r] = r < rows ? a_quads + (row + r) * kq : zero_row.data();
-      for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
+      int32_t init[kRows256];
+      tile_rows(a_quads, offset_sums, kq, row, rows, kRows256, zero_row.data(), a_rows, init);
       alignas(32) int32_t tile[kRows256][kPanel];
       const bool direct = rows == kRows256 && cols == kPanel;
       int32_t* out = direct ? c + row * ldc + p * kPanel : &tile[0][0];

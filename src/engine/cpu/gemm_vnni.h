@@ -14,7 +14,7 @@
 
 #include "cpu_isa.h"
 #include "gemm.h"
-#include "requant_window.h"
+#include "int8_requant.h"
 
 namespace softdla::cpu {
 
@@ -49,20 +49,10 @@ VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k);
 void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m,
                size_t n, size_t k, size_t ldc);
 
-// Where gemm_vnni_s8 puts row r, column j of the product: requantized with windows[r] into
-// out[r * ld + j], or with `residual`, the add of that and other[r * ld + j] (the add's other input;
-// conv_second: the product is the add's second input).
-struct Int8Output {
-  const num::RequantWindow* windows = nullptr;
-  int8_t* out = nullptr;
-  size_t ld = 0;
-  const num::ResidualWindow* residual = nullptr;
-  const int8_t* other = nullptr;
-  bool conv_second = false;
-};
 // Whether gemm_vnni_s8 runs on this path for depth k (AVX-512, not where AMX tiles take the GEMM).
 bool gemm_vnni_s8_applies(Isa isa, size_t k);
-// gemm_vnni's product requantized to int8 tile by tile as it leaves the micro-kernel (no int32 C).
+// gemm_vnni's product requantized to int8 tile by tile as it leaves the micro-kernel (no int32 C): row r,
+// column j goes where `out` says for image 0 (int8_requant.h).
 void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
                   const Int8Output& out);
 

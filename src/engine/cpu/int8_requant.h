@@ -9,6 +9,19 @@
 
 namespace softdla::cpu {
 
+// Where a convolution's int8 results go when its kernel requantizes them itself: row (output channel) r,
+// column (output pixel) j of image n requantized with windows[r] into out[n * image_stride + r * ld + j],
+// or with `residual`, the add of that and other[the same index] (the add's other input; conv_second:
+// the convolution is the add's second input).
+struct Int8Output {
+  const num::RequantWindow* windows = nullptr;
+  int8_t* out = nullptr;
+  size_t ld = 0, image_stride = 0;
+  const num::ResidualWindow* residual = nullptr;
+  const int8_t* other = nullptr;
+  bool conv_second = false;
+};
+
 // out[i] = sat8(requant_window_value(acc[i], w)) (the non-negative form when w has the flag).
 void requantize_window(Isa isa, const int32_t* acc, const num::RequantWindow& w, int8_t* out, size_t count);
 

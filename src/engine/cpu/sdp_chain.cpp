@@ -151,37 +151,24 @@ struct FusedStep {
   float operand, lo, hi;
 };
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void fused_to_halves_avx512(const FusedStep* steps, size_t n_steps,
-                                                                                const float* v, size_t count,
-                                                                                uint16_t* out) {
-  for (size_t i = 0; i < count; i += 16) {
-    const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
-    __m512 x = _mm512_maskz_loadu_ps(m, v + i);
-    for (size_t j = 0; j < n_steps; ++j) {
-      const FusedStep& f = steps[j];
-      x = float_lanes(f.kind, x, _mm512_set1_ps(f.operand), _mm512_set1_ps(f.lo), _mm512_set1_ps(f.hi));
-    }
-    store_halves_avx512(x, out + i, m);
-  }
+__attribute__((target("avx512f"), always_inline)) inline __m512 apply_steps(const FusedStep* steps, size_t n, __m512 x) {
+  for (size_t j = 0; j < n; ++j)
+    x = float_lanes(steps[j].kind, x, _mm512_set1_ps(steps[j].operand), _mm512_set1_ps(steps[j].lo),
+                    _mm512_set1_ps(steps[j].hi));
+  return x;
 }
 
-// run_residual_halves on AVX-512: before[0..n_before) are the convolution's steps, after[0..n_after)
-// the add chain's steps after the add.
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void residual_halves_avx512(
-    const FusedStep* before, size_t n_before, const FusedStep* after, size_t n_after, const float* mine,
-    const uint16_t* other, size_t count, uint16_t* out) {
+// v through before[0..n_before), then the fp16 store into out; with `other` (run_residual_halves), the
+// result rounded to fp16 first, added to other's values and taken through after[0..n_after).
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void steps_to_halves_avx512(
+    const FusedStep* before, size_t n_before, const float* v, size_t count, uint16_t* out,
+    const uint16_t* other = nullptr, const FusedStep* after = nullptr, size_t n_after = 0) {
   for (size_t i = 0; i < count; i += 16) {
     const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
-    __m512 x = _mm512_maskz_loadu_ps(m, mine + i);
-    for (size_t j = 0; j < n_before; ++j) {
-      const FusedStep& f = before[j];
-      x = float_lanes(f.kind, x, _mm512_set1_ps(f.operand), _mm512_set1_ps(f.lo), _mm512_set1_ps(f.hi));
-    }
-    const __m512 stored = _mm512_cvtph_ps(to_halves_avx512(x));
-    x = _mm512_add_ps(stored, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, other + i)));
-    for (size_t j = 0; j < n_after; ++j) {
-      const FusedStep& f = after[j];
-      x = float_lanes(f.kind, x, _mm512_set1_ps(f.operand), _mm512_set1_ps(f.lo), _mm512_set1_ps(f.hi));
+    __m512 x = apply_steps(before, n_before, _mm512_maskz_loadu_ps(m, v + i));
+    if (other) {
+      const __m512 stored = _mm512_cvtph_ps(to_halves_avx512(x));
+      x = apply_steps(after, n_after, _mm512_add_ps(stored, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, other + i))));
     }
     store_halves_avx512(x, out + i, m);
   }
@@ -266,7 +253,7 @@ bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uin
     if (!is_channel_float_step(s.kind)) return false;
     fused[j] = {s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
   }
-  fused_to_halves_avx512(fused, steps_.size(), v, count, out);
+  steps_to_halves_avx512(fused, steps_.size(), v, count, out);
   return true;
 #else
   (void)v, (void)count, (void)c, (void)out;
@@ -310,7 +297,7 @@ void SdpChain::run_residual_halves(const SdpChain& before, const float* mine, co
   };
   for (size_t j = 0; j < before.steps_.size(); ++j) pre[j] = fused(before.steps_[j].s);
   for (size_t j = 1; j < steps_.size(); ++j) post[j - 1] = fused(steps_[j].s);
-  residual_halves_avx512(pre, before.steps_.size(), post, steps_.size() - 1, mine, other, count, out);
+  steps_to_halves_avx512(pre, before.steps_.size(), mine, count, out, other, post, steps_.size() - 1);
 #else
   (void)before, (void)mine, (void)other, (void)count, (void)c, (void)out;
 #endif
