@@ -196,6 +196,25 @@ def test_depthwise_int8_vnni_geometries(r, s, stride, pads, dil, w):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# A window as large as the plane (a global average pool lowered to a depthwise convolution: one output
+# per channel, the dot-product path), and planes that differ only in size one after another (each
+# thread's padded plane is rebuilt for a new geometry and only its input columns rewritten for the same).
+@pytest.mark.parametrize("h,w", [(7, 7), (5, 11), (2, 31), (9, 3)])
+def test_depthwise_int8_whole_plane_window(h, w):
+    c = dict(n=2, c=20, k=20, h=h, w=w, r=h, s=w, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0), groups=20, seed=h * w)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, 20)})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
+@pytest.mark.parametrize("w", [16, 17, 16, 40, 40])
+def test_depthwise_int8_geometry_changes_between_graphs(w):
+    c = dict(n=1, c=24, k=24, h=10, w=w, r=3, s=3, stride=(1, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=24, seed=w)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, 24)}), ("relu", {})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 # 32 channels (two 16-channel runs): the CUDA backend's channels-last INT8 depthwise kernel on NCHW
 # graph inputs and outputs, with every stride, padding and dilation it takes and both of its epilogues
 # (the requantization windows for bias/ReLU, the general chain for BN/Clip and the LUT).

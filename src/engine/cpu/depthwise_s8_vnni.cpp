@@ -19,8 +19,13 @@ __attribute__((target("avx512f,avx512bw"))) void build_offset_plane(const Depthw
   p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
   const size_t blocks = (g.OW + kBlock - 1) / kBlock;
   p.stride = ((blocks - 1) * kBlock * g.sw + 64 + 63) / 64 * 64;
-  p.data.resize(p.rows * p.stride + 64);  // slack: the last row's store is a whole vector
-  std::memset(p.data.data(), 0x80, p.data.size());
+  const auto same = [](const DepthwiseGeometry& a, const DepthwiseGeometry& b) {
+    return std::memcmp(&a, &b, sizeof(DepthwiseGeometry)) == 0;
+  };
+  if (!same(p.padded_for, g) || p.data.size() != p.rows * p.stride + 64) {
+    p.data.assign(p.rows * p.stride + 64, 0x80);  // slack: the last row's store is a whole vector
+    p.padded_for = g;
+  }
   const __m512i offset = _mm512_set1_epi8(char(0x80));
   for (size_t i = 0; i < p.rows; ++i) {
     const int64_t ih = int64_t(i) - g.pt;

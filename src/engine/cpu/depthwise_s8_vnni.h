@@ -26,6 +26,9 @@ inline constexpr size_t kDepthwiseVnniOutSlack = 16;
 struct DepthwiseVnniPlane {
   size_t rows = 0, stride = 0;
   std::vector<uint8_t> data;
+  // The geometry whose padding `data` holds: building another plane of it rewrites only the input
+  // columns (every byte a build writes elsewhere is the padding code).
+  DepthwiseGeometry padded_for{};
   const uint8_t* row(size_t i) const { return data.data() + i * stride; }
 };
 
