@@ -3,7 +3,9 @@
 //   bit: every half code, and floats around every rounding boundary, the saturation threshold,
 //   subnormals, infinities and NaNs of both signs;
 // - gemm_f32 (gemm.h): the AVX-512 and AVX2+FMA kernels give the same bits for every shape (short row
-//   blocks, odd panel counts, partial panels, row slices), and the portable one agrees within rounding.
+//   blocks, odd panel counts, partial panels, row slices), and the portable one agrees within rounding;
+// - the INT8 residual add (int8_requant.h) with its rescales in the 32-bit form where they have one and
+//   in the 64-bit form where not: every (x, e) pair against numerics' step-by-step direct form.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "cpu_isa.h"
 #include "gemm.h"
 #include "half_convert.h"
+#include "int8_requant.h"
 #include "numerics.h"
 
 using namespace softdla;
@@ -151,4 +154,46 @@ TEST(GemmF32, FmaPathsGiveTheSameBits) {
                 << cpu::isa_name(isa) << " m " << m << " n " << n << " k " << k;
         }
       }
+}
+
+// Rescales with and without a 32-bit form (builder-like Scale 2^16 without a shift, normalized
+// multipliers with 8 to 37 bits of shift, power-of-two ratios whose ties must round alike, and large
+// ratios that leave no room for one), through residual_add and requantize_residual on every path.
+TEST(Int8Requant, ResidualAddMatchesTheDirectFormOnEveryPath) {
+  uint64_t state = 0x243f6a8885a308d3ull;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(state >> 32);
+  };
+  std::vector<int8_t> xs, es;
+  for (int x = -128; x < 128; ++x)
+    for (int e = -128; e < 128; ++e) xs.push_back(int8_t(x)), es.push_back(int8_t(e));
+  int narrow = 0, wide = 0;
+  for (int c = 0; c < 40; ++c) {
+    const bool has_scale = c % 4 != 3;
+    int32_t sm = c % 2 ? 65536 : int32_t((1u << 30) + next() % (1u << 30));
+    unsigned ss = c % 2 ? 0 : 8 + next() % 30;
+    int32_t tm = int32_t((1u << 30) + next() % (1u << 30));
+    unsigned ts = 8 + next() % 30;
+    if (c % 5 == 0) tm = 1 << 30, ts = 31;   // a ratio of one half: exact ties
+    if (c % 7 == 0) tm = int32_t(3u << 29), ts = 8;  // a ratio of 2^22: no 32-bit form
+    const int32_t lo = c % 3 == 0 ? INT32_MIN : (c % 3 == 1 ? 0 : -int32_t(next() % 100000));
+    const int32_t hi = c % 3 == 2 ? int32_t(next() % 3000000) : INT32_MAX;
+    const int32_t m = int32_t((1u << 30) + next() % (1u << 30));
+    const unsigned s = 20 + next() % 30;
+    const auto w = num::make_residual_window(has_scale, sm, ss, tm, ts, lo, hi, m, s);
+    if (!w) continue;
+    const cpu::ResidualForm form = cpu::residual_form(*w);
+    (form.e.ok ? narrow : wide)++;
+    std::vector<int8_t> want(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i)
+      want[i] = num::residual_direct(xs[i], es[i], has_scale, sm, ss, tm, ts, lo, hi, m, s);
+    for (cpu::Isa isa : runnable_paths()) {
+      std::vector<int8_t> got(xs.size());
+      cpu::residual_add(isa, xs.data(), es.data(), form, got.data(), got.size());
+      ASSERT_EQ(got, want) << "case " << c << " path " << cpu::isa_name(isa);
+    }
+  }
+  EXPECT_GT(narrow, 0);  // both forms were exercised
+  EXPECT_GT(wide, 0);
 }

@@ -296,8 +296,9 @@ class ConvKernel final : public OpKernel {
       residual_f16_ = std::move(chain);
       return true;
     }
-    residual_ = residual_window(next, *p);
-    return residual_.has_value();
+    const auto window = residual_window(next, *p);
+    if (window) residual_ = residual_form(*window);
+    return window.has_value();
   }
 
   void run(const OpIo& io, ThreadPool& pool) const override {
@@ -669,7 +670,7 @@ class ConvKernel final : public OpKernel {
   bool finite_weights_ = true;                     // float weights: none infinite or NaN
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
-  std::optional<num::ResidualWindow> residual_;  // the fused residual add (fuse_next), in its window form
+  std::optional<ResidualForm> residual_;  // the fused residual add (fuse_next), in its window form
   std::unique_ptr<SdpChain> residual_f16_;       // FP16: the fused residual add's chain (fuse_next)
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored

@@ -1,6 +1,7 @@
 #include "int8_requant.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "int8_requant_x86.h"
 
@@ -31,13 +32,13 @@ void residual_portable(const int8_t* x, const int8_t* e, const num::ResidualWind
 }
 
 void requantize_residual_portable(const int32_t* acc, const num::RequantWindow& w, const int8_t* other,
-                                  const num::ResidualWindow& rw, bool conv_second, int8_t* out, size_t count) {
+                                  const ResidualForm& rw, bool conv_second, int8_t* out, size_t count) {
   for (size_t i = 0; i < count; i += 64) {
     int8_t mine[64];
     const size_t n = std::min<size_t>(64, count - i);
     requantize_portable(acc + i, w, mine, n);
-    if (conv_second) residual_portable(other + i, mine, rw, out + i, n);
-    else residual_portable(mine, other + i, rw, out + i, n);
+    if (conv_second) residual_portable(other + i, mine, rw.w, out + i, n);
+    else residual_portable(mine, other + i, rw.w, out + i, n);
   }
 }
 
@@ -72,7 +73,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_s8_avx512(c
 // The tails under a mask: a residual add fused into a convolution gets one output row at a time (7 to
 // 56 values in ResNet-50).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void residual_avx512(const int8_t* x, const int8_t* e,
-                                                                          const num::ResidualWindow& w, int8_t* out,
+                                                                          const ResidualForm& w, int8_t* out,
                                                                           size_t count) {
   const Residual512 add(w);
   size_t i = 0;
@@ -98,7 +99,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m12
 // requantize_avx512 then residual_avx512 with the convolution's int8 results kept in registers. Whole
 // vectors are loaded and stored plainly (masked stores are slow on some CPUs: AMD Zen), the tail under a mask.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_residual_avx512(
-    const int32_t* acc, const num::RequantWindow& w, const int8_t* other, const num::ResidualWindow& rw,
+    const int32_t* acc, const num::RequantWindow& w, const int8_t* other, const ResidualForm& rw,
     bool conv_second, int8_t* out, size_t count) {
   const Window512 win(w);
   const Residual512 add(rw);
@@ -137,7 +138,7 @@ __attribute__((target("avx2"))) void requantize_s8_avx2(const int8_t* x, const n
   requantize_s8_portable(x + i, w, out + i, count - i);
 }
 
-__attribute__((target("avx2"))) void residual_avx2(const int8_t* x, const int8_t* e, const num::ResidualWindow& w,
+__attribute__((target("avx2"))) void residual_avx2(const int8_t* x, const int8_t* e, const ResidualForm& w,
                                                    int8_t* out, size_t count) {
   const Residual256 add(w);
   size_t i = 0;
@@ -152,7 +153,7 @@ __attribute__((target("avx2"))) void residual_avx2(const int8_t* x, const int8_t
 }
 
 __attribute__((target("avx2"))) void requantize_residual_avx2(const int32_t* acc, const num::RequantWindow& w,
-                                                              const int8_t* other, const num::ResidualWindow& rw,
+                                                              const int8_t* other, const ResidualForm& rw,
                                                               bool conv_second, int8_t* out, size_t count) {
   const Window256 win(w);
   const Residual256 add(rw);
@@ -186,23 +187,55 @@ void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w,
   requantize_s8_portable(x, w, out, count);
 }
 
-void residual_add(Isa isa, const int8_t* x, const int8_t* e, const num::ResidualWindow& w, int8_t* out, size_t count) {
+void residual_add(Isa isa, const int8_t* x, const int8_t* e, const ResidualForm& w, int8_t* out, size_t count) {
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return residual_avx512(x, e, w, out, count);
   if (isa >= Isa::kAvx2) return residual_avx2(x, e, w, out, count);
 #endif
   (void)isa;
-  residual_portable(x, e, w, out, count);
+  residual_portable(x, e, w.w, out, count);
 }
 
 void requantize_residual(Isa isa, const int32_t* acc, const num::RequantWindow& w, const int8_t* other,
-                         const num::ResidualWindow& rw, bool conv_second, int8_t* out, size_t count) {
+                         const ResidualForm& rw, bool conv_second, int8_t* out, size_t count) {
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return requantize_residual_avx512(acc, w, other, rw, conv_second, out, count);
   if (isa >= Isa::kAvx2) return requantize_residual_avx2(acc, w, other, rw, conv_second, out, count);
 #endif
   (void)isa;
   requantize_residual_portable(acc, w, other, rw, conv_second, out, count);
+}
+
+NarrowRescale narrow_rescale(const num::Int8Rescale& r) {
+  int32_t want[256];
+  for (int v = -128; v < 128; ++v) want[v + 128] = num::int8_rescale_value(v, r);
+  const unsigned s = r.shifts & 255u;  // the whole shift (requant_window.h's encode_shift)
+  // |v * mult| <= 2^29 and half <= 2^29: their sum stays inside int32.
+  constexpr int64_t kMaxMult = int64_t(1) << 22;
+  for (unsigned s2 = 29; s2 >= 1; --s2) {
+    const double ideal = std::ldexp(double(r.mult), int(s2) - int(s));
+    if (std::fabs(ideal) > double(kMaxMult) + 2) continue;
+    const int64_t base = int64_t(std::floor(ideal));
+    for (int64_t m2 = base - 1; m2 <= base + 2; ++m2) {
+      if (m2 > kMaxMult || m2 < -kMaxMult) continue;
+      const int32_t half = int32_t(1) << (s2 - 1);
+      bool same = true;
+      for (int v = -128; v < 128 && same; ++v) {
+        const int32_t p = int32_t(v * m2);
+        same = ((p + half + (p < 0 ? -1 : 0)) >> s2) == want[v + 128];
+      }
+      if (same) return {int32_t(m2), half, s2, true};
+    }
+  }
+  return {};
+}
+
+ResidualForm residual_form(const num::ResidualWindow& w) {
+  ResidualForm f;
+  f.w = w;
+  f.x = narrow_rescale(w.x);
+  f.e = narrow_rescale(w.e);
+  return f;
 }
 
 }  // namespace softdla::cpu

@@ -9,6 +9,25 @@
 
 namespace softdla::cpu {
 
+// An int8 rescale (requant_window.h's Int8Rescale: v * mult >> s, rounded half away from zero) in 32-bit
+// arithmetic: (v * mult + half + (v * mult < 0 ? -1 : 0)) >> shift with |v * mult| < 2^30, where a
+// multiplier and shift exist that give the same value for all 256 int8 v (checked exhaustively when
+// made; `ok` false otherwise). A vector of them is one 32-bit multiply, two adds and two shifts instead of
+// two 64-bit multiplies on even and odd lanes and their rounding.
+struct NarrowRescale {
+  int32_t mult = 0, half = 0;
+  uint32_t shift = 0;
+  bool ok = false;
+};
+NarrowRescale narrow_rescale(const num::Int8Rescale& r);
+
+// A residual add's window with its two int8 rescales in the narrow form where they have one.
+struct ResidualForm {
+  num::ResidualWindow w;
+  NarrowRescale x, e;
+};
+ResidualForm residual_form(const num::ResidualWindow& w);
+
 // Where a convolution's int8 results go when its kernel requantizes them itself: row (output channel) r,
 // column (output pixel) j of image n requantized with windows[r] into out[n * image_stride + r * ld + j],
 // or with `residual`, the add of that and other[the same index] (the add's other input; conv_second:
@@ -17,7 +36,7 @@ struct Int8Output {
   const num::RequantWindow* windows = nullptr;
   int8_t* out = nullptr;
   size_t ld = 0, image_stride = 0;
-  const num::ResidualWindow* residual = nullptr;
+  const ResidualForm* residual = nullptr;
   const int8_t* other = nullptr;
   bool conv_second = false;
 };
@@ -29,12 +48,12 @@ void requantize_window(Isa isa, const int32_t* acc, const num::RequantWindow& w,
 void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w, int8_t* out, size_t count);
 
 // out[i] = sat8(residual_window_value(x[i], e[i], w)): the residual add of two int8 tensors.
-void residual_add(Isa isa, const int8_t* x, const int8_t* e, const num::ResidualWindow& w, int8_t* out, size_t count);
+void residual_add(Isa isa, const int8_t* x, const int8_t* e, const ResidualForm& w, int8_t* out, size_t count);
 
 // requantize_window then residual_add in one pass, the convolution's int8 results kept in registers:
 // `other` is the add's other input at the same elements, and conv_second says the convolution is the
 // add's second input (e) rather than its first (x).
 void requantize_residual(Isa isa, const int32_t* acc, const num::RequantWindow& w, const int8_t* other,
-                         const num::ResidualWindow& rw, bool conv_second, int8_t* out, size_t count);
+                         const ResidualForm& rw, bool conv_second, int8_t* out, size_t count);
 
 }  // namespace softdla::cpu

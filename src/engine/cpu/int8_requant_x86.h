@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "int8_requant.h"
 #include "requant_window.h"
 #include "x86_simd.h"
 
@@ -92,16 +93,46 @@ struct Window256 {
   }
 };
 
+// One int8 rescale on 16 or 8 int32 lanes: the narrow form where it has one, else MulShift's.
+struct Rescale512 {
+  MulShift512 wide;
+  __m512i mult, half;
+  __m128i shift;
+  bool narrow;
+  __attribute__((target("avx512f,avx512bw"))) Rescale512(const num::Int8Rescale& r, const NarrowRescale& n)
+      : wide(r.mult, 0, r.half, r.shifts, false), mult(_mm512_set1_epi32(n.mult)), half(_mm512_set1_epi32(n.half)),
+        shift(_mm_cvtsi32_si128(int(n.shift))), narrow(n.ok) {}
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply(__m512i v) const {
+    if (!narrow) return wide.apply(v);
+    const __m512i p = _mm512_mullo_epi32(v, mult);
+    return _mm512_sra_epi32(_mm512_add_epi32(_mm512_add_epi32(p, half), _mm512_srai_epi32(p, 31)), shift);
+  }
+};
+
+struct Rescale256 {
+  MulShift256 wide;
+  __m256i mult, half;
+  __m128i shift;
+  bool narrow;
+  __attribute__((target("avx2"))) Rescale256(const num::Int8Rescale& r, const NarrowRescale& n)
+      : wide(r.mult, 0, r.half, r.shifts, false), mult(_mm256_set1_epi32(n.mult)), half(_mm256_set1_epi32(n.half)),
+        shift(_mm_cvtsi32_si128(int(n.shift))), narrow(n.ok) {}
+  __attribute__((target("avx2"), always_inline)) __m256i apply(__m256i v) const {
+    if (!narrow) return wide.apply(v);
+    const __m256i p = _mm256_mullo_epi32(v, mult);
+    return _mm256_sra_epi32(_mm256_add_epi32(_mm256_add_epi32(p, half), _mm256_srai_epi32(p, 31)), shift);
+  }
+};
+
 // The residual add (ResidualWindow) of a requantized convolution result and the add's other operand,
 // both int8 lanes widened to int32: x is the add's first input, e its second.
 struct Residual512 {
   Window512 out;
-  MulShift512 rx, re;
+  Rescale512 rx, re;
   __m512i xp;
   bool plain;
-  __attribute__((target("avx512f,avx512bw"))) explicit Residual512(const num::ResidualWindow& w)
-      : out(w.out), rx(w.x.mult, 0, w.x.half, w.x.shifts, false), re(w.e.mult, 0, w.e.half, w.e.shifts, false),
-        xp(_mm512_set1_epi32(w.x_product)), plain(w.x_product != 0) {}
+  __attribute__((target("avx512f,avx512bw"))) explicit Residual512(const ResidualForm& f)
+      : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), xp(_mm512_set1_epi32(f.w.x_product)), plain(f.w.x_product != 0) {}
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
     const __m512i sx = plain ? _mm512_mullo_epi32(x, xp) : rx.apply(x);
     return out.apply(_mm512_add_epi32(sx, re.apply(e)));
@@ -110,12 +141,11 @@ struct Residual512 {
 
 struct Residual256 {
   Window256 out;
-  MulShift256 rx, re;
+  Rescale256 rx, re;
   __m256i xp;
   bool plain;
-  __attribute__((target("avx2"))) explicit Residual256(const num::ResidualWindow& w)
-      : out(w.out), rx(w.x.mult, 0, w.x.half, w.x.shifts, false), re(w.e.mult, 0, w.e.half, w.e.shifts, false),
-        xp(_mm256_set1_epi32(w.x_product)), plain(w.x_product != 0) {}
+  __attribute__((target("avx2"))) explicit Residual256(const ResidualForm& f)
+      : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), xp(_mm256_set1_epi32(f.w.x_product)), plain(f.w.x_product != 0) {}
   __attribute__((target("avx2"), always_inline)) __m128i apply(__m256i x, __m256i e) const {
     const __m256i sx = plain ? _mm256_mullo_epi32(x, xp) : rx.apply(x);
     return out.apply(_mm256_add_epi32(sx, re.apply(e)));

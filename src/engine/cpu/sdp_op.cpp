@@ -21,7 +21,8 @@ class SdpKernel final : public OpKernel {
     // The shortcut forms (requant_window.h): one input and [Bias] [ReLU | Clip] requantize, or the
     // residual add of two tensors of the output's shape.
     if (op.inputs.size() == 1) windows_ = conv_windows(p, shape_[1]);
-    else if (op.inputs.size() == 2 && m.tensors[op.inputs[1]].shape == shape_) residual_ = residual_window(op, p);
+    else if (op.inputs.size() == 2 && m.tensors[op.inputs[1]].shape == shape_)
+      if (const auto w = residual_window(op, p)) residual_ = residual_form(*w);
   }
 
   void run(const OpIo& io, ThreadPool& pool) const override {
@@ -62,7 +63,7 @@ class SdpKernel final : public OpKernel {
   DataType dtype_;
   Shape shape_;
   std::optional<std::vector<num::RequantWindow>> windows_;
-  std::optional<num::ResidualWindow> residual_;
+  std::optional<ResidualForm> residual_;
 };
 
 }  // namespace
