@@ -321,11 +321,16 @@ class ConvKernel final : public OpKernel {
     // Column tiles: whole panels, small enough for the scratch budget, and enough of them to keep
     // every core busy.
     const size_t per_image = size_t(batch_) * g_.groups;
-    const size_t want_tiles = std::max<size_t>(1, (2 * pool.size() + per_image - 1) / per_image);
+    // The fused VNNI GEMM takes any number of 16-column panels (pairs, and a single one last): one tile
+    // per thread in whole panels shares a small image out evenly (MobileNetV2's and ResNet-50's 14x14
+    // layers: 112 + 84 columns; 64 + 64 + 64 + 4 in panel pairs left one thread 128 columns, the other 80).
+    const bool fused = vnni_ && windows_ && gemm_vnni_s8_applies(active_isa(), kdim);
+    const size_t spread = fused ? pool.size() : 2 * pool.size();
+    const size_t want_tiles = std::max<size_t>(1, (spread + per_image - 1) / per_image);
     // The VNNI kernel takes panels in pairs, and its packed bytes should stay within L2.
-    const size_t gran = vnni_ ? 2 * kPanel : kPanel, budget = vnni_ ? kVnniPackBudget : kIm2colBudget;
+    const size_t gran = vnni_ && !fused ? 2 * kPanel : kPanel, budget = vnni_ ? kVnniPackBudget : kIm2colBudget;
     size_t tile = std::max<size_t>(gran, budget / std::max<size_t>(kdim, 1) / gran * gran);
-    tile = std::min(tile, std::max<size_t>(gran, (ohw / want_tiles + gran - 1) / gran * gran));
+    tile = std::min(tile, std::max<size_t>(gran, ((ohw + want_tiles - 1) / want_tiles + gran - 1) / gran * gran));
     const size_t tiles = (ohw + tile - 1) / tile;
     const size_t units = per_image * tiles;
     // Waking the workers costs tens of microseconds: tiny convolutions run on the calling thread.
