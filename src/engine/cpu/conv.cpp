@@ -273,6 +273,7 @@ class ConvKernel final : public OpKernel {
         // strided 1x1 gained nothing and stays on im2col.
         implicit_f32_ = std::make_unique<ImplicitConvF32>(implicit, wf_.data());
         wf_ = {};
+        half_direct_ = dtype_ == DataType::kFloat16 && chain_.channel_steps(g_.K, half_steps_);
       }
     }
   }
@@ -293,6 +294,9 @@ class ConvKernel final : public OpKernel {
     if (dtype_ == DataType::kFloat16) {
       auto chain = std::make_unique<SdpChain>(m, next, *p);
       if (!chain->residual_halves_form(chain_)) return false;
+      // The GEMM's own stores take the add too where its steps after the add are channel steps (the form
+      // guarantees it); otherwise the runs go through store_float.
+      if (half_direct_ && !chain->channel_steps(g_.K, half_after_, true)) half_direct_ = false;
       residual_f16_ = std::move(chain);
       return true;
     }
@@ -454,12 +458,26 @@ class ConvKernel final : public OpKernel {
   void run_implicit_f32(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
     const bool halves = dtype_ == DataType::kFloat16;
+    std::optional<HalfOutput> direct;
+    if (half_direct_) {
+      direct.emplace();
+      direct->steps = half_steps_.data();
+      direct->n_steps = half_steps_.size() / g_.K;
+      direct->out = static_cast<uint16_t*>(io.output);
+      direct->ld = ohw;
+      direct->image_stride = size_t(g_.K) * ohw;
+      if (residual_f16_) {
+        direct->other = static_cast<const uint16_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]);
+        direct->after = half_after_.data();
+        direct->n_after = half_after_.size() / g_.K;
+      }
+    }
     for (uint32_t n = 0; n < batch_; ++n) {
       const void* x = halves ? static_cast<const void*>(static_cast<const uint16_t*>(io.inputs[0]) + n * in_image)
                              : static_cast<const void*>(static_cast<const float*>(io.inputs[0]) + n * in_image);
       implicit_f32_->run(x, halves, pool, [&](uint32_t k, size_t hw0, float* v, size_t count) {
         store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
-      });
+      }, direct ? &*direct : nullptr, n);
     }
   }
 
@@ -677,6 +695,10 @@ class ConvKernel final : public OpKernel {
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
   std::optional<ResidualForm> residual_;  // the fused residual add (fuse_next), in its window form
   std::unique_ptr<SdpChain> residual_f16_;       // FP16: the fused residual add's chain (fuse_next)
+  // FP16 on the implicit GEMM with a chain of channel steps: each channel's steps (and the fused
+  // residual add's steps after the add), applied by the GEMM's blocks as they store (HalfOutput).
+  std::vector<ChannelStep> half_steps_, half_after_;
+  bool half_direct_ = false;
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
   std::unique_ptr<DepthwiseS8Vnni> dw_vnni_;  // INT8 depthwise on AVX-512 VNNI + VBMI

@@ -327,26 +327,6 @@ namespace {
 
 // A block's output runs: grid pixels [p, p + count) of every row of the block are outputs hw0.. of
 // their channel (one output row's columns, or the tail of one and the start of the next).
-struct GridRun {
-  uint32_t p, count;
-  size_t hw0;
-};
-
-size_t grid_runs(size_t pix0, size_t pixels, size_t wq, size_t ow, GridRun* runs) {
-  size_t n = 0;
-  for (size_t p = 0; p < pixels;) {
-    const size_t gp = pix0 + p, row = gp / wq, col = gp % wq, run = std::min(pixels - p, wq - col);
-    if (col < ow) {
-      const size_t count = std::min(run, ow - col), hw0 = row * ow + col;
-      if (n && runs[n - 1].hw0 + runs[n - 1].count == hw0 && runs[n - 1].p + runs[n - 1].count == p)
-        runs[n - 1].count += uint32_t(count);  // contiguous in the grid and in the output
-      else runs[n++] = {uint32_t(p), uint32_t(count), hw0};
-    }
-    p += run;
-  }
-  return n;
-}
-
 // The block's sums (rows of kBlockPixels int32, row r = channel row0 + r) requantized on whole grid
 // vectors into an int8 grid row, then each run copied to its output under a byte mask; with a
 // residual, the add's other input is first gathered run by run into the same grid positions.

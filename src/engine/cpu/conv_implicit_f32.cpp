@@ -77,6 +77,35 @@ void strided_floats(const float* src, size_t stride, size_t n, float* d) {
   for (size_t i = 0; i < n; ++i) d[i] = src[i * stride];
 }
 
+// The block's sums (rows of kBlockPixels floats, row r = channel row0 + r) through each channel's steps
+// and stored as fp16: a block whose grid pixels are one output run (a 1x1 convolution) straight into the
+// output, otherwise into `mine` on the whole grid and copied out run by run (with a residual, the add's
+// other input first gathered into the same grid positions).
+void emit_block_f16(const float* sums, size_t rows, size_t row0, size_t pixels, const GridRun* runs, size_t n_runs,
+                    const HalfOutput& o, uint32_t image) {
+  const size_t base = image * o.image_stride + row0 * o.ld;
+  HalfRows h{sums, kBlockPixels, rows, pixels, nullptr, 0, o.steps + row0 * o.n_steps, o.n_steps};
+  h.after = o.after + row0 * o.n_after, h.n_after = o.n_after;
+  if (n_runs == 1 && runs[0].p == 0 && runs[0].count == pixels) {
+    h.out = o.out + base + runs[0].hw0, h.out_stride = o.ld;
+    if (o.other) h.other = o.other + base + runs[0].hw0, h.other_stride = o.ld;
+    return channel_steps_to_halves(h);
+  }
+  uint16_t theirs[kBlockRows][kBlockPixels], mine[kBlockRows][kBlockPixels];
+  if (o.other) {
+    std::memset(theirs, 0, sizeof(theirs));  // grid positions no run covers: computed on, never stored
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t i = 0; i < n_runs; ++i)
+        std::memcpy(&theirs[r][runs[i].p], o.other + base + r * o.ld + runs[i].hw0, runs[i].count * sizeof(uint16_t));
+    h.other = &theirs[0][0], h.other_stride = kBlockPixels;
+  }
+  h.out = &mine[0][0], h.out_stride = kBlockPixels;
+  channel_steps_to_halves(h);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < n_runs; ++i)
+      std::memcpy(o.out + base + r * o.ld + runs[i].hw0, &mine[r][runs[i].p], runs[i].count * sizeof(uint16_t));
+}
+
 }  // namespace
 
 bool ImplicitConvF32::applies(uint32_t groups) { return groups == 1 && has_avx512(active_isa()); }
@@ -129,7 +158,8 @@ void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t u0,
   }
 }
 
-void ImplicitConvF32::block(const float* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+void ImplicitConvF32::block(const float* planes, size_t row0, size_t pix0, const Epilogue& epilogue,
+                            const HalfOutput* direct, uint32_t n) const {
 #ifdef SOFTDLA_X86
   const size_t taps = tap_offsets_.size(), kdim = size_t(g_.C) * taps;
   alignas(64) float sums[kBlockRows * kBlockPixels];
@@ -138,20 +168,27 @@ void ImplicitConvF32::block(const float* planes, size_t row0, size_t pix0, const
     for (size_t r = 0; r < rows; r += kTileRows)  // rows past K: zero weights, sums nobody reads
       tile_taps_f32(weights_.data() + (row0 + r) * kdim, kdim, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps,
                     g_.C, sums + r * kBlockPixels + p, kBlockPixels);
+  if (direct) {
+    GridRun runs[kBlockPixels];
+    const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
+    return emit_block_f16(sums, rows, row0, pixels, runs, n_runs, *direct, n);
+  }
   emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW, epilogue);
 #else
-  (void)planes, (void)row0, (void)pix0, (void)epilogue;
+  (void)planes, (void)row0, (void)pix0, (void)epilogue, (void)direct, (void)n;
 #endif
 }
 
-void ImplicitConvF32::run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue) const {
+void ImplicitConvF32::run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue,
+                          const HalfOutput* direct, uint32_t n) const {
   thread_local ScratchBuffer planes;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * g_.C;
   float* data = reinterpret_cast<float*>(planes.reserve(slots * plane_px_ * sizeof(float)));
   pool.parallel_for(slots, [&](size_t b, size_t e) { pack(x, halves, data, b, e); }, ThreadPool::min_items(plane_px_));
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   pool.parallel_for(row_blocks * pixel_blocks, [&](size_t b, size_t e) {
-    for (size_t u = b; u < e; ++u) block(data, (u % row_blocks) * kBlockRows, (u / row_blocks) * kBlockPixels, epilogue);
+    for (size_t u = b; u < e; ++u)
+      block(data, (u % row_blocks) * kBlockRows, (u / row_blocks) * kBlockPixels, epilogue, direct, n);
   });
 }
 

@@ -14,9 +14,24 @@
 #include <functional>
 #include <vector>
 
+#include "sdp_chain.h"
 #include "thread_pool.h"
 
 namespace softdla::cpu {
+
+// Where an FP16 convolution's results go when the implicit GEMM stores them itself (AVX-512, a chain of
+// channel steps): channel k's sums through steps[k * n_steps, (k + 1) * n_steps), stored as fp16 at
+// out[n * image_stride + k * ld + output index]; with `other`, the fused residual add as
+// SdpChain::run_residual_halves runs it (other at the same index, then after[k * n_after, ...)).
+struct HalfOutput {
+  const ChannelStep* steps = nullptr;
+  size_t n_steps = 0;
+  uint16_t* out = nullptr;
+  size_t ld = 0, image_stride = 0;
+  const uint16_t* other = nullptr;
+  const ChannelStep* after = nullptr;
+  size_t n_after = 0;
+};
 
 struct ImplicitGeometryF32 {
   uint32_t C, H, W, K, R, S, OH, OW, dh, dw, pt, pl;
@@ -33,12 +48,15 @@ class ImplicitConvF32 {
   // Receives the fp32 sums of output channel k for `count` consecutive output pixels of one output row,
   // starting at spatial index hw0 (oh * OW + ow); `sums` may be modified.
   using Epilogue = std::function<void(uint32_t k, size_t hw0, float* sums, size_t count)>;
-  // One image: x is its [C][H][W] input, fp16 bits (halves) or fp32.
-  void run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue) const;
+  // One image, n: x is its [C][H][W] input, fp16 bits (halves) or fp32. With `direct` (fp16 only), the
+  // blocks store their results themselves and `epilogue` is not called.
+  void run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue, const HalfOutput* direct = nullptr,
+           uint32_t n = 0) const;
 
  private:
   void pack(const void* x, bool halves, float* planes, size_t u0, size_t u1) const;
-  void block(const float* planes, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void block(const float* planes, size_t row0, size_t pix0, const Epilogue& epilogue, const HalfOutput* direct,
+             uint32_t n) const;
 
   ImplicitGeometryF32 g_;
   size_t wq_ = 0, hq_ = 0;    // a phase plane

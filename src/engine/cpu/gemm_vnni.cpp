@@ -109,6 +109,27 @@ inline void tile_rows(const int32_t* a_quads, const int32_t* offset_sums, size_t
   }
 }
 
+// One 8-row register tile of the AVX-512 GEMMs: rows [row, row + rows) of A against the panel pair at
+// b0, b1 (b1 unused when width is one panel), columns [col, col + cols) of C.
+struct Tile512 {
+  const uint8_t *b0, *b1;
+  size_t row, rows, col, cols, width;
+};
+
+// Visits the AVX-512 GEMMs' tiles, panel pairs outermost: a pair of B panels (2 x k x 16 bytes) stays in
+// L1/L2 while every row block of A (all in L2) passes over it; rows outermost would stream the whole
+// packed B once per row block.
+template <class Fn>
+void for_each_tile512(const uint8_t* bp, size_t m, size_t n, size_t kq, const Fn& fn) {
+  const size_t panel_bytes = kq * kPanel * 4, np = panels(n);
+  for (size_t p = 0; p < np; p += 2) {
+    const uint8_t* b0 = bp + p * panel_bytes;
+    const size_t cols = std::min(2 * kPanel, n - p * kPanel), width = p + 1 < np ? 2 * kPanel : kPanel;
+    for (size_t row = 0; row < m; row += kRows512)
+      fn(Tile512{b0, b0 + panel_bytes, row, std::min(kRows512, m - row), p * kPanel, cols, width});
+  }
+}
+
 // Copies `rows` rows of a tile, `cols` columns each, into C (the offsets already taken back).
 template <size_t W>
 void copy_tile(const int32_t (*tile)[W], int32_t* c, size_t rows, size_t cols, size_t ldc) {
@@ -191,26 +212,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx512(
     const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
     const Int8Output& out) {
-  const size_t kq = k_quads(k), panel_bytes = kq * kPanel * 4, np = panels(n);
+  const size_t kq = k_quads(k);
   std::vector<int32_t> zero_row(kq, 0);
   std::optional<Residual512> add;
   if (out.residual) add.emplace(*out.residual);
-  // As gemm_vnni's AVX-512 loop; each tile is requantized while it is in L1, never stored as int32.
-  for (size_t p = 0; p < np; p += 2) {
-    const uint8_t* b0 = bp + p * panel_bytes;
-    const size_t cols = std::min(2 * kPanel, n - p * kPanel);
-    for (size_t row = 0; row < m; row += kRows512) {
-      const size_t rows = std::min(kRows512, m - row);
-      const int32_t* a_rows[kRows512];
-      int32_t init[kRows512];
-      tile_rows(a_quads, offset_sums, kq, row, rows, kRows512, zero_row.data(), a_rows, init);
-      alignas(64) int32_t tile[kRows512][2 * kPanel];
-      if (p + 1 < np) tile2_avx512(a_rows, b0, b0 + panel_bytes, kq, init, &tile[0][0], 2 * kPanel);
-      else tile1_avx512(a_rows, b0, kq, init, &tile[0][0], 2 * kPanel);
-      if (add) emit_tile_s8<true>(tile, out, &*add, row, p * kPanel, rows, cols);
-      else emit_tile_s8<false>(tile, out, nullptr, row, p * kPanel, rows, cols);
-    }
-  }
+  // Each tile is requantized while it is in L1, never stored as int32.
+  for_each_tile512(bp, m, n, kq, [&](const Tile512& t) {
+    const int32_t* a_rows[kRows512];
+    int32_t init[kRows512];
+    tile_rows(a_quads, offset_sums, kq, t.row, t.rows, kRows512, zero_row.data(), a_rows, init);
+    alignas(64) int32_t tile[kRows512][2 * kPanel];
+    if (t.width == 2 * kPanel) tile2_avx512(a_rows, t.b0, t.b1, kq, init, &tile[0][0], 2 * kPanel);
+    else tile1_avx512(a_rows, t.b0, kq, init, &tile[0][0], 2 * kPanel);
+    if (add) emit_tile_s8<true>(tile, out, &*add, t.row, t.col, t.rows, t.cols);
+    else emit_tile_s8<false>(tile, out, nullptr, t.row, t.col, t.rows, t.cols);
+  });
 }
 #endif
 
@@ -240,27 +256,21 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
   zero_row.assign(kq, 0);
   if (isa == Isa::kAmx && gemm_on_amx(k)) return gemm_amx(a_quads, offset_sums, bp, c, m, n, kq, ldc);
   if (isa == Isa::kAmx) isa = Isa::kAvx512Vnni;
-  // Panels outermost: a pair of B panels (2 x k x 16 bytes) stays in L1/L2 while every row block of A
-  // (all in L2) passes over it; rows outermost would stream the whole packed B once per row block.
-  // Full tiles are stored straight into C; a tile cut by C's last rows or columns goes through `tile`.
+  // Panels outermost (for_each_tile512; the AVX-VNNI loop below likewise). Full tiles are stored
+  // straight into C; a tile cut by C's last rows or columns goes through `tile`.
   if (isa == Isa::kAvx512Vnni) {
-    for (size_t p = 0; p < np; p += 2) {
-      const uint8_t* b0 = bp + p * panel_bytes;
-      const size_t cols = std::min(2 * kPanel, n - p * kPanel), width = p + 1 < np ? 2 * kPanel : kPanel;
-      for (size_t row = 0; row < m; row += kRows512) {
-        const size_t rows = std::min(kRows512, m - row);
-        const int32_t* a_rows[kRows512];
-        int32_t init[kRows512];
-        tile_rows(a_quads, offset_sums, kq, row, rows, kRows512, zero_row.data(), a_rows, init);
-        alignas(64) int32_t tile[kRows512][2 * kPanel];
-        const bool direct = rows == kRows512 && cols == width;
-        int32_t* out = direct ? c + row * ldc + p * kPanel : &tile[0][0];
-        const size_t ld = direct ? ldc : 2 * kPanel;
-        if (width == 2 * kPanel) tile2_avx512(a_rows, b0, b0 + panel_bytes, kq, init, out, ld);
-        else tile1_avx512(a_rows, b0, kq, init, out, ld);
-        if (!direct) copy_tile(tile, c + row * ldc + p * kPanel, rows, cols, ldc);
-      }
-    }
+    for_each_tile512(bp, m, n, kq, [&](const Tile512& t) {
+      const int32_t* a_rows[kRows512];
+      int32_t init[kRows512];
+      tile_rows(a_quads, offset_sums, kq, t.row, t.rows, kRows512, zero_row.data(), a_rows, init);
+      alignas(64) int32_t tile[kRows512][2 * kPanel];
+      const bool direct = t.rows == kRows512 && t.cols == t.width;
+      int32_t* out = direct ? c + t.row * ldc + t.col : &tile[0][0];
+      const size_t ld = direct ? ldc : 2 * kPanel;
+      if (t.width == 2 * kPanel) tile2_avx512(a_rows, t.b0, t.b1, kq, init, out, ld);
+      else tile1_avx512(a_rows, t.b0, kq, init, out, ld);
+      if (!direct) copy_tile(tile, c + t.row * ldc + t.col, t.rows, t.cols, ldc);
+    });
     return;
   }
   for (size_t p = 0; p < np; ++p) {

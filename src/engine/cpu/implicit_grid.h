@@ -40,6 +40,29 @@ void emit_grid_runs(T* sums, size_t stride, size_t rows, size_t row0, size_t pix
   }
 }
 
+// A block's output run: `count` outputs from grid position p of the block, at output index hw0.
+struct GridRun {
+  uint32_t p, count;
+  size_t hw0;
+};
+
+// The output runs of grid pixels [pix0, pix0 + pixels) (as emit_grid_runs finds them, runs contiguous in
+// the grid and in the output merged), into runs (room for `pixels`); returns how many.
+inline size_t grid_runs(size_t pix0, size_t pixels, size_t wq, size_t ow, GridRun* runs) {
+  size_t n = 0;
+  for (size_t p = 0; p < pixels;) {
+    const size_t gp = pix0 + p, row = gp / wq, col = gp % wq, run = std::min(pixels - p, wq - col);
+    if (col < ow) {
+      const size_t count = std::min(run, ow - col), hw0 = row * ow + col;
+      if (n && runs[n - 1].hw0 + runs[n - 1].count == hw0 && runs[n - 1].p + runs[n - 1].count == p)
+        runs[n - 1].count += uint32_t(count);  // contiguous in the grid and in the output
+      else runs[n++] = {uint32_t(p), uint32_t(count), hw0};
+    }
+    p += run;
+  }
+  return n;
+}
+
 // Calls fn(n, u0, u1) for the parts of the batch-wide range [b, e) of units, `per_image` units an image,
 // that fall in each image n (u0, u1 counted within the image): a pool chunk over every image's units.
 template <class Fn>

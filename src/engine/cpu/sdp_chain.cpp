@@ -145,39 +145,77 @@ __attribute__((target("avx512f"))) bool float_step_avx512(SdpKind kind, float* v
   return true;
 }
 
-// Every step of a chain of channel steps (at most kMaxFusedSteps), then the fp16 store, in registers.
-struct FusedStep {
-  SdpKind kind;
-  float operand, lo, hi;
-};
-
-__attribute__((target("avx512f"), always_inline)) inline __m512 apply_steps(const FusedStep* steps, size_t n, __m512 x) {
-  for (size_t j = 0; j < n; ++j)
-    x = float_lanes(steps[j].kind, x, _mm512_set1_ps(steps[j].operand), _mm512_set1_ps(steps[j].lo),
-                    _mm512_set1_ps(steps[j].hi));
-  return x;
+// Every step of a chain of channel steps on V vectors in registers: each step's kind is dispatched and
+// its operands broadcast once for all V (a step per vector cost more than the arithmetic).
+template <size_t V>
+__attribute__((target("avx512f"), always_inline)) inline void apply_steps(const ChannelStep* steps, size_t n,
+                                                                        __m512 (&x)[V]) {
+  for (size_t j = 0; j < n; ++j) {
+    const __m512 k = _mm512_set1_ps(steps[j].operand), vlo = _mm512_set1_ps(steps[j].lo),
+                 vhi = _mm512_set1_ps(steps[j].hi);
+    switch (steps[j].kind) {
+#define SOFTDLA_STEP_CASE(kind)                                                        \
+  case kind:                                                                           \
+    for (size_t v = 0; v < V; ++v) x[v] = float_lanes(kind, x[v], k, vlo, vhi);        \
+    break;
+      SOFTDLA_STEP_CASE(SdpKind::kBias)
+      SOFTDLA_STEP_CASE(SdpKind::kScale)
+      SOFTDLA_STEP_CASE(SdpKind::kPRelu)
+      SOFTDLA_STEP_CASE(SdpKind::kRelu)
+      default:
+        for (size_t v = 0; v < V; ++v) x[v] = float_lanes(SdpKind::kClip, x[v], k, vlo, vhi);
+#undef SOFTDLA_STEP_CASE
+    }
+  }
 }
 
 // v through before[0..n_before), then the fp16 store into out; with `other` (run_residual_halves), the
-// result rounded to fp16 first, added to other's values and taken through after[0..n_after).
+// result rounded to fp16 first, added to other's values and taken through after[0..n_after). Four
+// vectors at a time, the last group under masks.
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void steps_to_halves_avx512(
-    const FusedStep* before, size_t n_before, const float* v, size_t count, uint16_t* out,
-    const uint16_t* other = nullptr, const FusedStep* after = nullptr, size_t n_after = 0) {
-  for (size_t i = 0; i < count; i += 16) {
-    const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
-    __m512 x = apply_steps(before, n_before, _mm512_maskz_loadu_ps(m, v + i));
+    const ChannelStep* before, size_t n_before, const float* v, size_t count, uint16_t* out,
+    const uint16_t* other = nullptr, const ChannelStep* after = nullptr, size_t n_after = 0) {
+  constexpr size_t V = 4;
+  auto mask = [&](size_t i) { return count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1); };
+  for (size_t i = 0; i < count; i += 16 * V) {
+    const size_t vecs = std::min(V, (count - i + 15) / 16);
+    __m512 x[V];
+    for (size_t u = 0; u < V; ++u)
+      x[u] = u < vecs ? _mm512_maskz_loadu_ps(mask(i + 16 * u), v + i + 16 * u) : _mm512_setzero_ps();
+    apply_steps(before, n_before, x);
     if (other) {
-      const __m512 stored = _mm512_cvtph_ps(to_halves_avx512(x));
-      x = apply_steps(after, n_after, _mm512_add_ps(stored, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, other + i))));
+      for (size_t u = 0; u < vecs; ++u) {
+        const __m512 stored = _mm512_cvtph_ps(to_halves_avx512(x[u]));
+        const __m256i theirs = _mm256_maskz_loadu_epi16(mask(i + 16 * u), other + i + 16 * u);
+        x[u] = _mm512_add_ps(stored, _mm512_cvtph_ps(theirs));
+      }
+      apply_steps(after, n_after, x);
     }
-    store_halves_avx512(x, out + i, m);
+    for (size_t u = 0; u < vecs; ++u) store_halves_avx512(x[u], out + i + 16 * u, mask(i + 16 * u));
   }
 }
 #endif
 
-constexpr size_t kMaxFusedSteps = 8;
-
 }  // namespace
+
+#ifdef SOFTDLA_X86
+namespace {
+// channel_steps_to_halves's rows, the row loop compiled with the steps (flatten: inlined, no call per row).
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), flatten)) void rows_to_halves_avx512(const HalfRows& h) {
+  for (size_t r = 0; r < h.rows; ++r)
+    steps_to_halves_avx512(h.before + r * h.n_before, h.n_before, h.v + r * h.v_stride, h.count, h.out + r * h.out_stride,
+                           h.other ? h.other + r * h.other_stride : nullptr, h.after + r * h.n_after, h.n_after);
+}
+}  // namespace
+#endif
+
+void channel_steps_to_halves(const HalfRows& h) {
+#ifdef SOFTDLA_X86
+  rows_to_halves_avx512(h);
+#else
+  (void)h;
+#endif
+}
 
 SOFTDLA_MULTIVERSION
 void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops) const {
@@ -246,8 +284,8 @@ void SdpChain::run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t 
 
 bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uint16_t* out) const {
 #ifdef SOFTDLA_X86
-  if (!has_avx512(active_isa()) || steps_.size() > kMaxFusedSteps) return false;
-  FusedStep fused[kMaxFusedSteps];
+  if (!has_avx512(active_isa()) || steps_.size() > kMaxChannelSteps) return false;
+  ChannelStep fused[kMaxChannelSteps];
   for (size_t j = 0; j < steps_.size(); ++j) {
     const SdpStep& s = steps_[j].s;
     if (!is_channel_float_step(s.kind)) return false;
@@ -263,7 +301,7 @@ bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uin
 
 bool SdpChain::channel_steps_only() const {
 #ifdef SOFTDLA_X86
-  if (steps_.size() > kMaxFusedSteps) return false;
+  if (steps_.size() > kMaxChannelSteps) return false;
   for (const Step& st : steps_)
     if (!is_channel_float_step(st.s.kind)) return false;
   return true;
@@ -272,9 +310,29 @@ bool SdpChain::channel_steps_only() const {
 #endif
 }
 
+bool SdpChain::channel_steps(uint32_t channels, std::vector<ChannelStep>& out, bool skip_first) const {
+  out.clear();
+#ifndef SOFTDLA_X86
+  (void)channels, (void)skip_first;
+  return false;
+#else
+  const size_t first = skip_first ? 1 : 0;
+  if (steps_.size() < first || steps_.size() - first > kMaxChannelSteps) return false;
+  for (size_t j = first; j < steps_.size(); ++j)
+    if (!is_channel_float_step(steps_[j].s.kind)) return false;
+  out.reserve(size_t(channels) * (steps_.size() - first));
+  for (uint32_t c = 0; c < channels; ++c)
+    for (size_t j = first; j < steps_.size(); ++j) {
+      const SdpStep& s = steps_[j].s;
+      out.push_back({s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi});
+    }
+  return true;
+#endif
+}
+
 bool SdpChain::residual_halves_form(const SdpChain& before) const {
 #ifdef SOFTDLA_X86
-  if (dtype_ != DataType::kFloat16 || !has_avx512(active_isa()) || steps_.empty() || steps_.size() > kMaxFusedSteps ||
+  if (dtype_ != DataType::kFloat16 || !has_avx512(active_isa()) || steps_.empty() || steps_.size() > kMaxChannelSteps ||
       !before.channel_steps_only())
     return false;
   const Step& add = steps_[0];
@@ -291,9 +349,9 @@ bool SdpChain::residual_halves_form(const SdpChain& before) const {
 void SdpChain::run_residual_halves(const SdpChain& before, const float* mine, const uint16_t* other, size_t count,
                                    uint32_t c, uint16_t* out) const {
 #ifdef SOFTDLA_X86
-  FusedStep pre[kMaxFusedSteps], post[kMaxFusedSteps];
+  ChannelStep pre[kMaxChannelSteps], post[kMaxChannelSteps];
   auto fused = [c](const SdpStep& s) {
-    return FusedStep{s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
+    return ChannelStep{s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
   };
   for (size_t j = 0; j < before.steps_.size(); ++j) pre[j] = fused(before.steps_[j].s);
   for (size_t j = 1; j < steps_.size(); ++j) post[j - 1] = fused(steps_[j].s);

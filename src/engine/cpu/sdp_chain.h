@@ -9,6 +9,33 @@
 
 namespace softdla::cpu {
 
+// One per-channel float step (bias, scale, PReLU, ReLU, clip) with its channel's operand: what the
+// AVX-512 fp16 epilogues apply in registers.
+struct ChannelStep {
+  SdpKind kind;
+  float operand, lo, hi;
+};
+constexpr size_t kMaxChannelSteps = 8;  // the most steps one pass fuses
+
+// Rows of fp32 values through per-channel steps and stored as fp16: row r holds `count` values at
+// v + r * v_stride, takes the steps before[r * n_before, (r + 1) * n_before) and is stored at
+// out + r * out_stride; with `other` (a residual add), each result is rounded to fp16 first (as an unfused
+// store), added to other[r * other_stride + i] and taken through after[r * n_after, ...). The bits of
+// run_float then floats_to_halves (and, with `other`, of the add's own chain). AVX-512 only.
+struct HalfRows {
+  const float* v;
+  size_t v_stride, rows, count;
+  uint16_t* out;
+  size_t out_stride;
+  const ChannelStep* before;
+  size_t n_before;
+  const uint16_t* other = nullptr;
+  size_t other_stride = 0;
+  const ChannelStep* after = nullptr;
+  size_t n_after = 0;
+};
+void channel_steps_to_halves(const HalfRows& rows);
+
 class SdpChain {
  public:
   SdpChain(const Model& m, const Op& op, const SdpParams& p);
@@ -40,6 +67,11 @@ class SdpChain {
                            uint32_t c, uint16_t* out) const;
   // Only per-channel steps (bias, scale, PReLU, ReLU, clip), at most as many as one pass fuses.
   bool channel_steps_only() const;
+  // The chain as channel steps for each of `channels` channels, [channel][step] (steps per channel:
+  // size() / channels); false for a chain that is not channel steps only. skip_first leaves out the
+  // first step (a residual add's element-wise add, run by the kernel itself).
+  bool channel_steps(uint32_t channels, std::vector<ChannelStep>& out, bool skip_first = false) const;
+  size_t size() const { return steps_.size(); }
 
   bool empty() const { return steps_.empty(); }
 
