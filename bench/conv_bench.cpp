@@ -15,9 +15,10 @@ struct Layer {
   const char* name;
   uint32_t c, k, hw, r, stride;
   uint32_t groups = 1;
+  uint32_t batch = 1;
 };
 
-// Representative ResNet-50 layers (224x224 input, batch 1).
+// Representative ResNet-50 layers (224x224 input, batch 1 unless named _b8).
 constexpr Layer kLayers[] = {
     {"res2_3x3_64", 64, 64, 56, 3, 1},
     {"res3_1x1_512to128", 512, 128, 28, 1, 1},
@@ -32,13 +33,17 @@ constexpr Layer kLayers[] = {
     // MobileNetV2 depthwise layers (224x224 input).
     {"mbv2_dw3x3_96_112", 96, 96, 112, 3, 2, 96},
     {"mbv2_dw3x3_144_56", 144, 144, 56, 3, 1, 144},
+    // Batch 8: the stage-1 and stage-4 layers, whose per-image cost batching should not raise.
+    {"res2_3x3_64_b8", 64, 64, 56, 3, 1, 1, 8},
+    {"res5_3x3_512_b8", 512, 512, 7, 3, 1, 1, 8},
+    {"res5_1x1_512to2048_b8", 512, 2048, 7, 1, 1, 1, 8},
 };
 
 Model conv_model(const Layer& l, DataType t) {
   Model m;
   const uint32_t pad = l.r / 2, out = (l.hw + 2 * pad - l.r) / l.stride + 1;
-  m.tensors.push_back({"x", {1, l.c, l.hw, l.hw}, t, 0.05f, -1});
-  m.tensors.push_back({"y", {1, l.k, out, out}, t, 0.05f, -1});
+  m.tensors.push_back({"x", {l.batch, l.c, l.hw, l.hw}, t, 0.05f, -1});
+  m.tensors.push_back({"y", {l.batch, l.k, out, out}, t, 0.05f, -1});
   const size_t n = size_t(l.k) * (l.c / l.groups) * l.r * l.r;
   Constant w{t, {l.k, l.c / l.groups, l.r, l.r}, std::vector<uint8_t>(n * element_size(t))};
   std::mt19937 rng(1);
@@ -81,7 +86,7 @@ void BM_Conv(benchmark::State& state, Layer l, DataType t) {
   void* op[] = {out.data()};
   for (auto _ : state) e.run(ip, op);
   const Shape& y = e.model().tensors[1].shape;
-  const double macs = double(y[1]) * y[2] * y[3] * (l.c / l.groups) * l.r * l.r;
+  const double macs = double(y[0]) * y[1] * y[2] * y[3] * (l.c / l.groups) * l.r * l.r;
   state.counters["GOPS"] = benchmark::Counter(2 * macs * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 

@@ -168,6 +168,17 @@ def test_conv_int8_many_channels(c_in, k, r, stride, pads, dil):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# A batch whose packed input outgrows one group of images (conv_implicit.cpp packs and runs images in
+# groups of about 512 KiB of packed input): 64 channels at 60 x 60 is about 240 KiB an image, so three
+# images run as a group of two then one (the fused residual add's case: test_conv_residual_fusion.py).
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
+def test_conv_int8_batch_in_image_groups(stride):
+    c = dict(n=3, c=64, k=40, h=60, w=60, r=3, s=3, stride=stride, dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=7)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 16), 2 ** 16, 40)}), ("relu", {})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 # Depthwise planes wide enough for the 64-output blocks and the widening's vector steps (stride 1 and 2).
 @pytest.mark.parametrize("w,stride,pads", [(150, (1, 1), (1, 1, 1, 1)), (150, (2, 2), (1, 1, 1, 1)),
                                            (131, (2, 2), (0, 2, 1, 0)), (97, (1, 2), (1, 0, 1, 2))])

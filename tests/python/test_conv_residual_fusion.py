@@ -21,10 +21,10 @@ GEOMETRIES = {
 }
 
 
-def build(geometry, seed, swapped, residual_chain, also_output=False):
-    cin, cout, k, stride, pad, groups = GEOMETRIES[geometry]
+def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9, 23)):
+    cin, cout, k, stride, pad, groups = GEOMETRIES.get(geometry, geometry)  # a name, or the tuple itself
     rng = np.random.default_rng(seed)
-    n, h, w = 2, 9, 23
+    n, h, w = nhw
     oh = (h + 2 * pad - k) // stride + 1
     ow = (w + 2 * pad - k) // stride + 1
     x = rng.integers(-128, 128, (n, cin, h, w)).astype(np.int8)
@@ -81,6 +81,15 @@ def fused_ops(g):
 def test_fused_residual_add_is_exact(geometry, seed, swapped, chain):
     g, arrays, ref, _ = build(geometry, seed, swapped, chain)
     assert fused_ops(g) == [1]  # the add ran inside the convolution's kernel
+    np.testing.assert_array_equal(run_graph(g, *arrays), ref)
+
+
+# Three 64-channel 60 x 60 images: the implicit GEMM runs them as image groups (two, then one), each
+# group's adds reading the other operand of its own images.
+@pytest.mark.parametrize("swapped", [False, True])
+def test_fused_residual_add_over_image_groups(swapped):
+    g, arrays, ref, _ = build((64, 40, 3, 1, 1, 1), 11, swapped, "relu", nhw=(3, 60, 60))
+    assert fused_ops(g) == [1]
     np.testing.assert_array_equal(run_graph(g, *arrays), ref)
 
 
