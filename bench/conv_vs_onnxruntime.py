@@ -22,7 +22,8 @@ from sdla_testkit import writer  # noqa: E402
 from sdla_testkit.engine import Engine  # noqa: E402
 
 LAYERS = [("res2_3x3_64", 64, 64, 56, 3), ("res3_1x1_512to128", 512, 128, 28, 1),
-          ("res4_3x3_256", 256, 256, 14, 3), ("res5_1x1_512to2048", 512, 2048, 7, 1)]
+          ("res4_3x3_256", 256, 256, 14, 3), ("res5_1x1_512to2048", 512, 2048, 7, 1),
+          ("res2_1x1_64to256", 64, 256, 56, 1), ("res2_1x1_256to64", 256, 64, 56, 1)]
 
 
 def median_ms(fn, repeat):

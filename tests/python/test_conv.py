@@ -86,6 +86,21 @@ def test_conv_fp16(c):
     assert R.rel_l2(run_graph(g, x), ref) < 1e-3
 
 
+# A batch over several image groups of the FP32/FP16 implicit GEMM (about 512 KiB of fp32 planes a
+# group: 16 channels at 60 x 60 is about 240 KiB an image), 3x3, 1x1 and 3x3 of stride 2.
+@pytest.mark.parametrize("r,stride,dtype", [(3, 1, np.float16), (1, 1, np.float16), (3, 2, np.float16),
+                                            (3, 1, np.float32)])
+def test_conv_float_batch_in_image_groups(r, stride, dtype):
+    c = dict(n=3, c=16, k=24, h=60, w=60, r=r, s=r, stride=(stride, stride), dil=(1, 1), pads=(r // 2,) * 4,
+             groups=1, seed=3)
+    g, x, ref = build_float(c, dtype)
+    got = run_graph(g, x)
+    if dtype == np.float16:
+        assert R.rel_l2(got, ref) < 1e-3
+    else:
+        assert fp32_error_ok(c, got, ref)
+
+
 @settings(max_examples=15, **SETTINGS)
 @given(conv_cases(big_kernels=True))
 def test_conv_fp32_large_kernels(c):

@@ -106,10 +106,10 @@ def test_not_fused_when_the_intermediate_is_also_an_output(geometry):
 # Its results must have the bits of the unfused graph (the intermediate rounded to fp16, stored, read
 # back by the add's kernel): the same graph with the intermediate also an output is not fused and is
 # the reference, and both are checked against NumPy's float64 convolution within fp16 rounding.
-def build_fp16(geometry, seed, swapped, add_chain, also_output):
-    cin, cout, k, stride, pad, groups = GEOMETRIES[geometry]
+def build_fp16(geometry, seed, swapped, add_chain, also_output, nhw=(2, 9, 23)):
+    cin, cout, k, stride, pad, groups = GEOMETRIES.get(geometry, geometry)
     rng = np.random.default_rng(seed)
-    n, h, w = 2, 9, 23
+    n, h, w = nhw
     oh = (h + 2 * pad - k) // stride + 1
     ow = (w + 2 * pad - k) // stride + 1
     x = rng.uniform(-1, 1, (n, cin, h, w)).astype(np.float16)
@@ -149,6 +149,18 @@ def test_fp16_fused_residual_add_has_the_unfused_bits(geometry, seed, swapped, c
     g, arrays, ref = build_fp16(geometry, seed, swapped, chain, also_output=False)
     unfused, _, _ = build_fp16(geometry, seed, swapped, chain, also_output=True)
     assert fused_ops(unfused) == []
+    y = run_graph(g, *arrays)
+    y_unfused, _ = run_graph(unfused, *arrays)
+    np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+# Three 16-channel 60 x 60 images: the FP16 implicit GEMM runs them as image groups (two, then one), 3x3
+# and 1x1 (whose blocks store straight into the output).
+@pytest.mark.parametrize("geometry", [(16, 24, 3, 1, 1, 1), (16, 24, 1, 1, 0, 1)])
+def test_fp16_fused_residual_add_over_image_groups(geometry):
+    g, arrays, ref = build_fp16(geometry, 5, False, "relu", also_output=False, nhw=(3, 60, 60))
+    unfused, _, _ = build_fp16(geometry, 5, False, "relu", also_output=True, nhw=(3, 60, 60))
     y = run_graph(g, *arrays)
     y_unfused, _ = run_graph(unfused, *arrays)
     np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))

@@ -453,7 +453,8 @@ class ConvKernel final : public OpKernel {
                    direct ? &*direct : nullptr);
   }
 
-  // FP16 and FP32 convolutions of stride 1 without im2col (conv_implicit_f32.h), image by image; each
+  // FP16 and FP32 convolutions without im2col (conv_implicit_f32.h), the batch in image groups: the
+  // blocks store fp16 results themselves (HalfOutput) where the chain is channel steps, otherwise each
   // run of sums takes the SDP chain and is stored as run_unit's float path does.
   void run_implicit_f32(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
@@ -472,13 +473,11 @@ class ConvKernel final : public OpKernel {
         direct->n_after = half_after_.size() / g_.K;
       }
     }
-    for (uint32_t n = 0; n < batch_; ++n) {
-      const void* x = halves ? static_cast<const void*>(static_cast<const uint16_t*>(io.inputs[0]) + n * in_image)
-                             : static_cast<const void*>(static_cast<const float*>(io.inputs[0]) + n * in_image);
-      implicit_f32_->run(x, halves, pool, [&](uint32_t k, size_t hw0, float* v, size_t count) {
-        store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
-      }, direct ? &*direct : nullptr, n);
-    }
+    implicit_f32_->run(io.inputs[0], batch_, in_image, halves, pool,
+                       [&](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
+                         store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
+                       },
+                       direct ? &*direct : nullptr);
   }
 
   // FP16 convolutions (16 channels or more, any stride) on AMX-BF16 tiles (conv_amx_f16.h), stored as

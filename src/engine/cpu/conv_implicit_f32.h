@@ -45,18 +45,19 @@ class ImplicitConvF32 {
   // weights: [K][C][R][S] fp32.
   ImplicitConvF32(const ImplicitGeometryF32& g, const float* weights);
 
-  // Receives the fp32 sums of output channel k for `count` consecutive output pixels of one output row,
-  // starting at spatial index hw0 (oh * OW + ow); `sums` may be modified.
-  using Epilogue = std::function<void(uint32_t k, size_t hw0, float* sums, size_t count)>;
-  // One image, n: x is its [C][H][W] input, fp16 bits (halves) or fp32. With `direct` (fp16 only), the
-  // blocks store their results themselves and `epilogue` is not called.
-  void run(const void* x, bool halves, ThreadPool& pool, const Epilogue& epilogue, const HalfOutput* direct = nullptr,
-           uint32_t n = 0) const;
+  // Receives the fp32 sums of output channel k of image n for `count` consecutive output pixels of one
+  // output row, starting at spatial index hw0 (oh * OW + ow); `sums` may be modified.
+  using Epilogue = std::function<void(uint32_t n, uint32_t k, size_t hw0, float* sums, size_t count)>;
+  // `images` images, image n's [C][H][W] input at x + n * image_stride elements, fp16 bits (halves) or
+  // fp32. With `direct` (fp16 only), the blocks store their results themselves and `epilogue` is not
+  // called.
+  void run(const void* x, size_t images, size_t image_stride, bool halves, ThreadPool& pool, const Epilogue& epilogue,
+           const HalfOutput* direct = nullptr) const;
 
  private:
   void pack(const void* x, bool halves, float* planes, size_t u0, size_t u1) const;
-  void block(const float* planes, size_t row0, size_t pix0, const Epilogue& epilogue, const HalfOutput* direct,
-             uint32_t n) const;
+  void block(const float* planes, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
+             const HalfOutput* direct) const;
 
   ImplicitGeometryF32 g_;
   size_t wq_ = 0, hq_ = 0;    // a phase plane
