@@ -101,6 +101,20 @@ def test_conv_float_batch_in_image_groups(r, stride, dtype):
         assert fp32_error_ok(c, got, ref)
 
 
+# Fully connected layers (a 1x1 convolution over a 1x1 input: gemv_f32.h on x86): output channels past
+# whole 128-channel blocks, batches of one to five images (groups of three share each weight load).
+@pytest.mark.parametrize("n,c_in,k,dtype", [(1, 2048, 1000, np.float16), (2, 77, 203, np.float16),
+                                            (5, 64, 129, np.float16), (4, 300, 10, np.float32)])
+def test_fully_connected_float(n, c_in, k, dtype):
+    c = dict(n=n, c=c_in, k=k, h=1, w=1, r=1, s=1, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0), groups=1, seed=k)
+    g, x, ref = build_float(c, dtype)
+    got = run_graph(g, x)
+    if dtype == np.float16:
+        assert R.rel_l2(got, ref) < 1e-3
+    else:
+        assert fp32_error_ok(c, got, ref)
+
+
 @settings(max_examples=15, **SETTINGS)
 @given(conv_cases(big_kernels=True))
 def test_conv_fp32_large_kernels(c):

@@ -161,3 +161,34 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
                                    capture_output=True, check=True).stdout for isa in ("avx2", "avx512vnni")}
     assert len(results["avx2"]) == x.size * 2
     assert results["avx512vnni"] == results["avx2"]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_fully_connected_identical_on_every_float_path(dtype, tmp_path):
+    """Fully connected layers take matrix-vector products on avx2 and up (gemv_f32.h) and the im2col GEMM
+    on portable: one FMA per input channel in ascending order from zero on every path, so the same bits
+    (5 images: a group of three and one of two; 203 output channels: a partial block of 128)."""
+    from sdla_testkit import formats as F
+    from sdla_testkit import writer
+    rng = np.random.default_rng(9)
+    n, c, k = 5, 77, 203
+    x = rng.standard_normal((n, c, 1, 1)).astype(dtype)
+    wt = rng.standard_normal((k, c, 1, 1)).astype(dtype)
+    g = writer.Graph()
+    xi = g.input("x", x.shape, dtype)
+    y = g.tensor("y", (n, k, 1, 1), dtype)
+    steps = [writer.sdp_step("bias", fvalues=rng.standard_normal(k).astype(np.float32)), writer.sdp_step("relu")]
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, dtype), (1, 1), (0, 0, 0, 0), (1, 1), 1, writer.sdp(steps)))
+    g.output(y, F.LINEAR)
+    path = tmp_path / "fc.loadable"
+    path.write_bytes(g.serialize())
+    inp = tmp_path / "in0.bin"
+    inp.write_bytes(F.pack(x, F.LINEAR, g.target))
+    results = {}
+    for isa in PATHS:
+        if _active(isa)[0] == isa:
+            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), str(inp)], env=_env(isa),
+                                          capture_output=True, check=True).stdout
+    assert len(results) >= 2 and len(results["portable"]) == n * k * x.itemsize
+    for isa, out in results.items():
+        assert out == results["portable"], f"{isa} differs from portable"

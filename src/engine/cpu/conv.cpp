@@ -16,6 +16,7 @@
 #include "element.h"
 #include "gemm.h"
 #include "gemm_vnni.h"
+#include "gemv_f32.h"
 #include "half_convert.h"
 #include "int8_pack.h"
 #include "int8_requant.h"
@@ -258,11 +259,17 @@ class ConvKernel final : public OpKernel {
         }
       }
       finite_weights_ = std::all_of(wf_.begin(), wf_.end(), [](float v) { return std::isfinite(v); });
+      // A fully connected layer (a 1x1 convolution over a 1x1 input): matrix-vector products. Otherwise
       // FP16 on AMX machines: the AMX-BF16 implicit GEMM (any stride); on AVX-512: the FMA one (stride 1,
       // or a strided k x k kernel). Each keeps its own copy of the weights.
+      const bool fully_connected = p.groups == 1 && g_.R == 1 && g_.S == 1 && g_.H == 1 && g_.W == 1 && g_.OH == 1 &&
+                                   g_.OW == 1;
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R,  g_.S,  g_.OH, g_.OW,
                                          g_.dh, g_.dw, g_.pt, g_.pl, g_.sh, g_.sw};
-      if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && AmxConvF16::applies(p.groups, g_.C)) {
+      if (fully_connected && GemvF32::applies(active_isa())) {
+        gemv_ = std::make_unique<GemvF32>(wf_.data(), g_.K, g_.C);
+        wf_ = {};
+      } else if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && AmxConvF16::applies(p.groups, g_.C)) {
         amx_f16_ = std::make_unique<AmxConvF16>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
             wf_.data());
@@ -319,6 +326,7 @@ class ConvKernel final : public OpKernel {
       }, ThreadPool::min_items(ohw * kdim));
       return;
     }
+    if (gemv_) return run_gemv(io, pool);
     if (implicit_) return run_implicit(io, pool);
     if (implicit_f32_) return run_implicit_f32(io, pool);
     if (amx_f16_) return run_amx_f16(io, pool);
@@ -478,6 +486,18 @@ class ConvKernel final : public OpKernel {
                          store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
                        },
                        direct ? &*direct : nullptr);
+  }
+
+  // A fully connected layer: every image's sums at once (gemv_f32.h), then each output through the chain.
+  void run_gemv(const OpIo& io, ThreadPool& pool) const {
+    thread_local std::vector<float> sums;
+    sums.resize(size_t(batch_) * g_.K);
+    gemv_->run(io.inputs[0], dtype_ == DataType::kFloat16, batch_, sums.data(), pool);
+    for (uint32_t n = 0; n < batch_; ++n)
+      for (uint32_t k = 0; k < g_.K; ++k) {
+        const size_t i = size_t(n) * g_.K + k;
+        store_float(io, sums.data() + i, 1, n, k, i, 0);
+      }
   }
 
   // FP16 convolutions (16 channels or more, any stride) on AMX-BF16 tiles (conv_amx_f16.h), stored as
@@ -689,6 +709,7 @@ class ConvKernel final : public OpKernel {
   std::unique_ptr<ImplicitConvS8> implicit_;  // k x k (or strided): AMX, AVX-512 VNNI or AVX2 pairs
   std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 on AVX-512 (any stride)
   std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 (16 channels or more) on AMX-BF16
+  std::unique_ptr<GemvF32> gemv_;                  // FP16/FP32 fully connected layers
   bool finite_weights_ = true;                     // float weights: none infinite or NaN
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel

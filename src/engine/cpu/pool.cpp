@@ -187,12 +187,23 @@ class PoolKernel final : public OpKernel {
   }
 
  private:
-  // One float plane (fp32 or fp16 storage).
+  // One float plane (fp32 or fp16 storage). An fp16 plane is widened in bulk first and each output row
+  // narrowed in bulk (both exact conversions: the same values as converting element by element).
   template <class T>
   void plane(const T* x, T* y, size_t pl) const {
     const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3];
     x += pl * H * W;
     y += pl * OH * OW;
+    thread_local std::vector<float> widened, row;
+    const float* xf;
+    if constexpr (std::is_same_v<T, uint16_t>) {
+      widened.resize(H * W);
+      halves_to_floats(x, widened.data(), H * W);
+      xf = widened.data();
+    } else {
+      xf = x;
+    }
+    row.resize(OW);
     for (size_t oh = 0; oh < OH; ++oh) {
       const int64_t h0 = int64_t(oh * p_.stride_h) - p_.pad_top;
       const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p_.kernel_h, H);
@@ -205,13 +216,15 @@ class PoolKernel final : public OpKernel {
         bool nan = false;
         for (int64_t h = hb; h < he; ++h)
           for (int64_t w = wb; w < we; ++w) {
-            const float v = load(x, size_t(h * W + w));
+            const float v = xf[size_t(h * W + w)];
             nan |= std::isnan(v);
             acc = p_.kind == PoolKind::kMax ? std::max(acc, v) : acc + v;
           }
         if (p_.kind == PoolKind::kAverage) acc /= float(kh * kw);
-        store(y, oh * OW + ow, nan ? std::numeric_limits<float>::quiet_NaN() : acc);
+        row[ow] = nan ? std::numeric_limits<float>::quiet_NaN() : acc;
       }
+      if constexpr (std::is_same_v<T, uint16_t>) floats_to_halves(row.data(), y + oh * OW, OW);
+      else std::copy_n(row.data(), OW, y + oh * OW);
     }
   }
 

@@ -1,0 +1,115 @@
+#include "gemv_f32.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "half_convert.h"
+#include "x86_simd.h"
+
+namespace softdla::cpu {
+namespace {
+
+// Output channels per unit of work: 8 AVX-512 vectors (16 AVX2 ones), enough independent FMA chains
+// for one image to keep both FMA units busy.
+constexpr size_t kBlock = 128;
+// Images sharing each weight load.
+constexpr size_t kImages = 3;
+
+#ifdef SOFTDLA_X86
+// Output channels [kb, kb + kBlock) of `images` (1 to kImages) images: x[i] their C inputs (fp32).
+template <size_t Images>
+__attribute__((target("avx512f,fma"))) void block_avx512(const float* wt, size_t kp, size_t c, const float* const* x,
+                                                         size_t kb, float* const* y) {
+  __m512 acc[Images][8];
+  for (size_t i = 0; i < Images; ++i)
+    for (size_t j = 0; j < 8; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (size_t ch = 0; ch < c; ++ch) {
+    const float* w = wt + ch * kp + kb;
+    __m512 xb[Images];
+    for (size_t i = 0; i < Images; ++i) xb[i] = _mm512_set1_ps(x[i][ch]);
+    for (size_t j = 0; j < 8; ++j) {
+      const __m512 wv = _mm512_loadu_ps(w + 16 * j);
+      for (size_t i = 0; i < Images; ++i) acc[i][j] = _mm512_fmadd_ps(wv, xb[i], acc[i][j]);
+    }
+  }
+  for (size_t i = 0; i < Images; ++i)
+    for (size_t j = 0; j < 8; ++j) _mm512_storeu_ps(y[i] + kb + 16 * j, acc[i][j]);
+}
+
+template <size_t Images>
+__attribute__((target("avx2,fma"))) void block_avx2(const float* wt, size_t kp, size_t c, const float* const* x,
+                                                    size_t kb, float* const* y) {
+  // 16 vectors of 8 would outgrow the 16 registers with three images: two passes of 8 vectors.
+  for (size_t half = 0; half < kBlock; half += 64) {
+    __m256 acc[Images][8];
+    for (size_t i = 0; i < Images; ++i)
+      for (size_t j = 0; j < 8; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (size_t ch = 0; ch < c; ++ch) {
+      const float* w = wt + ch * kp + kb + half;
+      __m256 xb[Images];
+      for (size_t i = 0; i < Images; ++i) xb[i] = _mm256_set1_ps(x[i][ch]);
+      for (size_t j = 0; j < 8; ++j) {
+        const __m256 wv = _mm256_loadu_ps(w + 8 * j);
+        for (size_t i = 0; i < Images; ++i) acc[i][j] = _mm256_fmadd_ps(wv, xb[i], acc[i][j]);
+      }
+    }
+    for (size_t i = 0; i < Images; ++i)
+      for (size_t j = 0; j < 8; ++j) _mm256_storeu_ps(y[i] + kb + half + 8 * j, acc[i][j]);
+  }
+}
+
+template <size_t Images>
+void block(bool avx512, const float* wt, size_t kp, size_t c, const float* const* x, size_t kb, float* const* y) {
+  if (avx512) block_avx512<Images>(wt, kp, c, x, kb, y);
+  else block_avx2<Images>(wt, kp, c, x, kb, y);
+}
+#endif
+
+}  // namespace
+
+bool GemvF32::applies(Isa isa) {
+#ifdef SOFTDLA_X86
+  return isa >= Isa::kAvx2;
+#else
+  (void)isa;
+  return false;
+#endif
+}
+
+GemvF32::GemvF32(const float* weights, size_t k, size_t c) : k_(k), c_(c) {
+  kp_ = (k + kBlock - 1) / kBlock * kBlock;
+  wt_.assign(c * kp_, 0.f);
+  for (size_t kk = 0; kk < k; ++kk)
+    for (size_t ch = 0; ch < c; ++ch) wt_[ch * kp_ + kk] = weights[kk * c + ch];
+}
+
+void GemvF32::run(const void* x, bool halves, size_t images, float* y, ThreadPool& pool) const {
+#ifdef SOFTDLA_X86
+  // The inputs as fp32 (exact from fp16), and outputs with room for whole blocks past K.
+  thread_local std::vector<float> xs, ys;
+  xs.resize(images * c_);
+  if (halves) halves_to_floats(static_cast<const uint16_t*>(x), xs.data(), images * c_);
+  else std::memcpy(xs.data(), x, images * c_ * sizeof(float));
+  ys.resize(images * kp_);
+  const bool avx512 = has_avx512(active_isa());
+  const size_t blocks = kp_ / kBlock, groups = (images + kImages - 1) / kImages;
+  const float* xp = xs.data();
+  float* yp = ys.data();
+  pool.parallel_for(blocks * groups, [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) {
+      const size_t kb = (u % blocks) * kBlock, n0 = (u / blocks) * kImages, count = std::min(kImages, images - n0);
+      const float* xi[kImages];
+      float* yi[kImages];
+      for (size_t i = 0; i < count; ++i) xi[i] = xp + (n0 + i) * c_, yi[i] = yp + (n0 + i) * kp_;
+      if (count == 3) block<3>(avx512, wt_.data(), kp_, c_, xi, kb, yi);
+      else if (count == 2) block<2>(avx512, wt_.data(), kp_, c_, xi, kb, yi);
+      else block<1>(avx512, wt_.data(), kp_, c_, xi, kb, yi);
+    }
+  }, ThreadPool::min_items(c_ * kBlock));
+  for (size_t n = 0; n < images; ++n) std::copy_n(yp + n * kp_, k_, y + n * k_);
+#else
+  (void)x, (void)halves, (void)images, (void)y, (void)pool;
+#endif
+}
+
+}  // namespace softdla::cpu
