@@ -34,7 +34,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_fl
 }
 
 // 12 rows of A (row stride lda floats, k = c * taps + t) x 32 grid pixels: b points at the tile's first
-// pixel in plane 0, planes plane_px floats apart; offsets[t] shifts to tap t.
+// pixel in plane 0, planes plane_px floats apart; offsets[t] shifts to tap t. kOneTap: a 1x1 convolution,
+// whose only tap has offset 0 (no tap loop inside the channel loop).
+template <bool kOneTap, size_t kTaps = 0>
 __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t lda, const float* b, size_t plane_px,
                                                           const size_t* offsets, size_t taps, size_t channels,
                                                           float* out, size_t ld) {
@@ -44,20 +46,31 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
 #define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
   SOFTDLA_F32_ROWS12(DECLARE)
 #undef DECLARE
-  for (size_t c = 0; c < channels; ++c, b += plane_px) {
-    for (size_t t = 0; t < taps; ++t, pa += sizeof(float), pb += sizeof(float)) {
-      const float* x = b + offsets[t];
-      const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
 #define STEP(r)                                                                                          \
   {                                                                                                      \
     const __m512 w = _mm512_set1_ps(*reinterpret_cast<const float*>(((r) < 6 ? pa : pb) + row_offset<r>(l1, l3, l5))); \
     c##r##0 = _mm512_fmadd_ps(w, x0, c##r##0);                                                          \
     c##r##1 = _mm512_fmadd_ps(w, x1, c##r##1);                                                          \
   }
+  if constexpr (kOneTap) {
+    for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
+      const __m512 x0 = _mm512_loadu_ps(b), x1 = _mm512_loadu_ps(b + 16);
       SOFTDLA_F32_ROWS12(STEP)
-#undef STEP
+    }
+  } else {
+    size_t offs[kTaps ? kTaps : 1];
+    if constexpr (kTaps != 0)
+      for (size_t t = 0; t < kTaps; ++t) offs[t] = offsets[t];
+    for (size_t c = 0; c < channels; ++c, b += plane_px) {
+#pragma GCC unroll 9
+      for (size_t t = 0; t < (kTaps ? kTaps : taps); ++t, pa += sizeof(float), pb += sizeof(float)) {
+        const float* x = b + (kTaps ? offs[t] : offsets[t]);
+        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        SOFTDLA_F32_ROWS12(STEP)
+      }
     }
   }
+#undef STEP
 #define STORE(r) _mm512_storeu_ps(out + (r) * ld, c##r##0), _mm512_storeu_ps(out + (r) * ld + 16, c##r##1);
   SOFTDLA_F32_ROWS12(STORE)
 #undef STORE
@@ -168,8 +181,9 @@ void ImplicitConvF32::block(const float* planes, uint32_t n, size_t row0, size_t
   const size_t rows = std::min<size_t>(kBlockRows, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
   for (size_t p = 0; p < pixels; p += kTilePixels)
     for (size_t r = 0; r < rows; r += kTileRows)  // rows past K: zero weights, sums nobody reads
-      tile_taps_f32(weights_.data() + (row0 + r) * kdim, kdim, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps,
-                    g_.C, sums + r * kBlockPixels + p, kBlockPixels);
+      (taps == 1 && tap_offsets_[0] == 0 ? tile_taps_f32<true> : taps == 9 ? tile_taps_f32<false, 9> : tile_taps_f32<false>)(
+          weights_.data() + (row0 + r) * kdim, kdim, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps, g_.C,
+          sums + r * kBlockPixels + p, kBlockPixels);
   if (direct) {
     GridRun runs[kBlockPixels];
     const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
