@@ -92,35 +92,6 @@ void strided_floats(const float* src, size_t stride, size_t n, float* d) {
   for (size_t i = 0; i < n; ++i) d[i] = src[i * stride];
 }
 
-// The block's sums (rows of kBlockPixels floats, row r = channel row0 + r) through each channel's steps
-// and stored as fp16: a block whose grid pixels are one output run (a 1x1 convolution) straight into the
-// output, otherwise into `mine` on the whole grid and copied out run by run (with a residual, the add's
-// other input first gathered into the same grid positions).
-void emit_block_f16(const float* sums, size_t rows, size_t row0, size_t pixels, const GridRun* runs, size_t n_runs,
-                    const HalfOutput& o, uint32_t image) {
-  const size_t base = image * o.image_stride + row0 * o.ld;
-  HalfRows h{sums, kBlockPixels, rows, pixels, nullptr, 0, o.steps + row0 * o.n_steps, o.n_steps};
-  h.after = o.after + row0 * o.n_after, h.n_after = o.n_after;
-  if (n_runs == 1 && runs[0].p == 0 && runs[0].count == pixels) {
-    h.out = o.out + base + runs[0].hw0, h.out_stride = o.ld;
-    if (o.other) h.other = o.other + base + runs[0].hw0, h.other_stride = o.ld;
-    return channel_steps_to_halves(h);
-  }
-  uint16_t theirs[kBlockRows][kBlockPixels], mine[kBlockRows][kBlockPixels];
-  if (o.other) {
-    std::memset(theirs, 0, sizeof(theirs));  // grid positions no run covers: computed on, never stored
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t i = 0; i < n_runs; ++i)
-        std::memcpy(&theirs[r][runs[i].p], o.other + base + r * o.ld + runs[i].hw0, runs[i].count * sizeof(uint16_t));
-    h.other = &theirs[0][0], h.other_stride = kBlockPixels;
-  }
-  h.out = &mine[0][0], h.out_stride = kBlockPixels;
-  channel_steps_to_halves(h);
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t i = 0; i < n_runs; ++i)
-      std::memcpy(o.out + base + r * o.ld + runs[i].hw0, &mine[r][runs[i].p], runs[i].count * sizeof(uint16_t));
-}
-
 }  // namespace
 
 bool ImplicitConvF32::applies(uint32_t groups) { return groups == 1 && has_avx512(active_isa()); }
@@ -187,7 +158,7 @@ void ImplicitConvF32::block(const float* planes, uint32_t n, size_t row0, size_t
   if (direct) {
     GridRun runs[kBlockPixels];
     const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
-    return emit_block_f16(sums, rows, row0, pixels, runs, n_runs, *direct, n);
+    return emit_runs_f16<kBlockRows, kBlockPixels>(sums, rows, row0, pixels, runs, n_runs, *direct, n);
   }
   emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });

@@ -14,24 +14,10 @@
 #include <functional>
 #include <vector>
 
-#include "sdp_chain.h"
+#include "half_output.h"
 #include "thread_pool.h"
 
 namespace softdla::cpu {
-
-// Where an FP16 convolution's results go when the implicit GEMM stores them itself (AVX-512, a chain of
-// channel steps): channel k's sums through steps[k * n_steps, (k + 1) * n_steps), stored as fp16 at
-// out[n * image_stride + k * ld + output index]; with `other`, the fused residual add as
-// SdpChain::run_residual_halves runs it (other at the same index, then after[k * n_after, ...)).
-struct HalfOutput {
-  const ChannelStep* steps = nullptr;
-  size_t n_steps = 0;
-  uint16_t* out = nullptr;
-  size_t ld = 0, image_stride = 0;
-  const uint16_t* other = nullptr;
-  const ChannelStep* after = nullptr;
-  size_t n_after = 0;
-};
 
 struct ImplicitGeometryF32 {
   uint32_t C, H, W, K, R, S, OH, OW, dh, dw, pt, pl;
