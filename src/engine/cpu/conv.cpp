@@ -10,6 +10,7 @@
 #include "conv_amx_f16.h"
 #include "conv_implicit.h"
 #include "conv_implicit_f32.h"
+#include "conv_winograd.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
 #include "depthwise_s8_vnni.h"
@@ -266,6 +267,13 @@ class ConvKernel final : public OpKernel {
                                    g_.OW == 1;
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R,  g_.S,  g_.OH, g_.OW,
                                          g_.dh, g_.dw, g_.pt, g_.pl, g_.sh, g_.sw};
+      // FP16 3x3 convolutions of stride 1: Winograd F(2x2, 3x3) where the layer is large enough (not on
+      // AMX machines, whose BF16 tiles are faster still). The direct kernel chosen below stays, for
+      // inputs holding an infinity or NaN.
+      if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && !AmxConvF16::applies(p.groups, g_.C) &&
+          WinogradConvF16::applies(g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, p.groups, g_.OH, g_.OW))
+        winograd_ = std::make_unique<WinogradConvF16>(
+            WinogradGeometry{g_.C, g_.H, g_.W, g_.K, g_.OH, g_.OW, g_.pt, g_.pl}, wf_.data());
       if (fully_connected && GemvF32::applies(active_isa())) {
         gemv_ = std::make_unique<GemvF32>(wf_.data(), g_.K, g_.C);
         wf_ = {};
@@ -280,8 +288,10 @@ class ConvKernel final : public OpKernel {
         // strided 1x1 gained nothing and stays on im2col.
         implicit_f32_ = std::make_unique<ImplicitConvF32>(implicit, wf_.data());
         wf_ = {};
-        half_direct_ = dtype_ == DataType::kFloat16 && chain_.channel_steps(g_.K, half_steps_);
       }
+      // The AVX-512 FP16 kernels store their results themselves where the chain is channel steps.
+      if ((implicit_f32_ || winograd_) && dtype_ == DataType::kFloat16 && has_avx512(active_isa()))
+        half_direct_ = chain_.channel_steps(g_.K, half_steps_);
     }
   }
 
@@ -327,6 +337,7 @@ class ConvKernel final : public OpKernel {
       return;
     }
     if (gemv_) return run_gemv(io, pool);
+    if (winograd_ && run_winograd(io, pool)) return;
     if (implicit_) return run_implicit(io, pool);
     if (implicit_f32_) return run_implicit_f32(io, pool);
     if (amx_f16_) return run_amx_f16(io, pool);
@@ -466,26 +477,43 @@ class ConvKernel final : public OpKernel {
   // run of sums takes the SDP chain and is stored as run_unit's float path does.
   void run_implicit_f32(const OpIo& io, ThreadPool& pool) const {
     const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
-    const bool halves = dtype_ == DataType::kFloat16;
-    std::optional<HalfOutput> direct;
-    if (half_direct_) {
-      direct.emplace();
-      direct->steps = half_steps_.data();
-      direct->n_steps = half_steps_.size() / g_.K;
-      direct->out = static_cast<uint16_t*>(io.output);
-      direct->ld = ohw;
-      direct->image_stride = size_t(g_.K) * ohw;
-      if (residual_f16_) {
-        direct->other = static_cast<const uint16_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]);
-        direct->after = half_after_.data();
-        direct->n_after = half_after_.size() / g_.K;
-      }
-    }
-    implicit_f32_->run(io.inputs[0], batch_, in_image, halves, pool,
+    const std::optional<HalfOutput> direct = half_output(io);
+    implicit_f32_->run(io.inputs[0], batch_, in_image, dtype_ == DataType::kFloat16, pool,
                        [&](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
                          store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
                        },
                        direct ? &*direct : nullptr);
+  }
+
+  // FP16 3x3 convolutions as Winograd F(2x2, 3x3) (conv_winograd.h), stored as run_implicit_f32 does;
+  // false, having written nothing, for an input holding an infinity or NaN.
+  bool run_winograd(const OpIo& io, ThreadPool& pool) const {
+    const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
+    const std::optional<HalfOutput> direct = half_output(io);
+    return winograd_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool,
+                          [&](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
+                            store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
+                          },
+                          direct ? &*direct : nullptr);
+  }
+
+  // Where an FP16 kernel that stores its own results puts them (half_output.h), when the chain is
+  // channel steps on AVX-512 (half_direct_).
+  std::optional<HalfOutput> half_output(const OpIo& io) const {
+    if (!half_direct_) return std::nullopt;
+    const size_t ohw = size_t(g_.OH) * g_.OW;
+    HalfOutput direct;
+    direct.steps = half_steps_.data();
+    direct.n_steps = half_steps_.size() / g_.K;
+    direct.out = static_cast<uint16_t*>(io.output);
+    direct.ld = ohw;
+    direct.image_stride = size_t(g_.K) * ohw;
+    if (residual_f16_) {
+      direct.other = static_cast<const uint16_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]);
+      direct.after = half_after_.data();
+      direct.n_after = half_after_.size() / g_.K;
+    }
+    return direct;
   }
 
   // A fully connected layer: every image's sums at once (gemv_f32.h), then each output through the chain.
@@ -710,6 +738,7 @@ class ConvKernel final : public OpKernel {
   std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 on AVX-512 (any stride)
   std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 (16 channels or more) on AMX-BF16
   std::unique_ptr<GemvF32> gemv_;                  // FP16/FP32 fully connected layers
+  std::unique_ptr<WinogradConvF16> winograd_;      // FP16 3x3 stride 1, Winograd F(2x2, 3x3)
   bool finite_weights_ = true;                     // float weights: none infinite or NaN
   VnniWeights wv_;
   std::optional<std::vector<num::RequantWindow>> windows_;  // the chain's window form, per output channel
