@@ -93,12 +93,7 @@ def test_conv_fp16(c):
 def test_conv_float_batch_in_image_groups(r, stride, dtype):
     c = dict(n=3, c=16, k=24, h=60, w=60, r=r, s=r, stride=(stride, stride), dil=(1, 1), pads=(r // 2,) * 4,
              groups=1, seed=3)
-    g, x, ref = build_float(c, dtype)
-    got = run_graph(g, x)
-    if dtype == np.float16:
-        assert R.rel_l2(got, ref) < 1e-3
-    else:
-        assert fp32_error_ok(c, got, ref)
+    assert_float_conv(c, dtype)
 
 
 # Fully connected layers (a 1x1 convolution over a 1x1 input: gemv_f32.h on x86): output channels past
@@ -107,6 +102,11 @@ def test_conv_float_batch_in_image_groups(r, stride, dtype):
                                             (5, 64, 129, np.float16), (4, 300, 10, np.float32)])
 def test_fully_connected_float(n, c_in, k, dtype):
     c = dict(n=n, c=c_in, k=k, h=1, w=1, r=1, s=1, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0), groups=1, seed=k)
+    assert_float_conv(c, dtype)
+
+
+def assert_float_conv(c, dtype):
+    """Case c in dtype against NumPy: FP16 within 1e-3 relative L2, FP32 as fp32_error_ok."""
     g, x, ref = build_float(c, dtype)
     got = run_graph(g, x)
     if dtype == np.float16:
