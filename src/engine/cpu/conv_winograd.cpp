@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "gemm.h"
 #include "cpu_isa.h"
+#include "gemm.h"
 #include "half_convert.h"
 #include "x86_simd.h"
 
