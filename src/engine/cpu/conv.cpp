@@ -270,14 +270,16 @@ class ConvKernel final : public OpKernel {
       // FP16 3x3 convolutions of stride 1: Winograd F(2x2, 3x3) where the layer is large enough (not on
       // AMX machines, whose BF16 tiles are faster still). The direct kernel chosen below stays, for
       // inputs holding an infinity or NaN.
-      if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && !AmxConvF16::applies(p.groups, g_.C) &&
+      const bool amx_f16 = !depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ &&
+                           AmxConvF16::applies(p.groups, g_.C);
+      if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && !amx_f16 &&
           WinogradConvF16::applies(g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, p.groups, g_.OH, g_.OW))
         winograd_ = std::make_unique<WinogradConvF16>(
             WinogradGeometry{g_.C, g_.H, g_.W, g_.K, g_.OH, g_.OW, g_.pt, g_.pl}, wf_.data());
       if (fully_connected && GemvF32::applies(active_isa())) {
         gemv_ = std::make_unique<GemvF32>(wf_.data(), g_.K, g_.C);
         wf_ = {};
-      } else if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && AmxConvF16::applies(p.groups, g_.C)) {
+      } else if (amx_f16) {
         amx_f16_ = std::make_unique<AmxConvF16>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
             wf_.data());
@@ -472,28 +474,30 @@ class ConvKernel final : public OpKernel {
                    direct ? &*direct : nullptr);
   }
 
+  // The float kernels' epilogue: a run of channel k's sums of image n, from spatial index hw0, through the
+  // chain and stored (store_float).
+  auto float_runs(const OpIo& io) const {
+    return [this, &io](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
+      store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * g_.OH * g_.OW + hw0, hw0);
+    };
+  }
+
   // FP16 and FP32 convolutions without im2col (conv_implicit_f32.h), the batch in image groups: the
   // blocks store fp16 results themselves (HalfOutput) where the chain is channel steps, otherwise each
   // run of sums takes the SDP chain and is stored as run_unit's float path does.
   void run_implicit_f32(const OpIo& io, ThreadPool& pool) const {
-    const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
+    const size_t in_image = size_t(g_.C) * g_.H * g_.W;
     const std::optional<HalfOutput> direct = half_output(io);
-    implicit_f32_->run(io.inputs[0], batch_, in_image, dtype_ == DataType::kFloat16, pool,
-                       [&](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
-                         store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
-                       },
+    implicit_f32_->run(io.inputs[0], batch_, in_image, dtype_ == DataType::kFloat16, pool, float_runs(io),
                        direct ? &*direct : nullptr);
   }
 
   // FP16 3x3 convolutions as Winograd F(2x2, 3x3) (conv_winograd.h), stored as run_implicit_f32 does;
   // false, having written nothing, for an input holding an infinity or NaN.
   bool run_winograd(const OpIo& io, ThreadPool& pool) const {
-    const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
+    const size_t in_image = size_t(g_.C) * g_.H * g_.W;
     const std::optional<HalfOutput> direct = half_output(io);
-    return winograd_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool,
-                          [&](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
-                            store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
-                          },
+    return winograd_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool, float_runs(io),
                           direct ? &*direct : nullptr);
   }
 
@@ -531,11 +535,8 @@ class ConvKernel final : public OpKernel {
   // FP16 convolutions (16 channels or more, any stride) on AMX-BF16 tiles (conv_amx_f16.h), stored as
   // run_implicit_f32 does.
   void run_amx_f16(const OpIo& io, ThreadPool& pool) const {
-    const size_t ohw = size_t(g_.OH) * g_.OW, in_image = size_t(g_.C) * g_.H * g_.W;
-    amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool,
-                  [&](uint32_t n, uint32_t k, size_t hw0, float* v, size_t count) {
-                    store_float(io, v, count, n, k, (size_t(n) * g_.K + k) * ohw + hw0, hw0);
-                  });
+    const size_t in_image = size_t(g_.C) * g_.H * g_.W;
+    amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool, float_runs(io));
   }
 
   // run_unit's INT8 path on vpdpbusd: the input rows offset to unsigned bytes, packed in quads, the

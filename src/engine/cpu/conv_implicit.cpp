@@ -18,9 +18,6 @@ namespace {
 // x 64 pixels, whole tiles of either.
 constexpr size_t kTileCols = 32;  // the tile buffer's row length (the wider tile)
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
-// Bytes of packed input (a group of images) the blocks read while it stays in L2 (1-2 MiB a core on
-// the CPUs with these paths; half of it, the weights and the blocks' sums need room too).
-constexpr size_t kPackedGroupBytes = size_t(512) << 10;
 
 #ifdef SOFTDLA_X86
 #define SOFTDLA_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -431,35 +428,30 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
   if (!writes_int8()) direct = nullptr;
   thread_local ScratchBuffer packed;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * cq_, image_bytes = slots * plane_px_ * 4;
-  // Images in groups of at most kPackedGroupBytes of packed input, each packed then run: the scratch stays
-  // L2-sized whatever the batch (a batch of 64 56 x 56 images packed whole took 14 MB) and every row
-  // block reads the group from L2. Small images (the 14 x 14 and 7 x 7 layers, whose weights outgrow L2)
-  // all fit one group, so a batch still reads the weights once. (Measured at batch 8 on ResNet-18/50:
-  // the same speed as packing the batch whole, within this VM's noise.)
-  const size_t group = std::clamp<size_t>(kPackedGroupBytes / std::max<size_t>(image_bytes, 1), 1, images);
+  // The batch in image groups (implicit_grid.h; at batch 8 on ResNet-18/50 the same speed as packing the
+  // batch whole, within this VM's noise, with a scratch that no longer grows with the batch).
+  const size_t group = image_group(image_bytes, images);
   uint8_t* data = packed.reserve(group * image_bytes);
   const size_t unit_rows = amx_ ? 32 : kBlockRows, unit_pixels = amx_ ? 32 : kBlockPixels;
   const size_t row_blocks = (g_.K + unit_rows - 1) / unit_rows, pixel_blocks = (grid_ + unit_pixels - 1) / unit_pixels;
-  for (size_t n0 = 0; n0 < images; n0 += group) {
-    const size_t count = std::min(group, images - n0);
-    pool.parallel_for(count * slots, [&](size_t b, size_t e) {
-      for_each_image_part(b, e, slots, [&](size_t n, size_t u0, size_t u1) {
-        pack(x + (n0 + n) * image_stride, data + n * image_bytes, u0, u1);
+  for_each_image_group(
+      pool, images, group, slots, ThreadPool::min_items(plane_px_ * 4),
+      [&](size_t n, size_t slot, size_t u0, size_t u1) {
+        pack(x + n * image_stride, data + slot * image_bytes, u0, u1);
+      },
+      [&](size_t n0, size_t count) {
+        const size_t columns = count * pixel_blocks;  // the group's pixel blocks
+        // Row blocks outermost: a chunk's units share their weights.
+        pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
+          std::optional<TileScope> tiles;  // AMX: configured once for the chunk's units
+          if (amx_) tiles.emplace();
+          for (size_t u = b; u < e; ++u) {
+            const size_t column = u % columns, n = column / pixel_blocks;
+            block(data + n * image_bytes, uint32_t(n0 + n), (u / columns) * unit_rows,
+                  (column % pixel_blocks) * unit_pixels, epilogue, direct);
+          }
+        });
       });
-    }, ThreadPool::min_items(plane_px_ * 4));
-    const size_t columns = count * pixel_blocks;  // the group's pixel blocks
-    // Row blocks outermost: a chunk's units share their weights (the 3x3 layers' weights outgrow L2 on
-    // the 14x14 and 7x7 layers, whose images all fit one group, so a batch reads them once).
-    pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
-      std::optional<TileScope> tiles;  // AMX: configured once for the chunk's units
-      if (amx_) tiles.emplace();
-      for (size_t u = b; u < e; ++u) {
-        const size_t column = u % columns, n = column / pixel_blocks;
-        block(data + n * image_bytes, uint32_t(n0 + n), (u / columns) * unit_rows, (column % pixel_blocks) * unit_pixels,
-              epilogue, direct);
-      }
-    });
-  }
 }
 
 }  // namespace softdla::cpu

@@ -20,8 +20,6 @@ namespace {
 // x 64 pixels.
 constexpr size_t kTileRows = 12, kTilePixels = 32;
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
-// Bytes of input planes (a group of images) the blocks read while they stay in L2.
-constexpr size_t kPlaneGroupBytes = size_t(512) << 10;
 
 #ifdef SOFTDLA_X86
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_floats(const uint16_t* src, size_t n,
@@ -171,31 +169,28 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
                           const Epilogue& epilogue, const HalfOutput* direct) const {
   thread_local ScratchBuffer planes;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * g_.C, image_floats = slots * plane_px_;
-  // Images in groups of at most kPlaneGroupBytes of planes, as the INT8 implicit GEMM does: the weights
-  // are read once per group, not once per image (a 7 x 7 layer's batch of 8 is one group), and a group's
-  // planes stay in L2 while every row block reads them.
-  const size_t group = std::clamp<size_t>(kPlaneGroupBytes / std::max<size_t>(image_floats * sizeof(float), 1), 1,
-                                          images);
+  // The batch in image groups, as the INT8 implicit GEMM takes it (implicit_grid.h): the weights are
+  // read once per group, not once per image.
+  const size_t group = image_group(image_floats * sizeof(float), images);
   float* data = reinterpret_cast<float*>(planes.reserve(group * image_floats * sizeof(float)));
   const size_t elem = halves ? sizeof(uint16_t) : sizeof(float);
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
-  for (size_t n0 = 0; n0 < images; n0 += group) {
-    const size_t count = std::min(group, images - n0);
-    pool.parallel_for(count * slots, [&](size_t b, size_t e) {
-      for_each_image_part(b, e, slots, [&](size_t n, size_t u0, size_t u1) {
-        pack(static_cast<const uint8_t*>(x) + (n0 + n) * image_stride * elem, halves, data + n * image_floats, u0, u1);
+  for_each_image_group(
+      pool, images, group, slots, ThreadPool::min_items(plane_px_),
+      [&](size_t n, size_t slot, size_t u0, size_t u1) {
+        pack(static_cast<const uint8_t*>(x) + n * image_stride * elem, halves, data + slot * image_floats, u0, u1);
+      },
+      [&](size_t n0, size_t count) {
+        const size_t columns = count * pixel_blocks;
+        // Row blocks outermost: a chunk's units share their weights.
+        pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
+          for (size_t u = b; u < e; ++u) {
+            const size_t column = u % columns, n = column / pixel_blocks;
+            block(data + n * image_floats, uint32_t(n0 + n), (u / columns) * kBlockRows,
+                  (column % pixel_blocks) * kBlockPixels, epilogue, direct);
+          }
+        });
       });
-    }, ThreadPool::min_items(plane_px_));
-    // Row blocks outermost: a chunk's units share their weights.
-    const size_t columns = count * pixel_blocks;
-    pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
-      for (size_t u = b; u < e; ++u) {
-        const size_t column = u % columns, n = column / pixel_blocks;
-        block(data + n * image_floats, uint32_t(n0 + n), (u / columns) * kBlockRows, (column % pixel_blocks) * kBlockPixels,
-              epilogue, direct);
-      }
-    });
-  }
 }
 
 }  // namespace softdla::cpu

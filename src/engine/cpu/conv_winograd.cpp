@@ -8,6 +8,7 @@
 #include "cpu_isa.h"
 #include "gemm.h"
 #include "half_convert.h"
+#include "implicit_grid.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -17,8 +18,6 @@ constexpr size_t kLanes = 16;                // grid tiles a vector of the trans
 constexpr size_t kUnitTiles = 2 * kLanes;    // grid tiles a work unit: two 16-column GEMM panels
 constexpr size_t kRowBlock = 24;             // output channels per GEMM call
 constexpr size_t kStageWidth = 4 * kLanes * 2;  // a unit's two output rows of 2 x 32 values, as one row
-// Bytes of phase planes (a group of images) packed at once, as the implicit GEMMs do.
-constexpr size_t kPlaneGroupBytes = size_t(512) << 10;
 
 // The transforms are additions only, in one fixed order per element, written three times (plain C++ for
 // the portable path, AVX2, AVX-512): every path gives the same bits.
@@ -322,33 +321,29 @@ bool WinogradConvF16::run(const uint16_t* x, size_t images, size_t image_stride,
   if (non_finite) return false;
   thread_local std::vector<float> planes;  // the calling thread's: the workers get a pointer
   const size_t image_floats = size_t(g_.C) * 2 * phase_len_;
-  const size_t group = std::clamp<size_t>(kPlaneGroupBytes / (image_floats * sizeof(float)), 1, images);
+  const size_t group = image_group(image_floats * sizeof(float), images);
   planes.resize(group * image_floats);
   float* data = planes.data();
   // Units: (image, block of tiles), each split over chunks of output channels when there are too few
   // to keep every thread busy (each chunk transforms the block's input again).
   const size_t row_blocks = (g_.K + kRowBlock - 1) / kRowBlock;
-  for (size_t n0 = 0; n0 < images; n0 += group) {
-    const size_t count = std::min(group, images - n0);
-    pool.parallel_for(count * g_.C, [&](size_t b, size_t e) {
-      for (size_t u = b; u < e;) {
-        const size_t n = u / g_.C, end = std::min(e, (n + 1) * g_.C);
-        pack(x + (n0 + n) * image_stride, data + n * image_floats, u - n * g_.C, end - n * g_.C);
-        u = end;
-      }
-    }, ThreadPool::min_items(plane));
-    const size_t tiles_units = count * blocks_;
-    const size_t chunks = std::min(row_blocks, std::max<size_t>(1, (2 * pool.size() + tiles_units - 1) / tiles_units));
-    const size_t chunk_rows = (row_blocks + chunks - 1) / chunks * kRowBlock;
-    pool.parallel_for(tiles_units * chunks, [&](size_t b, size_t e) {
-      for (size_t u = b; u < e; ++u) {
-        const size_t chunk = u % chunks, tile_unit = u / chunks, n = tile_unit / blocks_;
-        const size_t k0 = chunk * chunk_rows, k1 = std::min<size_t>(g_.K, k0 + chunk_rows);
-        if (k0 < k1)
-          unit(data + n * image_floats, uint32_t(n0 + n), tile_unit % blocks_, k0, k1, epilogue, direct);
-      }
-    });
-  }
+  for_each_image_group(
+      pool, images, group, g_.C, ThreadPool::min_items(plane),
+      [&](size_t n, size_t slot, size_t c0, size_t c1) { pack(x + n * image_stride, data + slot * image_floats, c0, c1); },
+      [&](size_t n0, size_t count) {
+        const size_t tiles_units = count * blocks_;
+        const size_t chunks =
+            std::min(row_blocks, std::max<size_t>(1, (2 * pool.size() + tiles_units - 1) / tiles_units));
+        const size_t chunk_rows = (row_blocks + chunks - 1) / chunks * kRowBlock;
+        pool.parallel_for(tiles_units * chunks, [&](size_t b, size_t e) {
+          for (size_t u = b; u < e; ++u) {
+            const size_t chunk = u % chunks, tile_unit = u / chunks, n = tile_unit / blocks_;
+            const size_t k0 = chunk * chunk_rows, k1 = std::min<size_t>(g_.K, k0 + chunk_rows);
+            if (k0 < k1)
+              unit(data + n * image_floats, uint32_t(n0 + n), tile_unit % blocks_, k0, k1, epilogue, direct);
+          }
+        });
+      });
   return true;
 }
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "thread_pool.h"
+
 namespace softdla::cpu {
 
 // Hands `epilogue(k, hw0, sums, count)` the output runs of a block: row r of `sums` (row stride
@@ -71,6 +73,32 @@ void for_each_image_part(size_t b, size_t e, size_t per_image, const Fn& fn) {
     const size_t n = u / per_image, end = std::min(e, (n + 1) * per_image);
     fn(n, u - n * per_image, end - n * per_image);
     u = end;
+  }
+}
+
+// A batch as groups of images whose packed input, bytes_per_image each, stays within 512 KiB (L2-sized
+// on the CPUs with these paths, leaving room for the weights and the blocks' sums): the scratch stays
+// that size whatever the batch, every block reads its group from L2, and small images (the 14 x 14 and
+// 7 x 7 layers, whose weights outgrow L2) all fit one group, so a batch reads the weights once.
+// image_group gives the group size (the caller's scratch holds that many images). For each group,
+// for_each_image_group calls pack(n, slot, u0, u1) on the pool for units [u0, u1) of image n (slot: its
+// place in the group; units_per_image an image, at least min_units a chunk), then run(n0, count) for the
+// group's images [n0, n0 + count).
+inline size_t image_group(size_t bytes_per_image, size_t images) {
+  constexpr size_t kGroupBytes = size_t(512) << 10;
+  return std::clamp<size_t>(kGroupBytes / std::max<size_t>(bytes_per_image, 1), 1, std::max<size_t>(images, 1));
+}
+
+template <class Pack, class Run>
+void for_each_image_group(ThreadPool& pool, size_t images, size_t group, size_t units_per_image, size_t min_units,
+                          const Pack& pack, const Run& run) {
+  for (size_t n0 = 0; n0 < images; n0 += group) {
+    const size_t count = std::min(group, images - n0);
+    pool.parallel_for(count * units_per_image, [&](size_t b, size_t e) {
+      for_each_image_part(b, e, units_per_image,
+                          [&](size_t slot, size_t u0, size_t u1) { pack(n0 + slot, slot, u0, u1); });
+    }, min_units);
+    run(n0, count);
   }
 }
 

@@ -117,6 +117,11 @@ bool is_channel_float_step(SdpKind kind) {
          kind == SdpKind::kClip;
 }
 
+// Step s with channel c's operand.
+ChannelStep channel_step(const SdpStep& s, uint32_t c) {
+  return {s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
+}
+
 // One such step on 16 lanes.
 __attribute__((target("avx512f"), always_inline)) inline __m512 float_lanes(SdpKind kind, __m512 x, __m512 k, __m512 vlo,
                                                                           __m512 vhi) {
@@ -287,9 +292,8 @@ bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uin
   if (!has_avx512(active_isa()) || steps_.size() > kMaxChannelSteps) return false;
   ChannelStep fused[kMaxChannelSteps];
   for (size_t j = 0; j < steps_.size(); ++j) {
-    const SdpStep& s = steps_[j].s;
-    if (!is_channel_float_step(s.kind)) return false;
-    fused[j] = {s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
+    if (!is_channel_float_step(steps_[j].s.kind)) return false;
+    fused[j] = channel_step(steps_[j].s, c);
   }
   steps_to_halves_avx512(fused, steps_.size(), v, count, out);
   return true;
@@ -299,35 +303,32 @@ bool SdpChain::run_float_to_halves(const float* v, size_t count, uint32_t c, uin
 #endif
 }
 
-bool SdpChain::channel_steps_only() const {
+bool SdpChain::channel_steps_only() const { return channel_steps_from(0); }
+
+bool SdpChain::channel_steps_from(size_t first) const {
 #ifdef SOFTDLA_X86
-  if (steps_.size() > kMaxChannelSteps) return false;
-  for (const Step& st : steps_)
-    if (!is_channel_float_step(st.s.kind)) return false;
+  if (steps_.size() < first || steps_.size() - first > kMaxChannelSteps) return false;
+  for (size_t j = first; j < steps_.size(); ++j)
+    if (!is_channel_float_step(steps_[j].s.kind)) return false;
   return true;
 #else
+  (void)first;
   return false;
 #endif
 }
 
 bool SdpChain::channel_steps(uint32_t channels, std::vector<ChannelStep>& out, bool skip_first) const {
   out.clear();
-#ifndef SOFTDLA_X86
-  (void)channels, (void)skip_first;
-  return false;
-#else
   const size_t first = skip_first ? 1 : 0;
-  if (steps_.size() < first || steps_.size() - first > kMaxChannelSteps) return false;
-  for (size_t j = first; j < steps_.size(); ++j)
-    if (!is_channel_float_step(steps_[j].s.kind)) return false;
+  if (!channel_steps_from(first)) return false;
+#ifdef SOFTDLA_X86
   out.reserve(size_t(channels) * (steps_.size() - first));
   for (uint32_t c = 0; c < channels; ++c)
-    for (size_t j = first; j < steps_.size(); ++j) {
-      const SdpStep& s = steps_[j].s;
-      out.push_back({s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi});
-    }
-  return true;
+    for (size_t j = first; j < steps_.size(); ++j) out.push_back(channel_step(steps_[j].s, c));
+#else
+  (void)channels;
 #endif
+  return true;
 }
 
 bool SdpChain::residual_halves_form(const SdpChain& before) const {
@@ -336,10 +337,7 @@ bool SdpChain::residual_halves_form(const SdpChain& before) const {
       !before.channel_steps_only())
     return false;
   const Step& add = steps_[0];
-  if (add.s.kind != SdpKind::kEltAdd || add.operand_shape[2] * add.operand_shape[3] != hw_) return false;
-  for (size_t j = 1; j < steps_.size(); ++j)
-    if (!is_channel_float_step(steps_[j].s.kind)) return false;
-  return true;
+  return add.s.kind == SdpKind::kEltAdd && add.operand_shape[2] * add.operand_shape[3] == hw_ && channel_steps_from(1);
 #else
   (void)before;
   return false;
@@ -350,11 +348,8 @@ void SdpChain::run_residual_halves(const SdpChain& before, const float* mine, co
                                    uint32_t c, uint16_t* out) const {
 #ifdef SOFTDLA_X86
   ChannelStep pre[kMaxChannelSteps], post[kMaxChannelSteps];
-  auto fused = [c](const SdpStep& s) {
-    return ChannelStep{s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
-  };
-  for (size_t j = 0; j < before.steps_.size(); ++j) pre[j] = fused(before.steps_[j].s);
-  for (size_t j = 1; j < steps_.size(); ++j) post[j - 1] = fused(steps_[j].s);
+  for (size_t j = 0; j < before.steps_.size(); ++j) pre[j] = channel_step(before.steps_[j].s, c);
+  for (size_t j = 1; j < steps_.size(); ++j) post[j - 1] = channel_step(steps_[j].s, c);
   steps_to_halves_avx512(pre, before.steps_.size(), mine, count, out, other, post, steps_.size() - 1);
 #else
   (void)before, (void)mine, (void)other, (void)count, (void)c, (void)out;

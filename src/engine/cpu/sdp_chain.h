@@ -71,7 +71,6 @@ class SdpChain {
   // size() / channels); false for a chain that is not channel steps only. skip_first leaves out the
   // first step (a residual add's element-wise add, run by the kernel itself).
   bool channel_steps(uint32_t channels, std::vector<ChannelStep>& out, bool skip_first = false) const;
-  size_t size() const { return steps_.size(); }
 
   bool empty() const { return steps_.empty(); }
 
@@ -81,6 +80,7 @@ class SdpChain {
     size_t operand_slot = 0;   // index into Operands for element-wise steps
     Shape operand_shape{};
   };
+  bool channel_steps_from(size_t first) const;  // steps [first, end) are channel steps, few enough
   const void* operand_row(const Step& st, Operands ops, uint32_t n, uint32_t c, size_t hw0,
                           bool& broadcast_hw) const;
   std::vector<Step> steps_;
