@@ -168,8 +168,8 @@ TEST(Int8Requant, ResidualAddMatchesTheDirectFormOnEveryPath) {
   std::vector<int8_t> xs, es;
   for (int x = -128; x < 128; ++x)
     for (int e = -128; e < 128; ++e) xs.push_back(int8_t(x)), es.push_back(int8_t(e));
-  int narrow = 0, wide = 0;
-  for (int c = 0; c < 40; ++c) {
+  int narrow = 0, wide = 0, shared = 0;
+  for (int c = 0; c < 60; ++c) {
     const bool has_scale = c % 4 != 3;
     int32_t sm = c % 2 ? 65536 : int32_t((1u << 30) + next() % (1u << 30));
     unsigned ss = c % 2 ? 0 : 8 + next() % 30;
@@ -180,20 +180,26 @@ TEST(Int8Requant, ResidualAddMatchesTheDirectFormOnEveryPath) {
     const int32_t lo = c % 3 == 0 ? INT32_MIN : (c % 3 == 1 ? 0 : -int32_t(next() % 100000));
     const int32_t hi = c % 3 == 2 ? int32_t(next() % 3000000) : INT32_MAX;
     const int32_t m = int32_t((1u << 30) + next() % (1u << 30));
-    const unsigned s = 20 + next() % 30;
-    const auto w = num::make_residual_window(has_scale, sm, ss, tm, ts, lo, hi, m, s);
+    unsigned s = 20 + next() % 30;
+    if (c >= 40) {  // both operands on one scale, as softdla's builder makes every Add: x * 2^16 + e * 2^16
+      sm = 65536, ss = 0, tm = 1 << 30, ts = 14;
+      s = 40 + next() % 8;
+    }
+    const auto w = num::make_residual_window(has_scale || c >= 40, sm, ss, tm, ts, lo, hi, m, s);
     if (!w) continue;
     const cpu::ResidualForm form = cpu::residual_form(*w);
     (form.e.ok ? narrow : wide)++;
+    shared += form.sum.ok;
     std::vector<int8_t> want(xs.size());
     for (size_t i = 0; i < xs.size(); ++i)
-      want[i] = num::residual_direct(xs[i], es[i], has_scale, sm, ss, tm, ts, lo, hi, m, s);
+      want[i] = num::residual_direct(xs[i], es[i], has_scale || c >= 40, sm, ss, tm, ts, lo, hi, m, s);
     for (cpu::Isa isa : runnable_paths()) {
       std::vector<int8_t> got(xs.size());
       cpu::residual_add(isa, xs.data(), es.data(), form, got.data(), got.size());
       ASSERT_EQ(got, want) << "case " << c << " path " << cpu::isa_name(isa);
     }
   }
-  EXPECT_GT(narrow, 0);  // both forms were exercised
+  EXPECT_GT(narrow, 0);  // every form was exercised
   EXPECT_GT(wide, 0);
+  EXPECT_GE(shared, 15) << shared;  // found for (nearly) every shared-scale add
 }

@@ -124,16 +124,48 @@ struct Rescale256 {
   }
 };
 
+// SharedScaleSum on 16 or 8 lanes: (x + e) * mult + add, shifted and clamped.
+struct SharedSum512 {
+  __m512i mult, add, lo, hi;
+  __m128i shift;
+  __attribute__((target("avx512f,avx512bw"))) explicit SharedSum512(const SharedScaleSum& s)
+      : mult(_mm512_set1_epi32(s.mult)), add(_mm512_set1_epi32(s.add)), lo(_mm512_set1_epi32(s.lo)),
+        hi(_mm512_set1_epi32(s.hi)), shift(_mm_cvtsi32_si128(int(s.shift))) {}
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
+    const __m512i r = _mm512_sra_epi32(_mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(x, e), mult), add), shift);
+    return _mm512_cvtsepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi));
+  }
+};
+
+struct SharedSum256 {
+  __m256i mult, add, lo, hi;
+  __m128i shift;
+  __attribute__((target("avx2"))) explicit SharedSum256(const SharedScaleSum& s)
+      : mult(_mm256_set1_epi32(s.mult)), add(_mm256_set1_epi32(s.add)), lo(_mm256_set1_epi32(s.lo)),
+        hi(_mm256_set1_epi32(s.hi)), shift(_mm_cvtsi32_si128(int(s.shift))) {}
+  // Eight int8 results in the low 8 bytes, as Window256::apply.
+  __attribute__((target("avx2"), always_inline)) __m128i apply(__m256i x, __m256i e) const {
+    const __m256i r = _mm256_sra_epi32(_mm256_add_epi32(_mm256_mullo_epi32(_mm256_add_epi32(x, e), mult), add), shift);
+    const __m256i c = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+    const __m128i r16 = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    return _mm_packs_epi16(r16, r16);
+  }
+};
+
 // The residual add (ResidualWindow) of a requantized convolution result and the add's other operand,
-// both int8 lanes widened to int32: x is the add's first input, e its second.
+// both int8 lanes widened to int32: x is the add's first input, e its second. In the shared-scale form
+// where the add has it.
 struct Residual512 {
   Window512 out;
   Rescale512 rx, re;
+  SharedSum512 sum;
   __m512i xp;
-  bool plain;
+  bool plain, shared;
   __attribute__((target("avx512f,avx512bw"))) explicit Residual512(const ResidualForm& f)
-      : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), xp(_mm512_set1_epi32(f.w.x_product)), plain(f.w.x_product != 0) {}
+      : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), sum(f.sum), xp(_mm512_set1_epi32(f.w.x_product)),
+        plain(f.w.x_product != 0), shared(f.sum.ok) {}
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
+    if (shared) return sum.apply(x, e);
     const __m512i sx = plain ? _mm512_mullo_epi32(x, xp) : rx.apply(x);
     return out.apply(_mm512_add_epi32(sx, re.apply(e)));
   }
@@ -142,11 +174,14 @@ struct Residual512 {
 struct Residual256 {
   Window256 out;
   Rescale256 rx, re;
+  SharedSum256 sum;
   __m256i xp;
-  bool plain;
+  bool plain, shared;
   __attribute__((target("avx2"))) explicit Residual256(const ResidualForm& f)
-      : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), xp(_mm256_set1_epi32(f.w.x_product)), plain(f.w.x_product != 0) {}
+      : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), sum(f.sum), xp(_mm256_set1_epi32(f.w.x_product)),
+        plain(f.w.x_product != 0), shared(f.sum.ok) {}
   __attribute__((target("avx2"), always_inline)) __m128i apply(__m256i x, __m256i e) const {
+    if (shared) return sum.apply(x, e);
     const __m256i sx = plain ? _mm256_mullo_epi32(x, xp) : rx.apply(x);
     return out.apply(_mm256_add_epi32(sx, re.apply(e)));
   }
