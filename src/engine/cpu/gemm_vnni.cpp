@@ -16,6 +16,8 @@ namespace {
 constexpr size_t kRows512 = 8;
 // 6 rows x 16 columns (one panel as two 8-lane halves): 12 accumulators of the 16 registers.
 constexpr size_t kRows256 = 6;
+// How many 8-row tiles ahead the fused residual epilogue prefetches its other operand.
+constexpr size_t kPrefetchTiles = 4;
 
 // Accumulators are named variables so they stay in registers: as an array GCC copies them through
 // other registers and the stack on every iteration.
@@ -188,6 +190,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int
                                                                       const Int8Output& o, const Residual512* add,
                                                                       size_t row, size_t col, size_t rows,
                                                                       size_t cols) {
+  // A local copy: the int8 stores below may alias anything reached through a pointer, which would have
+  // the forms' constants and flags reloaded from memory after every store.
+  std::optional<Residual512> local;
+  if constexpr (kResidual) local.emplace(*add);
   for (size_t r = 0; r < rows; ++r) {
     const Window512 win(o.windows[row + r]);
     const size_t at = (row + r) * o.ld + col;
@@ -200,7 +206,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int
         const __m128i other = left >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(o.other + at + j))
                                          : _mm_maskz_loadu_epi8(m, o.other + at + j);
         const __m512i theirs = _mm512_cvtepi8_epi32(other);
-        v = o.conv_second ? add->apply(theirs, mine) : add->apply(mine, theirs);
+        v = o.conv_second ? local->apply(theirs, mine) : local->apply(mine, theirs);
       }
       if (left >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(o.out + at + j), v);
       else _mm_mask_storeu_epi8(o.out + at + j, m, v);
@@ -222,6 +228,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx
     int32_t init[kRows512];
     tile_rows(a_quads, offset_sums, kq, t.row, t.rows, kRows512, zero_row.data(), a_rows, init);
     alignas(64) int32_t tile[kRows512][2 * kPanel];
+    // The residual operand was written layers ago (out of L2 at ResNet's sizes), and its rows and the
+    // output's are hundreds of streams apart, more than the hardware prefetcher follows: the lines of
+    // the tile kPrefetchTiles ahead in this column block are fetched (the output's for writing) while
+    // this one computes.
+    if (add)
+      for (size_t r = t.row + kPrefetchTiles * kRows512, e = std::min(m, r + kRows512); r < e; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(out.other + r * out.ld + t.col), _MM_HINT_T0);
+        _m_prefetchw(out.out + r * out.ld + t.col);
+      }
     if (t.width == 2 * kPanel) tile2_avx512(a_rows, t.b0, t.b1, kq, init, &tile[0][0], 2 * kPanel);
     else tile1_avx512(a_rows, t.b0, kq, init, &tile[0][0], 2 * kPanel);
     if (add) emit_tile_s8<true>(tile, out, &*add, t.row, t.col, t.rows, t.cols);
