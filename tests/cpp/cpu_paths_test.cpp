@@ -6,8 +6,10 @@
 //   blocks, odd panel counts, partial panels, row slices), and the portable one agrees within rounding;
 // - the INT8 residual add (int8_requant.h) with its rescales in the 32-bit form where they have one and
 //   in the 64-bit form where not: every (x, e) pair against numerics' step-by-step direct form.
+// - the INT8 window requantization: every accumulator of many windows and past their ends.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -202,4 +204,38 @@ TEST(Int8Requant, ResidualAddMatchesTheDirectFormOnEveryPath) {
   EXPECT_GT(narrow, 0);  // every form was exercised
   EXPECT_GT(wide, 0);
   EXPECT_GE(shared, 15) << shared;  // found for (nearly) every shared-scale add
+}
+
+// A convolution's requantization in its window form (requant_window.h, the 64-bit products of
+// int8_requant_x86.h): every accumulator of the window and past both ends, on every path, against
+// numerics' direct form. Normalized multipliers with 36 to 41 bits of shift (windows of 2^13 to 2^19
+// accumulators), biases of both signs, no clamp, ReLU and ReLU6-like clamps.
+TEST(Int8Requant, WindowRequantizationMatchesTheDirectFormOnEveryPath) {
+  uint64_t state = 0x13198a2e03707344ull;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(state >> 32);
+  };
+  int windows = 0;
+  for (int c = 0; c < 48; ++c) {
+    const int32_t m = int32_t((1u << 30) + next() % (1u << 30));
+    const unsigned s = 36 + next() % 6;
+    const int32_t b = int32_t(next() % 400000) - 200000;
+    const int32_t lo = c % 3 == 0 ? INT32_MIN : 0;
+    const int32_t hi = c % 3 == 2 ? int32_t(next() % 4000000) : INT32_MAX;
+    const auto w = num::make_requant_window(b, lo, hi, m, s);
+    if (!w) continue;
+    ++windows;
+    std::vector<int32_t> acc;
+    for (int64_t a = int64_t(w->lo) - 300; a <= int64_t(w->hi) + 300; ++a)
+      acc.push_back(int32_t(std::clamp<int64_t>(a, INT32_MIN, INT32_MAX)));
+    std::vector<int8_t> want(acc.size());
+    for (size_t i = 0; i < acc.size(); ++i) want[i] = num::requant_direct(acc[i], b, lo, hi, m, s);
+    for (cpu::Isa isa : runnable_paths()) {
+      std::vector<int8_t> got(acc.size());
+      cpu::requantize_window(isa, acc.data(), *w, got.data(), got.size());
+      ASSERT_EQ(got, want) << "case " << c << " path " << cpu::isa_name(isa);
+    }
+  }
+  EXPECT_GE(windows, 40);
 }
