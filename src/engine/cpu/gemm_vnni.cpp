@@ -16,7 +16,9 @@ namespace {
 constexpr size_t kRows512 = 8;
 // 6 rows x 16 columns (one panel as two 8-lane halves): 12 accumulators of the 16 registers.
 constexpr size_t kRows256 = 6;
-// How many 8-row tiles ahead the fused residual epilogue prefetches its other operand.
+// 4 rows x 64 columns (four panels) for the fused INT8 GEMM's whole column groups (tile4_wide_avx512).
+constexpr size_t kRowsWide = 4, kWideCols = 4 * kPanel;
+// How many tiles ahead the fused residual epilogue prefetches its operand and output.
 constexpr size_t kPrefetchTiles = 4;
 
 // Accumulators are named variables so they stay in registers: as an array GCC copies them through
@@ -60,6 +62,42 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile1_avx512(const i
   }
 #define STORE(r) _mm512_storeu_si512(out + r * ld, c##r);
   SOFTDLA_ROWS8(STORE)
+#undef STORE
+}
+
+#define SOFTDLA_ROWS4(X) X(0) X(1) X(2) X(3)
+
+// 4 rows x 64 columns (four panels): 16 accumulators, four B loads and four broadcasts per quad. Each
+// row's results fill a whole cache line of C, so the epilogue writes lines whole.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile4_wide_avx512(const int32_t* const* a,
+                                                                              const uint8_t* b, size_t panel_bytes,
+                                                                              size_t quads, const int32_t* init,
+                                                                              int32_t* out, size_t ld) {
+#define DECLARE(r)                                                                       \
+  __m512i c##r##0 = _mm512_set1_epi32(init[r]), c##r##1 = c##r##0, c##r##2 = c##r##0, \
+          c##r##3 = c##r##0;                                                             \
+  const int32_t* a##r = a[r];
+  SOFTDLA_ROWS4(DECLARE)
+#undef DECLARE
+  const uint8_t *b0 = b, *b1 = b + panel_bytes, *b2 = b + 2 * panel_bytes, *b3 = b + 3 * panel_bytes;
+  for (size_t q = 0; q < quads; ++q) {
+    const __m512i x0 = _mm512_loadu_si512(b0 + q * 64), x1 = _mm512_loadu_si512(b1 + q * 64);
+    const __m512i x2 = _mm512_loadu_si512(b2 + q * 64), x3 = _mm512_loadu_si512(b3 + q * 64);
+#define STEP(r)                                          \
+  {                                                      \
+    const __m512i w = _mm512_set1_epi32(a##r[q]);        \
+    c##r##0 = _mm512_dpbusd_epi32(c##r##0, x0, w);       \
+    c##r##1 = _mm512_dpbusd_epi32(c##r##1, x1, w);       \
+    c##r##2 = _mm512_dpbusd_epi32(c##r##2, x2, w);       \
+    c##r##3 = _mm512_dpbusd_epi32(c##r##3, x3, w);       \
+  }
+    SOFTDLA_ROWS4(STEP)
+#undef STEP
+  }
+#define STORE(r)                                                                   \
+  _mm512_storeu_si512(out + r * ld, c##r##0), _mm512_storeu_si512(out + r * ld + 16, c##r##1), \
+      _mm512_storeu_si512(out + r * ld + 32, c##r##2), _mm512_storeu_si512(out + r * ld + 48, c##r##3);
+  SOFTDLA_ROWS4(STORE)
 #undef STORE
 }
 
@@ -182,11 +220,11 @@ __attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quad
 #endif
 
 #ifdef SOFTDLA_X86
-// Rows [0, rows) of a tile of exact int32 sums, `cols` columns each (at most 32), requantized with each
+// Rows [0, rows) of a tile of exact int32 sums, `cols` columns each (at most W), requantized with each
 // row's window, added to the residual operand where there is one (add: o.residual's, built once per
 // GEMM), and stored as int8 (whole vectors unmasked, the tail under a mask).
-template <bool kResidual>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int32_t (*tile)[2 * kPanel],
+template <bool kResidual, size_t W>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int32_t (*tile)[W],
                                                                       const Int8Output& o, const Residual512* add,
                                                                       size_t row, size_t col, size_t rows,
                                                                       size_t cols) {
@@ -215,28 +253,48 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int
 }
 
 // gemm_vnni_s8 on AVX-512 (a function of its own: the target attribute makes its intrinsics legal).
+// Whole groups of four panels take the 4 x 64 tile: it reads B at four loads to four broadcasts, and
+// its rows leave as whole cache lines of the output (the 8 x 32 tile wrote each line in two halves,
+// a column block apart); the columns past them take the 8 x 32 tiles. Each tile is requantized while
+// it is in L1, never stored as int32.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx512(
     const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
     const Int8Output& out) {
-  const size_t kq = k_quads(k);
+  const size_t kq = k_quads(k), panel_bytes = kq * kPanel * 4, wide = n / kWideCols * kWideCols;
   std::vector<int32_t> zero_row(kq, 0);
   std::optional<Residual512> add;
   if (out.residual) add.emplace(*out.residual);
-  // Each tile is requantized while it is in L1, never stored as int32.
-  for_each_tile512(bp, m, n, kq, [&](const Tile512& t) {
+  // The output's rows and the residual operand's (written layers ago: out of L2 at ResNet's sizes)
+  // are hundreds of streams apart, more than the hardware prefetcher follows: the lines of rows
+  // [r0, r1) at column `col`, a few tiles ahead, are fetched (the output's for writing) while this
+  // tile computes.
+  auto prefetch = [&](size_t r0, size_t r1, size_t col) {
+    if (!add) return;
+    for (size_t r = r0; r < std::min(m, r1); ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(out.other + r * out.ld + col), _MM_HINT_T0);
+      _m_prefetchw(out.out + r * out.ld + col);
+    }
+  };
+  for (size_t col = 0; col < wide; col += kWideCols)
+    for (size_t row = 0; row < m; row += kRowsWide) {
+      const size_t rows = std::min(kRowsWide, m - row);
+      const int32_t* a_rows[kRowsWide];
+      int32_t init[kRowsWide];
+      tile_rows(a_quads, offset_sums, kq, row, rows, kRowsWide, zero_row.data(), a_rows, init);
+      alignas(64) int32_t tile[kRowsWide][kWideCols];
+      prefetch(row + kPrefetchTiles * kRowsWide, row + (kPrefetchTiles + 1) * kRowsWide, col);
+      tile4_wide_avx512(a_rows, bp + col / kPanel * panel_bytes, panel_bytes, kq, init, &tile[0][0], kWideCols);
+      if (add) emit_tile_s8<true>(tile, out, &*add, row, col, rows, kWideCols);
+      else emit_tile_s8<false>(tile, out, nullptr, row, col, rows, kWideCols);
+    }
+  if (wide == n) return;
+  for_each_tile512(bp + wide / kPanel * panel_bytes, m, n - wide, kq, [&](Tile512 t) {
+    t.col += wide;
     const int32_t* a_rows[kRows512];
     int32_t init[kRows512];
     tile_rows(a_quads, offset_sums, kq, t.row, t.rows, kRows512, zero_row.data(), a_rows, init);
     alignas(64) int32_t tile[kRows512][2 * kPanel];
-    // The residual operand was written layers ago (out of L2 at ResNet's sizes), and its rows and the
-    // output's are hundreds of streams apart, more than the hardware prefetcher follows: the lines of
-    // the tile kPrefetchTiles ahead in this column block are fetched (the output's for writing) while
-    // this one computes.
-    if (add)
-      for (size_t r = t.row + kPrefetchTiles * kRows512, e = std::min(m, r + kRows512); r < e; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(out.other + r * out.ld + t.col), _MM_HINT_T0);
-        _m_prefetchw(out.out + r * out.ld + t.col);
-      }
+    prefetch(t.row + kPrefetchTiles * kRows512, t.row + (kPrefetchTiles + 1) * kRows512, t.col);
     if (t.width == 2 * kPanel) tile2_avx512(a_rows, t.b0, t.b1, kq, init, &tile[0][0], 2 * kPanel);
     else tile1_avx512(a_rows, t.b0, kq, init, &tile[0][0], 2 * kPanel);
     if (add) emit_tile_s8<true>(tile, out, &*add, t.row, t.col, t.rows, t.cols);
