@@ -252,12 +252,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int
   }
 }
 
+// Rows [r0, r1) of the residual operand (for reading) and of the output (for writing), one line each.
+// (prefetchw where the caller's target has it: every AVX-512 CPU does.)
+inline void prefetch_rows(const int8_t* other, int8_t* out, size_t ld, size_t r0, size_t r1) {
+  for (size_t r = r0; r < r1; ++r) {
+    __builtin_prefetch(other + r * ld, 0, 3);
+    __builtin_prefetch(out + r * ld, 1, 3);
+  }
+}
+
 // gemm_vnni_s8 on AVX-512 (a function of its own: the target attribute makes its intrinsics legal).
 // Whole groups of four panels take the 4 x 64 tile: it reads B at four loads to four broadcasts, and
 // its rows leave as whole cache lines of the output (the 8 x 32 tile wrote each line in two halves,
 // a column block apart); the columns past them take the 8 x 32 tiles. Each tile is requantized while
 // it is in L1, never stored as int32.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx512(
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm_s8_avx512(
     const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
     const Int8Output& out) {
   const size_t kq = k_quads(k), panel_bytes = kq * kPanel * 4, wide = n / kWideCols * kWideCols;
@@ -265,16 +274,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx
   std::optional<Residual512> add;
   if (out.residual) add.emplace(*out.residual);
   // The output's rows and the residual operand's (written layers ago: out of L2 at ResNet's sizes)
-  // are hundreds of streams apart, more than the hardware prefetcher follows: the lines of rows
-  // [r0, r1) at column `col`, a few tiles ahead, are fetched (the output's for writing) while this
+  // are hundreds of streams apart, more than the hardware prefetcher follows: the lines of the rows
+  // kPrefetchTiles tiles ahead in the same columns are fetched (the output's for writing) while this
   // tile computes.
-  auto prefetch = [&](size_t r0, size_t r1, size_t col) {
-    if (!add) return;
-    for (size_t r = r0; r < std::min(m, r1); ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(out.other + r * out.ld + col), _MM_HINT_T0);
-      _m_prefetchw(out.out + r * out.ld + col);
-    }
-  };
   for (size_t col = 0; col < wide; col += kWideCols)
     for (size_t row = 0; row < m; row += kRowsWide) {
       const size_t rows = std::min(kRowsWide, m - row);
@@ -282,7 +284,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx
       int32_t init[kRowsWide];
       tile_rows(a_quads, offset_sums, kq, row, rows, kRowsWide, zero_row.data(), a_rows, init);
       alignas(64) int32_t tile[kRowsWide][kWideCols];
-      prefetch(row + kPrefetchTiles * kRowsWide, row + (kPrefetchTiles + 1) * kRowsWide, col);
+      if (add)
+        prefetch_rows(out.other + col, out.out + col, out.ld, row + kPrefetchTiles * kRowsWide,
+                      std::min(m, row + (kPrefetchTiles + 1) * kRowsWide));
       tile4_wide_avx512(a_rows, bp + col / kPanel * panel_bytes, panel_bytes, kq, init, &tile[0][0], kWideCols);
       if (add) emit_tile_s8<true>(tile, out, &*add, row, col, rows, kWideCols);
       else emit_tile_s8<false>(tile, out, nullptr, row, col, rows, kWideCols);
@@ -294,7 +298,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_s8_avx
     int32_t init[kRows512];
     tile_rows(a_quads, offset_sums, kq, t.row, t.rows, kRows512, zero_row.data(), a_rows, init);
     alignas(64) int32_t tile[kRows512][2 * kPanel];
-    prefetch(t.row + kPrefetchTiles * kRows512, t.row + (kPrefetchTiles + 1) * kRows512, t.col);
+    if (add)
+      prefetch_rows(out.other + t.col, out.out + t.col, out.ld, t.row + kPrefetchTiles * kRows512,
+                    std::min(m, t.row + (kPrefetchTiles + 1) * kRows512));
     if (t.width == 2 * kPanel) tile2_avx512(a_rows, t.b0, t.b1, kq, init, &tile[0][0], 2 * kPanel);
     else tile1_avx512(a_rows, t.b0, kq, init, &tile[0][0], 2 * kPanel);
     if (add) emit_tile_s8<true>(tile, out, &*add, t.row, t.col, t.rows, t.cols);
