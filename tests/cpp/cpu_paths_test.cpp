@@ -172,7 +172,7 @@ TEST(Int8Requant, ResidualAddMatchesTheDirectFormOnEveryPath) {
     for (int e = -128; e < 128; ++e) xs.push_back(int8_t(x)), es.push_back(int8_t(e));
   int narrow = 0, wide = 0, shared = 0;
   for (int c = 0; c < 60; ++c) {
-    const bool has_scale = c % 4 != 3;
+    bool has_scale = c % 4 != 3;
     int32_t sm = c % 2 ? 65536 : int32_t((1u << 30) + next() % (1u << 30));
     unsigned ss = c % 2 ? 0 : 8 + next() % 30;
     int32_t tm = int32_t((1u << 30) + next() % (1u << 30));
@@ -184,17 +184,17 @@ TEST(Int8Requant, ResidualAddMatchesTheDirectFormOnEveryPath) {
     const int32_t m = int32_t((1u << 30) + next() % (1u << 30));
     unsigned s = 20 + next() % 30;
     if (c >= 40) {  // both operands on one scale, as softdla's builder makes every Add: x * 2^16 + e * 2^16
-      sm = 65536, ss = 0, tm = 1 << 30, ts = 14;
+      has_scale = true, sm = 65536, ss = 0, tm = 1 << 30, ts = 14;
       s = 40 + next() % 8;
     }
-    const auto w = num::make_residual_window(has_scale || c >= 40, sm, ss, tm, ts, lo, hi, m, s);
+    const auto w = num::make_residual_window(has_scale, sm, ss, tm, ts, lo, hi, m, s);
     if (!w) continue;
     const cpu::ResidualForm form = cpu::residual_form(*w);
     (form.e.ok ? narrow : wide)++;
     shared += form.sum.ok;
     std::vector<int8_t> want(xs.size());
     for (size_t i = 0; i < xs.size(); ++i)
-      want[i] = num::residual_direct(xs[i], es[i], has_scale || c >= 40, sm, ss, tm, ts, lo, hi, m, s);
+      want[i] = num::residual_direct(xs[i], es[i], has_scale, sm, ss, tm, ts, lo, hi, m, s);
     for (cpu::Isa isa : runnable_paths()) {
       std::vector<int8_t> got(xs.size());
       cpu::residual_add(isa, xs.data(), es.data(), form, got.data(), got.size());

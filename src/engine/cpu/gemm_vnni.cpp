@@ -252,13 +252,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int
   }
 }
 
-// Rows [r0, r1) of the residual operand (for reading) and of the output (for writing), one line each.
-// (prefetchw where the caller's target has it: every AVX-512 CPU does.)
-inline void prefetch_rows(const int8_t* other, int8_t* out, size_t ld, size_t r0, size_t r1) {
+// The residual operand's rows (for reading) and the output's (for writing) of the tile kPrefetchTiles
+// tiles of `tile_rows` below the one at (row, col), a line each (prefetchw where the caller's target
+// has it: every AVX-512 CPU does).
+inline void prefetch_ahead(const Int8Output& o, size_t m, size_t row, size_t col, size_t tile_rows) {
+  const size_t r0 = row + kPrefetchTiles * tile_rows, r1 = std::min(m, r0 + tile_rows);
   for (size_t r = r0; r < r1; ++r) {
-    __builtin_prefetch(other + r * ld, 0, 3);
-    __builtin_prefetch(out + r * ld, 1, 3);
+    __builtin_prefetch(o.other + r * o.ld + col, 0, 3);
+    __builtin_prefetch(o.out + r * o.ld + col, 1, 3);
   }
+}
+
+// emit_tile_s8 with the residual add where the GEMM has one.
+template <size_t W>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void emit_tile(const int32_t (*tile)[W],
+                                                                          const Int8Output& o, const Residual512* add,
+                                                                          size_t row, size_t col, size_t rows,
+                                                                          size_t cols) {
+  if (add) emit_tile_s8<true>(tile, o, add, row, col, rows, cols);
+  else emit_tile_s8<false>(tile, o, nullptr, row, col, rows, cols);
 }
 
 // gemm_vnni_s8 on AVX-512 (a function of its own: the target attribute makes its intrinsics legal).
@@ -273,10 +285,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
   std::vector<int32_t> zero_row(kq, 0);
   std::optional<Residual512> add;
   if (out.residual) add.emplace(*out.residual);
-  // The output's rows and the residual operand's (written layers ago: out of L2 at ResNet's sizes)
-  // are hundreds of streams apart, more than the hardware prefetcher follows: the lines of the rows
-  // kPrefetchTiles tiles ahead in the same columns are fetched (the output's for writing) while this
-  // tile computes.
+  // With a residual add, the output's rows and the operand's (written layers ago: out of L2 at
+  // ResNet's sizes) are hundreds of streams apart, more than the hardware prefetcher follows: each tile
+  // fetches those of a tile further down (prefetch_ahead) while it computes.
   for (size_t col = 0; col < wide; col += kWideCols)
     for (size_t row = 0; row < m; row += kRowsWide) {
       const size_t rows = std::min(kRowsWide, m - row);
@@ -284,12 +295,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
       int32_t init[kRowsWide];
       tile_rows(a_quads, offset_sums, kq, row, rows, kRowsWide, zero_row.data(), a_rows, init);
       alignas(64) int32_t tile[kRowsWide][kWideCols];
-      if (add)
-        prefetch_rows(out.other + col, out.out + col, out.ld, row + kPrefetchTiles * kRowsWide,
-                      std::min(m, row + (kPrefetchTiles + 1) * kRowsWide));
+      if (add) prefetch_ahead(out, m, row, col, kRowsWide);
       tile4_wide_avx512(a_rows, bp + col / kPanel * panel_bytes, panel_bytes, kq, init, &tile[0][0], kWideCols);
-      if (add) emit_tile_s8<true>(tile, out, &*add, row, col, rows, kWideCols);
-      else emit_tile_s8<false>(tile, out, nullptr, row, col, rows, kWideCols);
+      emit_tile(tile, out, add ? &*add : nullptr, row, col, rows, kWideCols);
     }
   if (wide == n) return;
   for_each_tile512(bp + wide / kPanel * panel_bytes, m, n - wide, kq, [&](Tile512 t) {
@@ -298,13 +306,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
     int32_t init[kRows512];
     tile_rows(a_quads, offset_sums, kq, t.row, t.rows, kRows512, zero_row.data(), a_rows, init);
     alignas(64) int32_t tile[kRows512][2 * kPanel];
-    if (add)
-      prefetch_rows(out.other + t.col, out.out + t.col, out.ld, t.row + kPrefetchTiles * kRows512,
-                    std::min(m, t.row + (kPrefetchTiles + 1) * kRows512));
+    if (add) prefetch_ahead(out, m, t.row, t.col, kRows512);
     if (t.width == 2 * kPanel) tile2_avx512(a_rows, t.b0, t.b1, kq, init, &tile[0][0], 2 * kPanel);
     else tile1_avx512(a_rows, t.b0, kq, init, &tile[0][0], 2 * kPanel);
-    if (add) emit_tile_s8<true>(tile, out, &*add, t.row, t.col, t.rows, t.cols);
-    else emit_tile_s8<false>(tile, out, nullptr, t.row, t.col, t.rows, t.cols);
+    emit_tile(tile, out, add ? &*add : nullptr, t.row, t.col, t.rows, t.cols);
   });
 }
 #endif

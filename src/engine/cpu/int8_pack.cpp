@@ -63,7 +63,8 @@ __attribute__((target("avx512f,avx512bw"))) size_t pack_quads_avx512(const int8_
   const size_t kq = k_quads(kdim), groups = cols / (4 * kPanel), step = kq * kPanel * 4;
   for (size_t g = 0; g < groups; ++g) {
     const size_t j0 = g * 4 * kPanel;
-    // The rows' line two ahead, as in pack_quads.
+    // The rows' line two ahead, as in pack_quads (written out in both loops: moved into a shared inline
+    // helper, GCC 12 dropped the prefetches).
     if (j0 + 3 * 64 <= cols)
       for (size_t k = 0; k < kdim; ++k) __builtin_prefetch(rows + k * ld + j0 + 128);
     uint8_t* dst = out + 4 * g * step;
