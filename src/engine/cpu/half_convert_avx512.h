@@ -9,15 +9,16 @@
 namespace softdla::cpu {
 
 #ifdef SOFTDLA_X86
-// The 16 lanes as fp16 bits by that rule.
+// The 16 lanes as fp16 bits by that rule: clamped to +-65504 (MINPS/MAXPS return their second operand,
+// x, when it is NaN), converted with round to nearest even, and any NaN lane (rare: tested once) replaced
+// by the canonical quiet NaN with its sign, which the conversion kept (it keeps the payload's top bits).
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i to_halves_avx512(__m512 x) {
-  const __m512 max = _mm512_set1_ps(65504.f), min = _mm512_set1_ps(-65504.f);
-  const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u)), qnan = _mm512_set1_epi32(0x7fc00000);
+  x = _mm512_max_ps(_mm512_set1_ps(-65504.f), _mm512_min_ps(_mm512_set1_ps(65504.f), x));
+  const __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  x = _mm512_max_ps(min, _mm512_min_ps(max, x));  // NaN survives: min/max return their second operand
-  const __m512i canonical = _mm512_or_si512(qnan, _mm512_and_si512(_mm512_castps_si512(x), sign));
-  x = _mm512_mask_mov_ps(x, nan, _mm512_castsi512_ps(canonical));
-  return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+  if (__builtin_expect(nan == 0, 1)) return h;
+  const __m256i canonical = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(int16_t(0x8000))), _mm256_set1_epi16(0x7e00));
+  return _mm256_mask_mov_epi16(h, nan, canonical);
 }
 
 // Whole vectors are stored plainly: a masked 16-bit store is twice as slow on AMD Zen 5.

@@ -9,6 +9,7 @@
 #include "kernel.h"
 #include "multiversion.h"
 #include "numerics.h"
+#include "sdp_lanes_avx512.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -109,9 +110,8 @@ void SdpChain::run_int8(int64_t* v, size_t count, uint32_t n, uint32_t c, size_t
 namespace {
 
 #ifdef SOFTDLA_X86
-// The float steps with one operand per channel on AVX-512, each lane exactly as the scalar loops below
-// (the same IEEE operation, ordered compares, NaN kept, and the sign of zero: ReLU maps -0 to +0 and
-// Clip keeps a value equal to a bound as it is). False for the steps it does not take.
+// The float steps with one operand per channel, which the AVX-512 epilogues run in registers
+// (float_lanes, sdp_lanes_avx512.h).
 bool is_channel_float_step(SdpKind kind) {
   return kind == SdpKind::kBias || kind == SdpKind::kScale || kind == SdpKind::kPRelu || kind == SdpKind::kRelu ||
          kind == SdpKind::kClip;
@@ -120,23 +120,6 @@ bool is_channel_float_step(SdpKind kind) {
 // Step s with channel c's operand.
 ChannelStep channel_step(const SdpStep& s, uint32_t c) {
   return {s.kind, s.fvalues.empty() ? 0.f : s.fvalues[s.fvalues.size() == 1 ? 0 : c], s.lo, s.hi};
-}
-
-// One such step on 16 lanes.
-__attribute__((target("avx512f"), always_inline)) inline __m512 float_lanes(SdpKind kind, __m512 x, __m512 k, __m512 vlo,
-                                                                          __m512 vhi) {
-  const __m512 zero = _mm512_setzero_ps();
-  switch (kind) {
-    case SdpKind::kBias: return _mm512_add_ps(x, k);
-    case SdpKind::kScale: return _mm512_mul_ps(x, k);
-    case SdpKind::kPRelu: return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, k);
-    case SdpKind::kRelu:  // x > 0 ? x : 0, and NaN stays
-      return _mm512_mask_mov_ps(zero, _mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-    default: {  // std::clamp: x < lo ? lo : (hi < x ? hi : x); NaN compares false and stays
-      const __m512 y = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, vlo, _CMP_LT_OQ), vlo);
-      return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(vhi, x, _CMP_LT_OQ), vhi);
-    }
-  }
 }
 
 __attribute__((target("avx512f"))) bool float_step_avx512(SdpKind kind, float* v, size_t count, float operand, float lo,
