@@ -41,6 +41,14 @@ constexpr Layer kLayers[] = {
     // MobileNetV2 depthwise layers (224x224 input).
     {"mbv2_dw3x3_96_112", 96, 96, 112, 3, 2, 96},
     {"mbv2_dw3x3_144_56", 144, 144, 56, 3, 1, 144},
+    {"mbv2_dw3x3_960_7", 960, 960, 7, 3, 1, 960},
+    // MobileNetV2 1x1 layers: expansions, projections with few channels, the last stage's wide ones.
+    {"mbv2_1x1_16to96_112", 16, 96, 112, 1, 1},
+    {"mbv2_1x1_144to24_56", 144, 24, 56, 1, 1},
+    {"mbv2_1x1_24to144_56", 24, 144, 56, 1, 1},
+    {"mbv2_1x1_576to96_14", 576, 96, 14, 1, 1},
+    {"mbv2_1x1_160to960_7", 160, 960, 7, 1, 1},
+    {"mbv2_1x1_320to1280_7", 320, 1280, 7, 1, 1},
     // Batch 8: the stage-1 and stage-4 layers, whose per-image cost batching should not raise.
     {"res2_3x3_64_b8", 64, 64, 56, 3, 1, 1, 8},
     {"res5_3x3_512_b8", 512, 512, 7, 3, 1, 1, 8},

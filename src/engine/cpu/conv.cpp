@@ -12,6 +12,7 @@
 #include "conv_implicit_f32.h"
 #include "conv_winograd.h"
 #include "cpu_isa.h"
+#include "depthwise_f16_blocks.h"
 #include "depthwise_s8.h"
 #include "depthwise_s8_vnni.h"
 #include "element.h"
@@ -277,7 +278,7 @@ class ConvKernel final : public OpKernel {
         winograd_ = std::make_unique<WinogradConvF16>(
             WinogradGeometry{g_.C, g_.H, g_.W, g_.K, g_.OH, g_.OW, g_.pt, g_.pl}, wf_.data());
       if (fully_connected && GemvF32::applies(active_isa())) {
-        gemv_ = std::make_unique<GemvF32>(wf_.data(), g_.K, g_.C);
+        gemv_ = std::make_unique<GemvF32>(wf_.data(), g_.K, g_.C, dtype_ == DataType::kFloat16);
         wf_ = {};
       } else if (amx_f16) {
         amx_f16_ = std::make_unique<AmxConvF16>(
@@ -291,6 +292,14 @@ class ConvKernel final : public OpKernel {
         implicit_f32_ = std::make_unique<ImplicitConvF32>(implicit, wf_.data());
         wf_ = {};
       }
+      // FP16 depthwise (one output channel per input channel) sixteen channels at a time on AVX-512, its
+      // chain and store fused, where the chain is channel steps.
+      std::vector<ChannelStep> dw_steps;
+      if (depthwise_ && g_.Kg == 1 && dtype_ == DataType::kFloat16 && finite_weights_ &&
+          DepthwiseF16Blocks::applies(active_isa()) && chain_.channel_steps(g_.K, dw_steps))
+        dw_f16_ = std::make_unique<DepthwiseF16Blocks>(
+            DepthwiseGeometry{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl}, g_.K,
+            wf_.data(), dw_steps);
       // The AVX-512 FP16 kernels store their results themselves where the chain is channel steps.
       if ((implicit_f32_ || winograd_) && dtype_ == DataType::kFloat16 && has_avx512(active_isa()))
         half_direct_ = chain_.channel_steps(g_.K, half_steps_);
@@ -326,6 +335,14 @@ class ConvKernel final : public OpKernel {
 
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t kdim = g_.kdim(), ohw = size_t(g_.OH) * g_.OW;
+    if (depthwise_ && dw_f16_ && !residual_f16_) {
+      const size_t units = dw_f16_->units(batch_, pool.size());
+      const auto* x = static_cast<const uint16_t*>(io.inputs[0]);
+      auto* y = static_cast<uint16_t*>(io.output);
+      pool.parallel_for(units, [&](size_t b, size_t e) { dw_f16_->run(x, y, batch_, pool.size(), b, e); },
+                        ThreadPool::min_items(size_t(batch_) * g_.K * ohw * kdim / units));
+      return;
+    }
     if (depthwise_) {
       const size_t planes = size_t(batch_) * g_.K;
       pool.parallel_for(planes, [&](size_t b, size_t e) {
@@ -751,6 +768,7 @@ class ConvKernel final : public OpKernel {
   bool half_direct_ = false;
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
+  std::unique_ptr<DepthwiseF16Blocks> dw_f16_;  // FP16 depthwise on AVX-512, 16 channels at a time
   std::unique_ptr<DepthwiseS8Vnni> dw_vnni_;  // INT8 depthwise on AVX-512 VNNI + VBMI
   std::vector<float> wf_;
 };

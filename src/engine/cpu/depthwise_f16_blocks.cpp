@@ -1,0 +1,209 @@
+#include "depthwise_f16_blocks.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "half_convert_avx512.h"
+#include "sdp_lanes_avx512.h"
+#include "transpose_avx512.h"
+#include "x86_simd.h"
+
+namespace softdla::cpu {
+namespace {
+
+constexpr size_t kLanes = 16;  // channels of a block, pixels of a transpose
+constexpr size_t kPixels = 8;  // output pixels computed together (independent FMA chains)
+
+// A thread's buffers, reused across units and layers: the ring of padded input rows, a zero row for the
+// rows above and below the input, and the staged results of 16 pixels. 64-byte aligned, so each pixel
+// of a row is one aligned vector.
+struct BlockScratch {
+  std::vector<float> ring_storage, zero_storage;
+  float* ring = nullptr;
+  const float* zero = nullptr;
+  std::vector<int64_t> slot_row;  // the input row each ring slot holds, -1: none
+  std::vector<const float*> rows;  // an output row's kernel rows
+  alignas(64) float stage[kLanes][kLanes] = {};
+
+  static float* aligned(std::vector<float>& v, size_t floats) {
+    v.resize(floats + kLanes);  // new elements are zeros
+    const auto p = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<float*>((p + 63) & ~uintptr_t(63));
+  }
+};
+
+}  // namespace
+
+bool DepthwiseF16Blocks::applies(Isa isa) {
+#ifdef SOFTDLA_X86
+  return has_avx512(isa);
+#else
+  (void)isa;
+  return false;
+#endif
+}
+
+DepthwiseF16Blocks::DepthwiseF16Blocks(const DepthwiseGeometry& g, uint32_t channels, const float* weights,
+                                       const std::vector<ChannelStep>& steps)
+    : g_(g), channels_(channels), blocks_((channels + kLanes - 1) / kLanes), taps_(size_t(g.R) * g.S) {
+  n_steps_ = channels ? steps.size() / channels : 0;
+  // Every output column of the last whole group of 16 is computed (the extra ones are never stored), so
+  // a ring row reaches the farthest tap of column ceil16(OW) - 1.
+  const size_t last_column = (g.OW + kLanes - 1) / kLanes * kLanes - 1;
+  padded_width_ = std::max<size_t>(size_t(g.pl) + g.W, last_column * g.sw + size_t(g.S - 1) * g.dw + 1);
+  weights_.assign(size_t(blocks_) * taps_ * kLanes, 0.f);
+  for (uint32_t k = 0; k < channels; ++k)
+    for (size_t t = 0; t < taps_; ++t) weights_[((k / kLanes) * taps_ + t) * kLanes + k % kLanes] = weights[k * taps_ + t];
+  for (size_t j = 0; j < n_steps_; ++j) kinds_.push_back(steps[j].kind);
+  operands_.assign(size_t(blocks_) * n_steps_ * 3 * kLanes, 0.f);
+  for (uint32_t k = 0; k < channels; ++k)
+    for (size_t j = 0; j < n_steps_; ++j) {
+      const ChannelStep& s = steps[k * n_steps_ + j];
+      float* o = operands_.data() + ((k / kLanes) * n_steps_ + j) * 3 * kLanes + k % kLanes;
+      o[0] = s.operand, o[kLanes] = s.lo, o[2 * kLanes] = s.hi;
+    }
+}
+
+uint32_t DepthwiseF16Blocks::bands(uint32_t batch, size_t threads) const {
+  // Four units per thread where the blocks alone are fewer; a band keeps at least four output rows (each
+  // band reads its kernel's extra rows again).
+  const size_t blocks = size_t(batch) * blocks_, want = 4 * threads;
+  if (threads <= 1 || blocks >= want) return 1;
+  const size_t bands = (want + blocks - 1) / blocks;
+  return uint32_t(std::clamp<size_t>(bands, 1, std::max<size_t>(1, g_.OH / 4)));
+}
+
+size_t DepthwiseF16Blocks::units(uint32_t batch, size_t threads) const {
+  return size_t(batch) * blocks_ * bands(batch, threads);
+}
+
+#ifdef SOFTDLA_X86
+namespace {
+
+__attribute__((target("avx512f"), always_inline)) inline __mmask16 first_lanes(size_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+}
+
+// Input row ih of channels [k0, k0 + valid) (planes x + k * plane) as fp32 [pl + w][16] of a ring row;
+// the padding columns are left as they are (zeros).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_row(const uint16_t* x, size_t plane, uint32_t valid,
+                                                                  const DepthwiseGeometry& g, size_t ih, float* dst) {
+  for (size_t w0 = 0; w0 < g.W; w0 += kLanes) {
+    const size_t n = std::min<size_t>(kLanes, g.W - w0);
+    const __mmask16 m = first_lanes(n);
+    __m512 v[16];
+    for (uint32_t c = 0; c < 16; ++c)
+      v[c] = c < valid ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + c * plane + ih * g.W + w0)) : _mm512_setzero_ps();
+    transpose16(v);
+    float* d = dst + (g.pl + w0) * kLanes;
+    for (size_t j = 0; j < n; ++j) _mm512_store_ps(d + j * kLanes, v[j]);
+  }
+}
+
+// Eight output pixels from column ow of an output row whose kernel rows are rows[0 .. R): the FMA chain
+// over the taps in (r, s) order, then the steps; into stage[0 .. 8).
+__attribute__((target("avx512f"), always_inline)) inline void eight_pixels(const DepthwiseGeometry& g,
+                                                                         const float* const* rows, size_t ow,
+                                                                         const float* w, const SdpKind* kinds,
+                                                                         const float* ops, size_t n_steps,
+                                                                         float (*stage)[kLanes]) {
+  __m512 acc[kPixels];
+  for (size_t p = 0; p < kPixels; ++p) acc[p] = _mm512_setzero_ps();
+  const size_t step = size_t(g.sw) * kLanes;
+  for (uint32_t r = 0; r < g.R; ++r) {
+    const float* row = rows[r] + ow * step;
+    for (uint32_t s = 0; s < g.S; ++s, w += kLanes) {
+      const __m512 wv = _mm512_loadu_ps(w);
+      const float* x = row + size_t(s) * g.dw * kLanes;
+      for (size_t p = 0; p < kPixels; ++p) acc[p] = _mm512_fmadd_ps(_mm512_load_ps(x + p * step), wv, acc[p]);
+    }
+  }
+  for (size_t j = 0; j < n_steps; ++j) {
+    const float* o = ops + j * 3 * kLanes;
+    const __m512 k = _mm512_loadu_ps(o), lo = _mm512_loadu_ps(o + kLanes), hi = _mm512_loadu_ps(o + 2 * kLanes);
+    switch (kinds[j]) {
+#define SOFTDLA_DW_STEP(kind) \
+  case kind:                  \
+    for (size_t p = 0; p < kPixels; ++p) acc[p] = float_lanes(kind, acc[p], k, lo, hi); \
+    break;
+      SOFTDLA_DW_STEP(SdpKind::kBias)
+      SOFTDLA_DW_STEP(SdpKind::kScale)
+      SOFTDLA_DW_STEP(SdpKind::kPRelu)
+      SOFTDLA_DW_STEP(SdpKind::kRelu)
+      default:
+        for (size_t p = 0; p < kPixels; ++p) acc[p] = float_lanes(SdpKind::kClip, acc[p], k, lo, hi);
+#undef SOFTDLA_DW_STEP
+    }
+  }
+  for (size_t p = 0; p < kPixels; ++p) _mm512_store_ps(stage[p], acc[p]);
+}
+
+// The staged results of `n` pixels from column ow, sixteen channels, as fp16 into their planes' row
+// (out + c * plane), channels [0, valid).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void store_pixels(const float (*stage)[kLanes], size_t n,
+                                                                     uint32_t valid, uint16_t* out, size_t plane) {
+  __m512 v[16];
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(stage[i]);
+  transpose16(v);
+  const __mmask16 m = first_lanes(n);
+  for (uint32_t c = 0; c < valid; ++c) store_halves_avx512(v[c], out + c * plane, m);
+}
+
+}  // namespace
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void DepthwiseF16Blocks::run(const uint16_t* x, uint16_t* y,
+                                                                                uint32_t batch, size_t threads,
+                                                                                size_t begin, size_t end) const {
+  thread_local BlockScratch scratch;
+  const DepthwiseGeometry& g = g_;
+  const uint32_t n_bands = bands(batch, threads);
+  const size_t span = size_t(g.R - 1) * g.dh + 1, row_floats = padded_width_ * kLanes;
+  const size_t in_plane = size_t(g.H) * g.W, out_plane = size_t(g.OH) * g.OW;
+  float* ring = BlockScratch::aligned(scratch.ring_storage, span * row_floats);
+  const float* zero = BlockScratch::aligned(scratch.zero_storage, row_floats);
+  std::vector<const float*>& rows = scratch.rows;
+  rows.resize(g.R);
+  for (size_t unit = begin; unit < end; ++unit) {
+    const uint32_t band = uint32_t(unit % n_bands), block = uint32_t(unit / n_bands % blocks_);
+    const uint32_t image = uint32_t(unit / n_bands / blocks_);
+    const uint32_t k0 = block * uint32_t(kLanes), valid = std::min<uint32_t>(uint32_t(kLanes), channels_ - k0);
+    const uint32_t oh0 = uint32_t(size_t(g.OH) * band / n_bands), oh1 = uint32_t(size_t(g.OH) * (band + 1) / n_bands);
+    const uint16_t* xb = x + (size_t(image) * channels_ + k0) * in_plane;
+    uint16_t* yb = y + (size_t(image) * channels_ + k0) * out_plane;
+    const float* w = weights_.data() + size_t(block) * taps_ * kLanes;
+    const float* ops = operands_.data() + size_t(block) * n_steps_ * 3 * kLanes;
+    // The ring rows' padding columns are zeros: another layer may have used the scratch with other widths.
+    scratch.slot_row.assign(span, -1);
+    for (size_t i = 0; i < span; ++i) {
+      float* row = ring + i * row_floats;
+      std::memset(row, 0, size_t(g.pl) * kLanes * sizeof(float));
+      std::memset(row + (size_t(g.pl) + g.W) * kLanes, 0, (padded_width_ - g.pl - g.W) * kLanes * sizeof(float));
+    }
+    for (uint32_t oh = oh0; oh < oh1; ++oh) {
+      for (uint32_t r = 0; r < g.R; ++r) {
+        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+        if (ih < 0 || ih >= int64_t(g.H)) {
+          rows[r] = zero;
+          continue;
+        }
+        const size_t slot = size_t(ih) % span;
+        float* row = ring + slot * row_floats;
+        if (scratch.slot_row[slot] != ih) {
+          widen_row(xb, in_plane, valid, g, size_t(ih), row);
+          scratch.slot_row[slot] = ih;
+        }
+        rows[r] = row;
+      }
+      for (size_t ow = 0; ow < g.OW; ow += kLanes) {
+        eight_pixels(g, rows.data(), ow, w, kinds_.data(), ops, n_steps_, scratch.stage);
+        if (ow + kPixels < g.OW) eight_pixels(g, rows.data(), ow + kPixels, w, kinds_.data(), ops, n_steps_, scratch.stage + kPixels);
+        store_pixels(scratch.stage, std::min<size_t>(kLanes, g.OW - ow), valid, yb + size_t(oh) * g.OW + ow, out_plane);
+      }
+    }
+  }
+}
+#else
+void DepthwiseF16Blocks::run(const uint16_t*, uint16_t*, uint32_t, size_t, size_t, size_t) const {}
+#endif
+
+}  // namespace softdla::cpu
