@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "half_convert.h"
+#include "numerics.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -16,19 +17,29 @@ constexpr size_t kBlock = 128;
 constexpr size_t kImages = 3;
 
 #ifdef SOFTDLA_X86
+// 16 (AVX-512) or 8 (AVX2) weights as fp32, from fp32 or fp16 storage.
+__attribute__((target("avx512f"), always_inline)) inline __m512 load16(const float* w) { return _mm512_loadu_ps(w); }
+__attribute__((target("avx512f"), always_inline)) inline __m512 load16(const uint16_t* w) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+}
+__attribute__((target("avx2"), always_inline)) inline __m256 load8(const float* w) { return _mm256_loadu_ps(w); }
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load8(const uint16_t* w) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+}
+
 // Output channels [kb, kb + kBlock) of `images` (1 to kImages) images: x[i] their C inputs (fp32).
-template <size_t Images>
-__attribute__((target("avx512f,fma"))) void block_avx512(const float* wt, size_t kp, size_t c, const float* const* x,
+template <size_t Images, class W>
+__attribute__((target("avx512f,fma"))) void block_avx512(const W* wt, size_t kp, size_t c, const float* const* x,
                                                          size_t kb, float* const* y) {
   __m512 acc[Images][8];
   for (size_t i = 0; i < Images; ++i)
     for (size_t j = 0; j < 8; ++j) acc[i][j] = _mm512_setzero_ps();
   for (size_t ch = 0; ch < c; ++ch) {
-    const float* w = wt + ch * kp + kb;
+    const W* w = wt + ch * kp + kb;
     __m512 xb[Images];
     for (size_t i = 0; i < Images; ++i) xb[i] = _mm512_set1_ps(x[i][ch]);
     for (size_t j = 0; j < 8; ++j) {
-      const __m512 wv = _mm512_loadu_ps(w + 16 * j);
+      const __m512 wv = load16(w + 16 * j);
       for (size_t i = 0; i < Images; ++i) acc[i][j] = _mm512_fmadd_ps(wv, xb[i], acc[i][j]);
     }
   }
@@ -36,20 +47,20 @@ __attribute__((target("avx512f,fma"))) void block_avx512(const float* wt, size_t
     for (size_t j = 0; j < 8; ++j) _mm512_storeu_ps(y[i] + kb + 16 * j, acc[i][j]);
 }
 
-template <size_t Images>
-__attribute__((target("avx2,fma"))) void block_avx2(const float* wt, size_t kp, size_t c, const float* const* x,
-                                                    size_t kb, float* const* y) {
+template <size_t Images, class W>
+__attribute__((target("avx2,fma,f16c"))) void block_avx2(const W* wt, size_t kp, size_t c, const float* const* x,
+                                                         size_t kb, float* const* y) {
   // 16 vectors of 8 would outgrow the 16 registers with three images: two passes of 8 vectors.
   for (size_t half = 0; half < kBlock; half += 64) {
     __m256 acc[Images][8];
     for (size_t i = 0; i < Images; ++i)
       for (size_t j = 0; j < 8; ++j) acc[i][j] = _mm256_setzero_ps();
     for (size_t ch = 0; ch < c; ++ch) {
-      const float* w = wt + ch * kp + kb + half;
+      const W* w = wt + ch * kp + kb + half;
       __m256 xb[Images];
       for (size_t i = 0; i < Images; ++i) xb[i] = _mm256_set1_ps(x[i][ch]);
       for (size_t j = 0; j < 8; ++j) {
-        const __m256 wv = _mm256_loadu_ps(w + 8 * j);
+        const __m256 wv = load8(w + 8 * j);
         for (size_t i = 0; i < Images; ++i) acc[i][j] = _mm256_fmadd_ps(wv, xb[i], acc[i][j]);
       }
     }
@@ -58,10 +69,18 @@ __attribute__((target("avx2,fma"))) void block_avx2(const float* wt, size_t kp, 
   }
 }
 
-template <size_t Images>
-void block(bool avx512, const float* wt, size_t kp, size_t c, const float* const* x, size_t kb, float* const* y) {
+template <size_t Images, class W>
+void block(bool avx512, const W* wt, size_t kp, size_t c, const float* const* x, size_t kb, float* const* y) {
   if (avx512) block_avx512<Images>(wt, kp, c, x, kb, y);
   else block_avx2<Images>(wt, kp, c, x, kb, y);
+}
+
+template <class W>
+void block_images(size_t count, bool avx512, const W* wt, size_t kp, size_t c, const float* const* x, size_t kb,
+                  float* const* y) {
+  if (count == 3) block<3>(avx512, wt, kp, c, x, kb, y);
+  else if (count == 2) block<2>(avx512, wt, kp, c, x, kb, y);
+  else block<1>(avx512, wt, kp, c, x, kb, y);
 }
 #endif
 
@@ -76,11 +95,19 @@ bool GemvF32::applies(Isa isa) {
 #endif
 }
 
-GemvF32::GemvF32(const float* weights, size_t k, size_t c) : k_(k), c_(c) {
+GemvF32::GemvF32(const float* weights, size_t k, size_t c, bool halves) : k_(k), c_(c) {
   kp_ = (k + kBlock - 1) / kBlock * kBlock;
-  wt_.assign(c * kp_, 0.f);
+  // The AVX2 kernel reads fp16 with F16C (every AVX2 CPU has it; asked all the same).
+  const Isa isa = active_isa();
+  const bool keep_halves = halves && (has_avx512(isa) || (isa >= Isa::kAvx2 && cpu_has_f16c()));
+  if (keep_halves) wh_.assign(c * kp_, 0);
+  else wt_.assign(c * kp_, 0.f);
   for (size_t kk = 0; kk < k; ++kk)
-    for (size_t ch = 0; ch < c; ++ch) wt_[ch * kp_ + kk] = weights[kk * c + ch];
+    for (size_t ch = 0; ch < c; ++ch) {
+      const float v = weights[kk * c + ch];
+      if (keep_halves) wh_[ch * kp_ + kk] = num::float_to_half(v);  // exact: v is an fp16 value
+      else wt_[ch * kp_ + kk] = v;
+    }
 }
 
 void GemvF32::run(const void* x, bool halves, size_t images, float* y, ThreadPool& pool) const {
@@ -101,9 +128,8 @@ void GemvF32::run(const void* x, bool halves, size_t images, float* y, ThreadPoo
       const float* xi[kImages];
       float* yi[kImages];
       for (size_t i = 0; i < count; ++i) xi[i] = xp + (n0 + i) * c_, yi[i] = yp + (n0 + i) * kp_;
-      if (count == 3) block<3>(avx512, wt_.data(), kp_, c_, xi, kb, yi);
-      else if (count == 2) block<2>(avx512, wt_.data(), kp_, c_, xi, kb, yi);
-      else block<1>(avx512, wt_.data(), kp_, c_, xi, kb, yi);
+      if (!wh_.empty()) block_images(count, avx512, wh_.data(), kp_, c_, xi, kb, yi);
+      else block_images(count, avx512, wt_.data(), kp_, c_, xi, kb, yi);
     }
   }, ThreadPool::min_items(c_ * kBlock));
   for (size_t n = 0; n < images; ++n) std::copy_n(yp + n * kp_, k_, y + n * k_);

@@ -66,6 +66,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t floats_to_halves_avx
 
 }  // namespace
 
+bool cpu_has_f16c() {
+#ifdef SOFTDLA_X86
+  return has_f16c();
+#else
+  return false;
+#endif
+}
+
 void halves_to_floats(Isa isa, const uint16_t* in, float* out, size_t n) {
   size_t i = 0;
 #ifdef SOFTDLA_X86

@@ -13,6 +13,9 @@ namespace softdla::cpu {
 void halves_to_floats(const uint16_t* in, float* out, size_t n);
 void floats_to_halves(const float* in, uint16_t* out, size_t n);
 
+// Whether the CPU has F16C (the 256-bit conversions the avx2 path's kernels read fp16 with).
+bool cpu_has_f16c();
+
 // The same on a given path (tests); the CPU must be able to run it.
 void halves_to_floats(Isa isa, const uint16_t* in, float* out, size_t n);
 void floats_to_halves(Isa isa, const float* in, uint16_t* out, size_t n);
