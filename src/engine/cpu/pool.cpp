@@ -9,10 +9,12 @@
 #include "cpu_isa.h"
 #include "element.h"
 #include "half_convert.h"
+#include "half_convert_avx512.h"
 #include "kernels.h"
 #include "multiversion.h"
 #include "numerics.h"
 #include "thread_pool.h"
+#include "transpose_avx512.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -150,6 +152,31 @@ __attribute__((target("avx512f,avx512dq"))) void windows_avx512(const float* acc
     _mm512_mask_storeu_ps(win + w, m, v);
   }
 }
+// A global average (the window is the whole plane, one output) of up to 16 planes [p0, p0 + planes) at
+// once, one plane per lane: 16 values of each plane transposed into 16 vectors of one value per plane,
+// added in the plane's order, so each lane is plane()'s sum exactly; then the same division, and a
+// plane holding a NaN gives the quiet NaN, as plane() does.
+template <class T>
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) void global_average_avx512(const T* x, T* y, size_t p0,
+                                                                                             size_t planes, size_t hw) {
+  __m512 acc = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  for (size_t i0 = 0; i0 < hw; i0 += 16) {
+    const size_t n = std::min<size_t>(16, hw - i0);
+    const __mmask16 m = tail_mask(n);
+    __m512 v[16];
+    for (size_t c = 0; c < 16; ++c) v[c] = c < planes ? load_floats(x + (p0 + c) * hw + i0, m) : _mm512_setzero_ps();
+    transpose16(v);
+    for (size_t j = 0; j < n; ++j) {
+      acc = _mm512_add_ps(acc, v[j]);
+      nan |= _mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q);
+    }
+  }
+  acc = _mm512_div_ps(acc, _mm512_set1_ps(float(hw)));
+  acc = _mm512_mask_mov_ps(acc, nan, _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+  if constexpr (std::is_same_v<T, uint16_t>) store_halves_avx512(acc, y + p0, tail_mask(planes));
+  else _mm512_mask_storeu_ps(y + p0, tail_mask(planes), acc);
+}
 #endif
 
 class PoolKernel final : public OpKernel {
@@ -160,6 +187,20 @@ class PoolKernel final : public OpKernel {
 
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t planes = size_t(in_[0]) * in_[1];
+#ifdef SOFTDLA_X86
+    if (dtype_ != DataType::kInt8 && global_average() && has_avx512(active_isa())) {
+      const size_t hw = size_t(in_[2]) * in_[3];
+      pool.parallel_for((planes + 15) / 16, [&](size_t b, size_t e) {
+        with_float_storage(dtype_, [&](auto* tag) {
+          using T = std::remove_pointer_t<decltype(tag)>;
+          for (size_t u = b; u < e; ++u)
+            global_average_avx512(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), u * 16,
+                                  std::min<size_t>(16, planes - u * 16), hw);
+        });
+      }, ThreadPool::min_items(16 * hw));
+      return;
+    }
+#endif
     pool.parallel_for(planes, [&](size_t b, size_t e) {
       thread_local std::vector<int32_t> line, windows;
       thread_local std::vector<int8_t> line8, windows8;
@@ -310,6 +351,12 @@ class PoolKernel final : public OpKernel {
 #else
     max_plane(x, y, pl);
 #endif
+  }
+
+  // An average whose one window is each whole plane (a global average pool).
+  bool global_average() const {
+    return p_.kind == PoolKind::kAverage && out_[2] == 1 && out_[3] == 1 && p_.kernel_h == in_[2] &&
+           p_.kernel_w == in_[3] && p_.pad_top == 0 && p_.pad_left == 0;
   }
 
   PoolParams p_;
