@@ -105,6 +105,41 @@ def test_fully_connected_float(n, c_in, k, dtype):
     assert_float_conv(c, dtype)
 
 
+# INT8 fully connected layers (gemv_s8_vnni.h on AVX-512 VNNI, the GEMM elsewhere): exact, over input
+# channels past whole quads, output channels past whole 128-channel blocks, batches of one to five, the
+# window epilogue and the step-by-step one (a PReLU chain).
+@pytest.mark.parametrize("n,c_in,k,post", [(1, 2048, 1000, "bias"), (2, 77, 203, "bias_relu"), (5, 64, 129, "prelu"),
+                                           (4, 1, 10, "bias_relu"), (3, 1283, 130, "bias")])
+def test_fully_connected_int8(n, c_in, k, post):
+    c = dict(n=n, c=c_in, k=k, h=1, w=1, r=1, s=1, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0), groups=1, seed=k)
+    rng = np.random.default_rng(c["seed"])
+    spec = [("bias", {"values": rng.integers(-(2 ** 20), 2 ** 20, k)})]
+    if post == "bias_relu":
+        spec.append(("relu", {}))
+    if post == "prelu":
+        spec.append(("prelu", {"values": rng.integers(0, 2 ** 12, k), "shift": 12}))
+    g, x, ref = build_int8(c, rng, spec)
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
+@pytest.mark.parametrize("n,c_in,k", [(1, 77, 203), (4, 1283, 130)])
+def test_fully_connected_int8_low_bits(n, c_in, k):
+    """Small sums passed through unscaled: every unit of the accumulator shows in the output (the offset-by-128
+    correction, padding quads and images sharing a weight load all checked to the last bit)."""
+    rng = np.random.default_rng(k)
+    x = rng.integers(-2, 3, (n, c_in, 1, 1)).astype(np.int8)
+    wt = np.zeros((k, c_in, 1, 1), np.int8)
+    wt[:, :30] = rng.integers(-2, 3, (k, min(30, c_in), 1, 1))  # |sum| <= 120: within int8
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.int8, 0.05)
+    y = g.tensor("y", (n, k, 1, 1), np.int8, 0.1)
+    post = writer.sdp([], multiplier=np.full(k, 2 ** 30), shift=np.full(k, 30))
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.int8), (1, 1), (0, 0, 0, 0), (1, 1), 1, post))
+    g.output(y, F.LINEAR)
+    acc = R.conv_acc(x, wt, (1, 1), (0, 0, 0, 0), (1, 1), 1, exact=True)
+    np.testing.assert_array_equal(run_graph(g, x), R.sdp_int8(acc, [], np.full(k, 2 ** 30), np.full(k, 30)))
+
+
 def assert_float_conv(c, dtype):
     """Case c in dtype against NumPy: FP16 within 1e-3 relative L2, FP32 as fp32_error_ok."""
     g, x, ref = build_float(c, dtype)

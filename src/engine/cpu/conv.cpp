@@ -19,6 +19,7 @@
 #include "gemm.h"
 #include "gemm_vnni.h"
 #include "gemv_f32.h"
+#include "gemv_s8_vnni.h"
 #include "half_convert.h"
 #include "int8_pack.h"
 #include "int8_requant.h"
@@ -234,7 +235,12 @@ class ConvKernel final : public OpKernel {
       // On plain AVX2 (no VNNI of any width) the implicit GEMM's int16 pairs take the 1x1 convolutions
       // too: the alternative is the im2col GEMM with 64-bit sums and the step-by-step chain.
       const bool pairs_pointwise = isa == Isa::kAvx2 && p.groups == 1;
-      if (!depthwise_ && !strided_pointwise && g_.kdim() <= kVnniMaxK && isa >= Isa::kAvx2 &&
+      // A fully connected layer (a 1x1 convolution over a 1x1 input): matrix-vector products on VNNI.
+      const bool fully_connected = p.groups == 1 && g_.R == 1 && g_.S == 1 && g_.H == 1 && g_.W == 1 &&
+                                   g_.OH == 1 && g_.OW == 1;
+      if (fully_connected && !depthwise_ && GemvS8Vnni::applies(isa, g_.C))
+        gemv8_ = std::make_unique<GemvS8Vnni>(raw, g_.K, g_.C);
+      else if (!depthwise_ && !strided_pointwise && g_.kdim() <= kVnniMaxK && isa >= Isa::kAvx2 &&
           (pairs_pointwise || ImplicitConvS8::applies(p.groups, g_.sh, g_.sw, g_.R, g_.S)))
         implicit_ = std::make_unique<ImplicitConvS8>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
@@ -356,6 +362,7 @@ class ConvKernel final : public OpKernel {
       return;
     }
     if (gemv_) return run_gemv(io, pool);
+    if (gemv8_) return run_gemv8(io, pool);
     if (winograd_ && run_winograd(io, pool)) return;
     if (implicit_) return run_implicit(io, pool);
     if (implicit_f32_) return run_implicit_f32(io, pool);
@@ -546,6 +553,19 @@ class ConvKernel final : public OpKernel {
       for (uint32_t k = 0; k < g_.K; ++k) {
         const size_t i = size_t(n) * g_.K + k;
         store_float(io, sums.data() + i, 1, n, k, i, 0);
+      }
+  }
+
+  // An INT8 fully connected layer: every image's exact sums at once (gemv_s8_vnni.h), then each output
+  // requantized (with a fused residual add, added) as the other INT8 paths do.
+  void run_gemv8(const OpIo& io, ThreadPool& pool) const {
+    thread_local std::vector<int32_t> sums;
+    sums.resize(size_t(batch_) * g_.K);
+    gemv8_->run(static_cast<const int8_t*>(io.inputs[0]), batch_, sums.data(), pool);
+    for (uint32_t n = 0; n < batch_; ++n)
+      for (uint32_t k = 0; k < g_.K; ++k) {
+        const size_t i = size_t(n) * g_.K + k;
+        emit_sums(io, i, sums.data() + i, 1, n, k, 0);
       }
   }
 
@@ -756,6 +776,7 @@ class ConvKernel final : public OpKernel {
   std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 on AVX-512 (any stride)
   std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 (16 channels or more) on AMX-BF16
   std::unique_ptr<GemvF32> gemv_;                  // FP16/FP32 fully connected layers
+  std::unique_ptr<GemvS8Vnni> gemv8_;              // INT8 fully connected layers on AVX-512 VNNI
   std::unique_ptr<WinogradConvF16> winograd_;      // FP16 3x3 stride 1, Winograd F(2x2, 3x3)
   bool finite_weights_ = true;                     // float weights: none infinite or NaN
   VnniWeights wv_;
