@@ -179,6 +179,53 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) void global_a
 }
 #endif
 
+#ifdef SOFTDLA_X86
+// INT8 max pooling of stride 2 along the rows on AVX-512, one plane: for each output row the window's
+// input rows are reduced into a line padded with -128 on both sides (the smallest int8, so a window over
+// the padding is the maximum of its inputs, as max_plane_s8's edge windows are), the line is split into
+// its even and odd bytes (64 bytes a step), and output j is the maximum of kw shifted loads, even[j + t/2]
+// or odd[j + (t - 1)/2] for tap t. Exact, as every max is; 32 outputs a step instead of one.
+struct Stride2Lines {
+  std::vector<int8_t> padded, even, odd;
+};
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_plane_s8_stride2(const PoolParams& p, const Shape& in,
+                                                                               const Shape& out, const int8_t* x,
+                                                                               int8_t* y, size_t pl, Stride2Lines& s) {
+  const size_t H = in[2], W = in[3], OH = out[2], OW = out[3], kw = p.kernel_w;
+  // Padded columns read: up to 2 (OW - 1) + kw - 1; the split reads whole 64-byte steps past that.
+  const size_t halves = OW + kw / 2 + 1, padded_len = 2 * ((halves + 31) / 32 * 32) + 64;
+  s.padded.assign(std::max(padded_len, size_t(p.pad_left) + W + 64), int8_t(-128));
+  s.even.resize(halves + 64), s.odd.resize(halves + 64);
+  int8_t* line = s.padded.data() + p.pad_left;
+  x += pl * H * W;
+  y += pl * OH * OW;
+  auto tail = [](size_t n) { return n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1; };
+  for (size_t oh = 0; oh < OH; ++oh) {
+    const int64_t h0 = int64_t(oh * p.stride_h) - p.pad_top;
+    const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
+    for (size_t w = 0; w < W; w += 64) {
+      const __mmask64 m = tail(W - w);
+      __m512i v = _mm512_set1_epi8(-128);
+      for (int64_t h = hb; h < he; ++h) v = _mm512_max_epi8(v, _mm512_maskz_loadu_epi8(m, x + h * W + w));
+      _mm512_mask_storeu_epi8(line + w, m, v);
+    }
+    for (size_t j = 0; j < halves; j += 32) {
+      const __m512i v = _mm512_loadu_si512(s.padded.data() + 2 * j);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.even.data() + j), _mm512_cvtepi16_epi8(v));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.odd.data() + j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+    }
+    int8_t* yrow = y + oh * OW;
+    for (size_t j = 0; j < OW; j += 32) {
+      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.even.data() + j));
+      for (size_t t = 1; t < kw; ++t)
+        v = _mm256_max_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>((t & 1 ? s.odd : s.even).data() + j + t / 2)));
+      _mm256_mask_storeu_epi8(yrow + j, __mmask32(tail(std::min<size_t>(32, OW - j))), v);
+    }
+  }
+}
+#endif
+
 class PoolKernel final : public OpKernel {
  public:
   PoolKernel(const Model& m, const Op& op, const PoolParams& p)
@@ -208,6 +255,14 @@ class PoolKernel final : public OpKernel {
       if (max8) line8.resize(in_[3]), windows8.resize(in_[3]);
       else if (dtype_ == DataType::kInt8) line.resize(in_[3]), windows.resize(in_[3]);
       for (size_t pl = b; pl < e; ++pl) {
+#ifdef SOFTDLA_X86
+        if (max8 && p_.stride_w == 2 && has_avx512(active_isa())) {
+          thread_local Stride2Lines lines;
+          max_plane_s8_stride2(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output),
+                               pl, lines);
+          continue;
+        }
+#endif
         if (max8)
           max_plane_s8(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), pl,
                        line8.data(), windows8.data());
