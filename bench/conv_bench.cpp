@@ -32,6 +32,7 @@ constexpr Layer kLayers[] = {
     {"res4_3x3s2_256", 256, 256, 28, 3, 2},
     {"stem_7x7s2_64", 3, 64, 224, 7, 2},
     {"res3_1x1s2_256to512", 256, 512, 56, 1, 2},
+    {"r18_1x1s2_64to128", 64, 128, 56, 1, 2},  // ResNet-18's first downsample
     {"res2_1x1_64to256", 64, 256, 56, 1, 1},
     {"res2_1x1_256to64", 256, 64, 56, 1, 1},
     // The bottleneck's last 1x1 convolutions with the residual add fused.

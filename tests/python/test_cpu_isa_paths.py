@@ -163,21 +163,30 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
     assert results["avx512vnni"] == results["avx2"]
 
 
+@pytest.mark.parametrize("post", ["bias_relu", "scale_prelu_clip"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
-def test_fully_connected_identical_on_every_float_path(dtype, tmp_path):
+def test_fully_connected_identical_on_every_float_path(dtype, post, tmp_path):
     """Fully connected layers take matrix-vector products on avx2 and up (gemv_f32.h) and the im2col GEMM
     on portable: one FMA per input channel in ascending order from zero on every path, so the same bits
-    (5 images: a group of three and one of two; 203 output channels: a partial block of 128)."""
+    (5 images: a group of three and one of two; 203 output channels: a partial block of 128). On AVX-512
+    the chain runs sixteen channels a vector (channel_lanes.h): the same bits for NaN and infinite inputs,
+    sums past the fp16 range and values at the clip bounds."""
     from sdla_testkit import formats as F
     from sdla_testkit import writer
     rng = np.random.default_rng(9)
     n, c, k = 5, 77, 203
     x = rng.standard_normal((n, c, 1, 1)).astype(dtype)
+    x[1, 3], x[2, 5], x[3, 0], x[4] = np.nan, np.inf, -np.inf, x[4] * 400  # image 4: sums past 65504
     wt = rng.standard_normal((k, c, 1, 1)).astype(dtype)
     g = writer.Graph()
     xi = g.input("x", x.shape, dtype)
     y = g.tensor("y", (n, k, 1, 1), dtype)
-    steps = [writer.sdp_step("bias", fvalues=rng.standard_normal(k).astype(np.float32)), writer.sdp_step("relu")]
+    if post == "bias_relu":
+        steps = [writer.sdp_step("bias", fvalues=rng.standard_normal(k).astype(np.float32)), writer.sdp_step("relu")]
+    else:
+        steps = [writer.sdp_step("scale", fvalues=rng.uniform(-2, 2, k).astype(np.float32)),
+                 writer.sdp_step("prelu", fvalues=rng.uniform(-1, 1, k).astype(np.float32)),
+                 writer.sdp_step("clip", lo=-3.0, hi=3.0)]
     g.op("Conv", [xi], y, g.conv_params(g.constant(wt, dtype), (1, 1), (0, 0, 0, 0), (1, 1), 1, writer.sdp(steps)))
     g.output(y, F.LINEAR)
     path = tmp_path / "fc.loadable"

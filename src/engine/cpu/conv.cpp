@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "channel_lanes.h"
 #include "conv_amx_f16.h"
 #include "conv_implicit.h"
 #include "conv_implicit_f32.h"
@@ -20,6 +21,7 @@
 #include "gemm_vnni.h"
 #include "gemv_f32.h"
 #include "gemv_s8_vnni.h"
+#include "half_convert_avx512.h"
 #include "half_convert.h"
 #include "int8_pack.h"
 #include "int8_requant.h"
@@ -206,6 +208,24 @@ void depthwise_s8(const ConvGeometry& g, const int8_t* x, const int32_t* w, int3
   depthwise_accumulate(g, x, w, acc);
 }
 
+#ifdef SOFTDLA_X86
+// count fp32 values, [images][channels], through the chain of `lanes` (value i is channel i % channels) and
+// stored as fp16 (halves) or fp32 at out.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void store_lanes_avx512(const ChannelLanes& lanes, const float* v,
+                                                                           size_t count, size_t channels, bool halves,
+                                                                           void* out) {
+  for (size_t i0 = 0; i0 < count; i0 += channels)
+    for (size_t k = 0; k < channels; k += ChannelLanes::kLanes) {
+      const size_t n = std::min(ChannelLanes::kLanes, channels - k);
+      const __mmask16 m = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+      __m512 x[1] = {_mm512_maskz_loadu_ps(m, v + i0 + k)};
+      apply_channel_lanes(lanes.kinds.data(), lanes.block(k / ChannelLanes::kLanes), lanes.n_steps, x);
+      if (halves) store_halves_avx512(x[0], static_cast<uint16_t*>(out) + i0 + k, m);
+      else _mm512_mask_storeu_ps(static_cast<float*>(out) + i0 + k, m, x[0]);
+    }
+}
+#endif
+
 class ConvKernel final : public OpKernel {
  public:
   ConvKernel(const Model& m, const Op& op, const ConvParams& p)
@@ -286,6 +306,10 @@ class ConvKernel final : public OpKernel {
       if (fully_connected && GemvF32::applies(active_isa())) {
         gemv_ = std::make_unique<GemvF32>(wf_.data(), g_.K, g_.C, dtype_ == DataType::kFloat16);
         wf_ = {};
+        // Its outputs are contiguous over the channels: the chain's channel steps sixteen channels a vector.
+        std::vector<ChannelStep> steps;
+        if (has_avx512(active_isa()) && chain_.channel_steps(g_.K, steps))
+          gemv_lanes_ = std::make_unique<ChannelLanes>(steps, g_.K);
       } else if (amx_f16) {
         amx_f16_ = std::make_unique<AmxConvF16>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
@@ -549,11 +573,22 @@ class ConvKernel final : public OpKernel {
     thread_local std::vector<float> sums;
     sums.resize(size_t(batch_) * g_.K);
     gemv_->run(io.inputs[0], dtype_ == DataType::kFloat16, batch_, sums.data(), pool);
+    if (gemv_lanes_ && !residual_f16_) return store_channel_lanes(io, sums.data());
     for (uint32_t n = 0; n < batch_; ++n)
       for (uint32_t k = 0; k < g_.K; ++k) {
         const size_t i = size_t(n) * g_.K + k;
         store_float(io, sums.data() + i, 1, n, k, i, 0);
       }
+  }
+
+  // A fully connected layer's sums [N][K] through the chain (gemv_lanes_), sixteen channels a vector, and
+  // stored in the op's type: per element, run_float then the fp16 store, as store_float gives them.
+  void store_channel_lanes(const OpIo& io, const float* sums) const {
+#ifdef SOFTDLA_X86
+    store_lanes_avx512(*gemv_lanes_, sums, size_t(batch_) * g_.K, g_.K, dtype_ == DataType::kFloat16, io.output);
+#else
+    (void)io, (void)sums;
+#endif
   }
 
   // An INT8 fully connected layer: every image's exact sums at once (gemv_s8_vnni.h), then each output
@@ -776,6 +811,7 @@ class ConvKernel final : public OpKernel {
   std::unique_ptr<ImplicitConvF32> implicit_f32_;  // FP16/FP32 on AVX-512 (any stride)
   std::unique_ptr<AmxConvF16> amx_f16_;            // FP16 (16 channels or more) on AMX-BF16
   std::unique_ptr<GemvF32> gemv_;                  // FP16/FP32 fully connected layers
+  std::unique_ptr<ChannelLanes> gemv_lanes_;       // their chain across channels (AVX-512, channel steps)
   std::unique_ptr<GemvS8Vnni> gemv8_;              // INT8 fully connected layers on AVX-512 VNNI
   std::unique_ptr<WinogradConvF16> winograd_;      // FP16 3x3 stride 1, Winograd F(2x2, 3x3)
   bool finite_weights_ = true;                     // float weights: none infinite or NaN

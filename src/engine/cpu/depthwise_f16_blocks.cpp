@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "half_convert_avx512.h"
-#include "sdp_lanes_avx512.h"
+#include "channel_lanes.h"
 #include "transpose_avx512.h"
 #include "x86_simd.h"
 
@@ -46,7 +46,6 @@ bool DepthwiseF16Blocks::applies(Isa isa) {
 DepthwiseF16Blocks::DepthwiseF16Blocks(const DepthwiseGeometry& g, uint32_t channels, const float* weights,
                                        const std::vector<ChannelStep>& steps)
     : g_(g), channels_(channels), blocks_((channels + kLanes - 1) / kLanes), taps_(size_t(g.R) * g.S) {
-  n_steps_ = channels ? steps.size() / channels : 0;
   // Every output column of the last whole group of 16 is computed (the extra ones are never stored), so
   // a ring row reaches the farthest tap of column ceil16(OW) - 1.
   const size_t last_column = (g.OW + kLanes - 1) / kLanes * kLanes - 1;
@@ -54,14 +53,7 @@ DepthwiseF16Blocks::DepthwiseF16Blocks(const DepthwiseGeometry& g, uint32_t chan
   weights_.assign(size_t(blocks_) * taps_ * kLanes, 0.f);
   for (uint32_t k = 0; k < channels; ++k)
     for (size_t t = 0; t < taps_; ++t) weights_[((k / kLanes) * taps_ + t) * kLanes + k % kLanes] = weights[k * taps_ + t];
-  for (size_t j = 0; j < n_steps_; ++j) kinds_.push_back(steps[j].kind);
-  operands_.assign(size_t(blocks_) * n_steps_ * 3 * kLanes, 0.f);
-  for (uint32_t k = 0; k < channels; ++k)
-    for (size_t j = 0; j < n_steps_; ++j) {
-      const ChannelStep& s = steps[k * n_steps_ + j];
-      float* o = operands_.data() + ((k / kLanes) * n_steps_ + j) * 3 * kLanes + k % kLanes;
-      o[0] = s.operand, o[kLanes] = s.lo, o[2 * kLanes] = s.hi;
-    }
+  lanes_ = ChannelLanes(steps, channels);
 }
 
 uint32_t DepthwiseF16Blocks::bands(uint32_t batch, size_t threads) const {
@@ -118,23 +110,7 @@ __attribute__((target("avx512f"), always_inline)) inline void eight_pixels(const
       for (size_t p = 0; p < kPixels; ++p) acc[p] = _mm512_fmadd_ps(_mm512_load_ps(x + p * step), wv, acc[p]);
     }
   }
-  for (size_t j = 0; j < n_steps; ++j) {
-    const float* o = ops + j * 3 * kLanes;
-    const __m512 k = _mm512_loadu_ps(o), lo = _mm512_loadu_ps(o + kLanes), hi = _mm512_loadu_ps(o + 2 * kLanes);
-    switch (kinds[j]) {
-#define SOFTDLA_DW_STEP(kind) \
-  case kind:                  \
-    for (size_t p = 0; p < kPixels; ++p) acc[p] = float_lanes(kind, acc[p], k, lo, hi); \
-    break;
-      SOFTDLA_DW_STEP(SdpKind::kBias)
-      SOFTDLA_DW_STEP(SdpKind::kScale)
-      SOFTDLA_DW_STEP(SdpKind::kPRelu)
-      SOFTDLA_DW_STEP(SdpKind::kRelu)
-      default:
-        for (size_t p = 0; p < kPixels; ++p) acc[p] = float_lanes(SdpKind::kClip, acc[p], k, lo, hi);
-#undef SOFTDLA_DW_STEP
-    }
-  }
+  apply_channel_lanes(kinds, ops, n_steps, acc);
   for (size_t p = 0; p < kPixels; ++p) _mm512_store_ps(stage[p], acc[p]);
 }
 
@@ -171,7 +147,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DepthwiseF16Blocks::ru
     const uint16_t* xb = x + (size_t(image) * channels_ + k0) * in_plane;
     uint16_t* yb = y + (size_t(image) * channels_ + k0) * out_plane;
     const float* w = weights_.data() + size_t(block) * taps_ * kLanes;
-    const float* ops = operands_.data() + size_t(block) * n_steps_ * 3 * kLanes;
+    const float* ops = lanes_.block(block);
     // The ring rows' padding columns are zeros: another layer may have used the scratch with other widths.
     scratch.slot_row.assign(span, -1);
     for (size_t i = 0; i < span; ++i) {
@@ -195,8 +171,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DepthwiseF16Blocks::ru
         rows[r] = row;
       }
       for (size_t ow = 0; ow < g.OW; ow += kLanes) {
-        eight_pixels(g, rows.data(), ow, w, kinds_.data(), ops, n_steps_, scratch.stage);
-        if (ow + kPixels < g.OW) eight_pixels(g, rows.data(), ow + kPixels, w, kinds_.data(), ops, n_steps_, scratch.stage + kPixels);
+        eight_pixels(g, rows.data(), ow, w, lanes_.kinds.data(), ops, lanes_.n_steps, scratch.stage);
+        if (ow + kPixels < g.OW) eight_pixels(g, rows.data(), ow + kPixels, w, lanes_.kinds.data(), ops, lanes_.n_steps, scratch.stage + kPixels);
         store_pixels(scratch.stage, std::min<size_t>(kLanes, g.OW - ow), valid, yb + size_t(oh) * g.OW + ow, out_plane);
       }
     }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "channel_lanes.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
 #include "sdp_chain.h"
@@ -46,10 +47,9 @@ class DepthwiseF16Blocks {
   uint32_t bands(uint32_t batch, size_t threads) const;
   DepthwiseGeometry g_;
   uint32_t channels_, blocks_;
-  size_t taps_, n_steps_, padded_width_;  // padded_width_: columns of a ring row
-  std::vector<float> weights_;            // [block][tap][16]
-  std::vector<SdpKind> kinds_;            // [step]
-  std::vector<float> operands_;           // [block][step][operand, lo, hi][16]
+  size_t taps_, padded_width_;  // padded_width_: columns of a ring row
+  std::vector<float> weights_;  // [block][tap][16]
+  ChannelLanes lanes_;          // the chain's steps, sixteen channels a vector
 };
 
 }  // namespace softdla::cpu
