@@ -597,6 +597,12 @@ class ConvKernel final : public OpKernel {
     thread_local std::vector<int32_t> sums;
     sums.resize(size_t(batch_) * g_.K);
     gemv8_->run(static_cast<const int8_t*>(io.inputs[0]), batch_, sums.data(), pool);
+    if (windows_ && !residual_) {  // an image's outputs are its channels in a row, each with its window
+      for (uint32_t n = 0; n < batch_; ++n)
+        requantize_windows(sums.data() + size_t(n) * g_.K, windows_->data(),
+                           static_cast<int8_t*>(io.output) + size_t(n) * g_.K, g_.K);
+      return;
+    }
     for (uint32_t n = 0; n < batch_; ++n)
       for (uint32_t k = 0; k < g_.K; ++k) {
         const size_t i = size_t(n) * g_.K + k;

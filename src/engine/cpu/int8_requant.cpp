@@ -178,6 +178,10 @@ void requantize_window(Isa isa, const int32_t* acc, const num::RequantWindow& w,
   requantize_portable(acc, w, out, count);
 }
 
+void requantize_windows(const int32_t* acc, const num::RequantWindow* windows, int8_t* out, size_t count) {
+  for (size_t i = 0; i < count; ++i) out[i] = sat8_32(window_value(acc[i], windows[i]));
+}
+
 void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w, int8_t* out, size_t count) {
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return requantize_s8_avx512(x, w, out, count);

@@ -63,6 +63,10 @@ struct Int8Output {
 // out[i] = sat8(requant_window_value(acc[i], w)) (the non-negative form when w has the flag).
 void requantize_window(Isa isa, const int32_t* acc, const num::RequantWindow& w, int8_t* out, size_t count);
 
+// out[i] = sat8(requant_window_value(acc[i], windows[i])): each value with its own window (a fully
+// connected layer's outputs, one per channel), the per-element form of every path.
+void requantize_windows(const int32_t* acc, const num::RequantWindow* windows, int8_t* out, size_t count);
+
 // The same from int8 values (a standalone SDP op of the form [Bias] [ReLU | Clip] requantize).
 void requantize_window_s8(Isa isa, const int8_t* x, const num::RequantWindow& w, int8_t* out, size_t count);
 
