@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gemv_units.h"
 #include "half_convert.h"
 #include "numerics.h"
 #include "x86_simd.h"
@@ -119,19 +120,12 @@ void GemvF32::run(const void* x, bool halves, size_t images, float* y, ThreadPoo
   else std::memcpy(xs.data(), x, images * c_ * sizeof(float));
   ys.resize(images * kp_);
   const bool avx512 = has_avx512(active_isa());
-  const size_t blocks = kp_ / kBlock, groups = (images + kImages - 1) / kImages;
-  const float* xp = xs.data();
   float* yp = ys.data();
-  pool.parallel_for(blocks * groups, [&](size_t b, size_t e) {
-    for (size_t u = b; u < e; ++u) {
-      const size_t kb = (u % blocks) * kBlock, n0 = (u / blocks) * kImages, count = std::min(kImages, images - n0);
-      const float* xi[kImages];
-      float* yi[kImages];
-      for (size_t i = 0; i < count; ++i) xi[i] = xp + (n0 + i) * c_, yi[i] = yp + (n0 + i) * kp_;
-      if (!wh_.empty()) block_images(count, avx512, wh_.data(), kp_, c_, xi, kb, yi);
-      else block_images(count, avx512, wt_.data(), kp_, c_, xi, kb, yi);
-    }
-  }, ThreadPool::min_items(c_ * kBlock));
+  run_gemv_units<kBlock, kImages>(pool, kp_, images, xs.data(), c_, yp, ThreadPool::min_items(c_ * kBlock),
+                                  [&](size_t count, const float* const* xi, size_t kb, float* const* yi) {
+                                    if (!wh_.empty()) block_images(count, avx512, wh_.data(), kp_, c_, xi, kb, yi);
+                                    else block_images(count, avx512, wt_.data(), kp_, c_, xi, kb, yi);
+                                  });
   for (size_t n = 0; n < images; ++n) std::copy_n(yp + n * kp_, k_, y + n * k_);
 #else
   (void)x, (void)halves, (void)images, (void)y, (void)pool;

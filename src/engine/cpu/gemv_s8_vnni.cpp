@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gemm_vnni.h"
+#include "gemv_units.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -84,18 +85,11 @@ void GemvS8Vnni::run(const int8_t* x, size_t images, int32_t* sums, ThreadPool& 
     for (size_t ch = 0; ch < c_; ++ch) bytes[ch] = uint8_t(x[n * c_ + ch]) ^ 0x80;
   }
   ys.resize(images * kp_);
-  const size_t blocks = kp_ / kBlock, groups = (images + kImages - 1) / kImages;
-  const uint32_t* xp = xs.data();
   int32_t* yp = ys.data();
-  pool.parallel_for(blocks * groups, [&](size_t b, size_t e) {
-    for (size_t u = b; u < e; ++u) {
-      const size_t kb = (u % blocks) * kBlock, n0 = (u / blocks) * kImages, count = std::min(kImages, images - n0);
-      const uint32_t* xi[kImages];
-      int32_t* yi[kImages];
-      for (size_t i = 0; i < count; ++i) xi[i] = xp + (n0 + i) * quads_, yi[i] = yp + (n0 + i) * kp_;
-      block_images(count, w_.data(), kp_, quads_, start_.data(), xi, kb, yi);
-    }
-  }, ThreadPool::min_items(quads_ * kBlock));
+  run_gemv_units<kBlock, kImages>(pool, kp_, images, xs.data(), quads_, yp, ThreadPool::min_items(quads_ * kBlock),
+                                  [&](size_t count, const uint32_t* const* xi, size_t kb, int32_t* const* yi) {
+                                    block_images(count, w_.data(), kp_, quads_, start_.data(), xi, kb, yi);
+                                  });
   for (size_t n = 0; n < images; ++n) std::copy_n(yp + n * kp_, k_, sums + n * k_);
 #else
   (void)x, (void)images, (void)sums, (void)pool;
