@@ -47,19 +47,7 @@ __attribute__((target("avx512f"), always_inline)) inline void apply_channel_lane
   for (size_t j = 0; j < n_steps; ++j) {
     const float* o = ops + j * 3 * L;
     const __m512 k = _mm512_loadu_ps(o), lo = _mm512_loadu_ps(o + L), hi = _mm512_loadu_ps(o + 2 * L);
-    switch (kinds[j]) {
-#define SOFTDLA_LANES_STEP(kind) \
-  case kind:                     \
-    for (size_t v = 0; v < V; ++v) x[v] = float_lanes(kind, x[v], k, lo, hi); \
-    break;
-      SOFTDLA_LANES_STEP(SdpKind::kBias)
-      SOFTDLA_LANES_STEP(SdpKind::kScale)
-      SOFTDLA_LANES_STEP(SdpKind::kPRelu)
-      SOFTDLA_LANES_STEP(SdpKind::kRelu)
-      default:
-        for (size_t v = 0; v < V; ++v) x[v] = float_lanes(SdpKind::kClip, x[v], k, lo, hi);
-#undef SOFTDLA_LANES_STEP
-    }
+    step_lanes(kinds[j], k, lo, hi, x);
   }
 }
 #endif

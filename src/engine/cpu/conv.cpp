@@ -238,6 +238,9 @@ class ConvKernel final : public OpKernel {
     batch_ = x[0];
     const size_t count = w.data.size() / element_size(w.dtype);
     depthwise_ = g_.Cg == 1;
+    // A fully connected layer (a 1x1 convolution over a 1x1 input) runs as matrix-vector products.
+    const bool fully_connected = p.groups == 1 && g_.R == 1 && g_.S == 1 && g_.H == 1 && g_.W == 1 && g_.OH == 1 &&
+                                 g_.OW == 1;
     if (dtype_ == DataType::kInt8) {
       const auto* raw = reinterpret_cast<const int8_t*>(w.data.data());
       vnni_ = !depthwise_ && g_.kdim() <= kVnniMaxK && active_isa() >= Isa::kAvxVnni;
@@ -255,9 +258,6 @@ class ConvKernel final : public OpKernel {
       // On plain AVX2 (no VNNI of any width) the implicit GEMM's int16 pairs take the 1x1 convolutions
       // too: the alternative is the im2col GEMM with 64-bit sums and the step-by-step chain.
       const bool pairs_pointwise = isa == Isa::kAvx2 && p.groups == 1;
-      // A fully connected layer (a 1x1 convolution over a 1x1 input): matrix-vector products on VNNI.
-      const bool fully_connected = p.groups == 1 && g_.R == 1 && g_.S == 1 && g_.H == 1 && g_.W == 1 &&
-                                   g_.OH == 1 && g_.OW == 1;
       if (fully_connected && !depthwise_ && GemvS8Vnni::applies(isa, g_.C))
         gemv8_ = std::make_unique<GemvS8Vnni>(raw, g_.K, g_.C);
       else if (!depthwise_ && !strided_pointwise && g_.kdim() <= kVnniMaxK && isa >= Isa::kAvx2 &&
@@ -287,11 +287,12 @@ class ConvKernel final : public OpKernel {
         }
       }
       finite_weights_ = std::all_of(wf_.begin(), wf_.end(), [](float v) { return std::isfinite(v); });
-      // A fully connected layer (a 1x1 convolution over a 1x1 input): matrix-vector products. Otherwise
-      // FP16 on AMX machines: the AMX-BF16 implicit GEMM (any stride); on AVX-512: the FMA one (stride 1,
-      // or a strided k x k kernel). Each keeps its own copy of the weights.
-      const bool fully_connected = p.groups == 1 && g_.R == 1 && g_.S == 1 && g_.H == 1 && g_.W == 1 && g_.OH == 1 &&
-                                   g_.OW == 1;
+      // The chain as channel steps, for the AVX-512 kernels that run it themselves.
+      std::vector<ChannelStep> steps;
+      const bool channel_chain = has_avx512(active_isa()) && chain_.channel_steps(g_.K, steps);
+      // A fully connected layer: matrix-vector products. Otherwise FP16 on AMX machines: the AMX-BF16
+      // implicit GEMM (any stride); on AVX-512: the FMA one (stride 1, or a strided k x k kernel). Each keeps
+      // its own copy of the weights.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R,  g_.S,  g_.OH, g_.OW,
                                          g_.dh, g_.dw, g_.pt, g_.pl, g_.sh, g_.sw};
       // FP16 3x3 convolutions of stride 1: Winograd F(2x2, 3x3) where the layer is large enough (not on
@@ -307,9 +308,7 @@ class ConvKernel final : public OpKernel {
         gemv_ = std::make_unique<GemvF32>(wf_.data(), g_.K, g_.C, dtype_ == DataType::kFloat16);
         wf_ = {};
         // Its outputs are contiguous over the channels: the chain's channel steps sixteen channels a vector.
-        std::vector<ChannelStep> steps;
-        if (has_avx512(active_isa()) && chain_.channel_steps(g_.K, steps))
-          gemv_lanes_ = std::make_unique<ChannelLanes>(steps, g_.K);
+        if (channel_chain) gemv_lanes_ = std::make_unique<ChannelLanes>(steps, g_.K);
       } else if (amx_f16) {
         amx_f16_ = std::make_unique<AmxConvF16>(
             ImplicitGeometry{g_.C, g_.H, g_.W, g_.K, g_.R, g_.S, g_.OH, g_.OW, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl},
@@ -324,15 +323,14 @@ class ConvKernel final : public OpKernel {
       }
       // FP16 depthwise (one output channel per input channel) sixteen channels at a time on AVX-512, its
       // chain and store fused, where the chain is channel steps.
-      std::vector<ChannelStep> dw_steps;
-      if (depthwise_ && g_.Kg == 1 && dtype_ == DataType::kFloat16 && finite_weights_ &&
-          DepthwiseF16Blocks::applies(active_isa()) && chain_.channel_steps(g_.K, dw_steps))
+      if (depthwise_ && g_.Kg == 1 && dtype_ == DataType::kFloat16 && finite_weights_ && channel_chain &&
+          DepthwiseF16Blocks::applies(active_isa()))
         dw_f16_ = std::make_unique<DepthwiseF16Blocks>(
             DepthwiseGeometry{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl}, g_.K,
-            wf_.data(), dw_steps);
+            wf_.data(), steps);
       // The AVX-512 FP16 kernels store their results themselves where the chain is channel steps.
-      if ((implicit_f32_ || winograd_) && dtype_ == DataType::kFloat16 && has_avx512(active_isa()))
-        half_direct_ = chain_.channel_steps(g_.K, half_steps_);
+      if ((implicit_f32_ || winograd_) && dtype_ == DataType::kFloat16 && channel_chain)
+        half_direct_ = true, half_steps_ = std::move(steps);
     }
   }
 
@@ -365,7 +363,7 @@ class ConvKernel final : public OpKernel {
 
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t kdim = g_.kdim(), ohw = size_t(g_.OH) * g_.OW;
-    if (depthwise_ && dw_f16_ && !residual_f16_) {
+    if (dw_f16_ && !residual_f16_) {
       const size_t units = dw_f16_->units(batch_, pool.size());
       const auto* x = static_cast<const uint16_t*>(io.inputs[0]);
       auto* y = static_cast<uint16_t*>(io.output);

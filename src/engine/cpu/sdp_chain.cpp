@@ -141,19 +141,7 @@ __attribute__((target("avx512f"), always_inline)) inline void apply_steps(const 
   for (size_t j = 0; j < n; ++j) {
     const __m512 k = _mm512_set1_ps(steps[j].operand), vlo = _mm512_set1_ps(steps[j].lo),
                  vhi = _mm512_set1_ps(steps[j].hi);
-    switch (steps[j].kind) {
-#define SOFTDLA_STEP_CASE(kind)                                                        \
-  case kind:                                                                           \
-    for (size_t v = 0; v < V; ++v) x[v] = float_lanes(kind, x[v], k, vlo, vhi);        \
-    break;
-      SOFTDLA_STEP_CASE(SdpKind::kBias)
-      SOFTDLA_STEP_CASE(SdpKind::kScale)
-      SOFTDLA_STEP_CASE(SdpKind::kPRelu)
-      SOFTDLA_STEP_CASE(SdpKind::kRelu)
-      default:
-        for (size_t v = 0; v < V; ++v) x[v] = float_lanes(SdpKind::kClip, x[v], k, vlo, vhi);
-#undef SOFTDLA_STEP_CASE
-    }
+    step_lanes(steps[j].kind, k, vlo, vhi, x);
   }
 }
 

@@ -5,6 +5,8 @@
 // one channel's value broadcast (a row of one channel), or sixteen channels' values (a pixel of sixteen
 // channels, depthwise_f16_blocks.h).
 #pragma once
+#include <cstddef>
+
 #include "model.h"
 #include "x86_simd.h"
 
@@ -24,6 +26,25 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 float_lanes(SdpK
     case SdpKind::kPRelu: return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, k);
     case SdpKind::kRelu: return _mm512_add_ps(_mm512_max_ps(zero, x), zero);  // x > 0 ? x : +0, NaN stays
     default: return _mm512_min_ps(vhi, _mm512_max_ps(vlo, x));                 // x < lo ? lo : (hi < x ? hi : x)
+  }
+}
+
+// One step of kind `kind` (operands k, lo, hi) on x[0 .. V): the kind dispatched once for all V.
+template <size_t V>
+__attribute__((target("avx512f"), always_inline)) inline void step_lanes(SdpKind kind, __m512 k, __m512 lo, __m512 hi,
+                                                                       __m512 (&x)[V]) {
+  switch (kind) {
+#define SOFTDLA_STEP_CASE(kind)                                                   \
+  case kind:                                                                      \
+    for (size_t v = 0; v < V; ++v) x[v] = float_lanes(kind, x[v], k, lo, hi);   \
+    break;
+    SOFTDLA_STEP_CASE(SdpKind::kBias)
+    SOFTDLA_STEP_CASE(SdpKind::kScale)
+    SOFTDLA_STEP_CASE(SdpKind::kPRelu)
+    SOFTDLA_STEP_CASE(SdpKind::kRelu)
+    default:
+      for (size_t v = 0; v < V; ++v) x[v] = float_lanes(SdpKind::kClip, x[v], k, lo, hi);
+#undef SOFTDLA_STEP_CASE
   }
 }
 #endif
