@@ -335,7 +335,8 @@ def test_conv_int8_io_formats(x_fmt, y_fmt):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
-# FP16 convolutions of the AMX-BF16 kernel's shapes (conv_amx_f16.h, 16 channels or more; on other
+# FP16 convolutions of the AMX-BF16 kernel's shapes (conv_amx_f16.h, 16 channels or more, where its rule or
+# SOFTDLA_AMX_F16=all, which test_cpu_isa_paths.py sets, gives them to it; on other
 # paths and below 16 channels the FMA kernels): channel counts past and below whole 16-channel blocks,
 # output channels past whole 32-row blocks, grids past whole 32-pixel blocks, dilation, asymmetric
 # padding, 1x1 to 7x1 kernels; and strides 2 to 4, which read the stride phases of the input.

@@ -63,6 +63,16 @@ def test_conv_suite_on_each_path(isa):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
+def test_conv_suite_with_every_fp16_convolution_on_amx_tiles():
+    """SOFTDLA_AMX_F16=all: the AMX-BF16 kernel takes every FP16 convolution it can (the default rule
+    leaves short reductions to the FMA kernels, conv_amx_f16.h), so the suite's odd shapes reach it."""
+    _skip_unless_runs("amx")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-k", "fp16",
+                        os.path.join(HERE, "test_conv.py")], env={**_env("amx"), "SOFTDLA_AMX_F16": "all"},
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
 RUN_RAW = """
 import sys, numpy as np
 from sdla_testkit.engine import Engine

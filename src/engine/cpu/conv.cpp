@@ -295,13 +295,14 @@ class ConvKernel final : public OpKernel {
       // its own copy of the weights.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R,  g_.S,  g_.OH, g_.OW,
                                          g_.dh, g_.dw, g_.pt, g_.pl, g_.sh, g_.sw};
-      // FP16 3x3 convolutions of stride 1: Winograd F(2x2, 3x3) where the layer is large enough (not on
-      // AMX machines, whose BF16 tiles are faster still). The direct kernel chosen below stays, for
+      // FP16 3x3 convolutions of stride 1: Winograd F(2x2, 3x3) where the layer is large enough and the
+      // AMX-BF16 tiles (on AMX machines) would not be faster. The direct kernel chosen below stays, for
       // inputs holding an infinity or NaN.
-      const bool amx_f16 = !depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ &&
-                           AmxConvF16::applies(p.groups, g_.C);
-      if (!depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_ && !amx_f16 &&
-          WinogradConvF16::applies(g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, p.groups, g_.OH, g_.OW))
+      const bool dense_f16 = !depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_;
+      const bool winograd_fits =
+          dense_f16 && WinogradConvF16::applies(g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, p.groups, g_.OH, g_.OW);
+      const bool amx_f16 = dense_f16 && AmxConvF16::applies(p.groups, g_.C, g_.R * g_.S, winograd_fits);
+      if (winograd_fits && !amx_f16)
         winograd_ = std::make_unique<WinogradConvF16>(
             WinogradGeometry{g_.C, g_.H, g_.W, g_.K, g_.OH, g_.OW, g_.pt, g_.pl}, wf_.data());
       if (fully_connected && GemvF32::applies(active_isa())) {

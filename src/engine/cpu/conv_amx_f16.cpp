@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -9,6 +10,7 @@
 #include "cpu_isa.h"
 #include "half_convert_avx512.h"
 #include "implicit_grid.h"
+#include "log.h"
 #include "numerics.h"
 #include "x86_simd.h"
 
@@ -115,10 +117,43 @@ __attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, co
 
 }  // namespace
 
-bool AmxConvF16::applies(uint32_t groups, uint32_t channels) {
+namespace {
+
+// SOFTDLA_AMX_F16: auto (the measured rule below), all (every convolution the tiles can take: the tests
+// use it to run odd shapes on them) or 0 (none).
+enum class AmxF16Choice { kAuto, kAll, kNone };
+AmxF16Choice amx_f16_choice() {
+  static const AmxF16Choice choice = [] {
+    const char* env = std::getenv("SOFTDLA_AMX_F16");
+    if (!env || !*env || std::strcmp(env, "auto") == 0) return AmxF16Choice::kAuto;
+    if (std::strcmp(env, "all") == 0) return AmxF16Choice::kAll;
+    if (std::strcmp(env, "0") == 0) return AmxF16Choice::kNone;
+    log(LogLevel::kWarn, "SOFTDLA_AMX_F16=", env, " is not one of auto, all, 0; using auto");
+    return AmxF16Choice::kAuto;
+  }();
+  return choice;
+}
+
+}  // namespace
+
+bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t taps, bool winograd_alternative) {
   // Below 16 channels most of each 16-channel tile step would be padding: the FMA kernels stay faster
   // (an im2col form over the receptive fields measured no faster on ResNet's RGB first layer either).
-  return groups == 1 && channels >= kTile && cpu_has_amx_bf16() && active_isa() == Isa::kAmx;
+  if (groups != 1 || channels < kTile || !cpu_has_amx_bf16() || active_isa() != Isa::kAmx) return false;
+  switch (amx_f16_choice()) {
+    case AmxF16Choice::kAll: return true;
+    case AmxF16Choice::kNone: return false;
+    case AmxF16Choice::kAuto: break;
+  }
+  // Each fp16 product costs the tiles four bf16 ones, and each output a tile store, the epilogue and
+  // its input's split into hi/lo pairs (four dwords per fp16 value). Measured on a 2-core Xeon with
+  // AMX (docs/PERFORMANCE.md, tenth CPU session), layer by layer against the AVX-512 FMA kernels: the
+  // tiles lose on short reductions (1x1 with 16 to 160 channels: up to 2.3x slower) and win from 256
+  // products per output (1x1 from 256 channels, k x k from 32 or so); against Winograd F(2x2, 3x3),
+  // which needs 2.25x fewer products, they win only from 128 channels (64: 1.1-1.4x slower).
+  const size_t products = size_t(channels) * taps;
+  if (winograd_alternative) return channels >= 128;
+  return products >= 256;
 }
 
 AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) {
@@ -168,6 +203,9 @@ void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb)
     if (m == 0) continue;
 #ifdef SOFTDLA_X86
     split_halves_avx512(x + c * grid_ + p0, hi, lo, m);
+    // The next block's 32 halves of this channel (one cache line): a block reads one line from each of
+    // C planes, too many streams for the hardware prefetchers once the input is out of cache.
+    if (p0 + kUnitPixels < grid_) _mm_prefetch(reinterpret_cast<const char*>(x + c * grid_ + p0 + kUnitPixels), _MM_HINT_T0);
 #else
     split_halves(x + c * grid_ + p0, hi, lo, m);
 #endif
