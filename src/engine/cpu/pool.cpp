@@ -152,6 +152,27 @@ __attribute__((target("avx512f,avx512dq"))) void windows_avx512(const float* acc
     _mm512_mask_storeu_ps(win + w, m, v);
   }
 }
+// o[j] = the window of kw values at 2 j of the padded line (len values, a multiple of 32), for j < OW
+// (o holds whole 16-value steps), NaN made canonical: the line split into its even and odd values,
+// then each output the zmax of kw shifted loads, even[j + t/2] or odd[j + (t - 1)/2] for tap t, in
+// the taps' order (as windows_avx512).
+__attribute__((target("avx512f,avx512dq"))) void stride2_windows_avx512(const float* padded, size_t len, float* even,
+                                                                        float* odd, size_t OW, size_t kw, float* o) {
+  const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
+  for (size_t j = 0; j < len / 2; j += 16) {
+    const __m512 a = _mm512_loadu_ps(padded + 2 * j), b = _mm512_loadu_ps(padded + 2 * j + 16);
+    _mm512_storeu_ps(even + j, _mm512_permutex2var_ps(a, even_idx, b));
+    _mm512_storeu_ps(odd + j, _mm512_permutex2var_ps(a, odd_idx, b));
+  }
+  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  for (size_t j = 0; j < OW; j += 16) {
+    __m512 v = _mm512_loadu_ps(even + j);
+    for (size_t t = 1; t < kw; ++t) v = zmax(v, _mm512_loadu_ps((t & 1 ? odd : even) + j + t / 2));
+    _mm512_storeu_ps(o + j, _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan));
+  }
+}
+
 // A global average (the window is the whole plane, one output) of up to 16 planes [p0, p0 + planes) at
 // once, one plane per lane: 16 values of each plane transposed into 16 vectors of one value per plane,
 // added in the plane's order, so each lane is plane()'s sum exactly; then the same division, and a
@@ -369,36 +390,36 @@ class PoolKernel final : public OpKernel {
   }
 
   // max_plane on AVX-512: the same values (NaN made canonical at the end), vectorised passes, and each
-  // output row converted to the storage type in bulk.
+  // output row converted to the storage type in bulk. The window rows are reduced into a line padded
+  // with -inf on both sides (zmax(-inf, v) is v, NaN included, so a window over the padding is the
+  // maximum of its inputs, as max_plane's); the windows are then read at the stride: of stride 2 from
+  // the line's even and odd values (16 outputs a step), of other strides from every window position.
   template <class T>
   void max_plane_avx512(const T* x, T* y, size_t pl) const {
 #ifdef SOFTDLA_X86
-    const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3], kw = p_.kernel_w;
-    const size_t inside = W >= kw ? W - kw + 1 : 0;
+    const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3], kw = p_.kernel_w, sw = p_.stride_w;
+    const size_t reach = (OW - 1) * sw + kw;  // padded positions the windows read
+    const size_t len = (std::max(reach, p_.pad_left + W) + 31) / 32 * 32 + 64;  // whole 32-value steps, and the taps past the last
     x += pl * H * W;
     y += pl * OH * OW;
-    thread_local std::vector<float> line, windows, outs;
-    line.resize(W), windows.resize(W), outs.resize(OW);
-    float *__restrict acc = line.data(), *__restrict win = windows.data(), *__restrict o = outs.data();
+    thread_local std::vector<float> line, even, odd, windows, outs;
+    line.resize(len), outs.resize(OW + 16);
+    float *__restrict padded = line.data(), *__restrict acc = padded + p_.pad_left, *__restrict o = outs.data();
+    if (sw == 2) even.resize(len / 2), odd.resize(len / 2);
+    else windows.resize(reach + 16);
     for (size_t oh = 0; oh < OH; ++oh) {
       const int64_t h0 = int64_t(oh * p_.stride_h) - p_.pad_top;
       const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p_.kernel_h, H);
-      std::fill_n(acc, W, -std::numeric_limits<float>::infinity());
+      std::fill_n(padded, len, -std::numeric_limits<float>::infinity());
       for (int64_t h = hb; h < he; ++h) max_into_avx512(acc, x + h * W, W);
-      windows_avx512(acc, win, inside, kw);
-      for (size_t ow = 0; ow < OW; ++ow) {
-        const int64_t w0 = int64_t(ow * p_.stride_w) - p_.pad_left;
-        float v;
-        if (w0 >= 0 && size_t(w0) < inside) {
-          v = win[w0];
-        } else {  // a window over the padding: its own reduction, NaN tracked apart
-          const int64_t wb = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p_.kernel_w, W);
-          v = -std::numeric_limits<float>::infinity();
-          bool is_nan = false;
-          for (int64_t w = wb; w < we; ++w) v = zero_aware_max(v, acc[w]), is_nan |= acc[w] != acc[w];
-          if (is_nan) v = std::numeric_limits<float>::quiet_NaN();
+      if (sw == 2) {
+        stride2_windows_avx512(padded, len, even.data(), odd.data(), OW, kw, o);
+      } else {
+        windows_avx512(padded, windows.data(), (OW - 1) * sw + 1, kw);
+        for (size_t ow = 0; ow < OW; ++ow) {
+          const float v = windows[ow * sw];
+          o[ow] = v != v ? std::numeric_limits<float>::quiet_NaN() : v;
         }
-        o[ow] = v != v ? std::numeric_limits<float>::quiet_NaN() : v;
       }
       if constexpr (std::is_same_v<T, uint16_t>) floats_to_halves(o, y + oh * OW, OW);
       else std::copy_n(o, OW, y + oh * OW);
