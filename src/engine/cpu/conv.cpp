@@ -330,7 +330,7 @@ class ConvKernel final : public OpKernel {
             DepthwiseGeometry{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl}, g_.K,
             wf_.data(), steps);
       // The AVX-512 FP16 kernels store their results themselves where the chain is channel steps.
-      if ((implicit_f32_ || winograd_) && dtype_ == DataType::kFloat16 && channel_chain)
+      if ((implicit_f32_ || winograd_ || amx_f16_) && dtype_ == DataType::kFloat16 && channel_chain)
         half_direct_ = true, half_steps_ = std::move(steps);
     }
   }
@@ -613,7 +613,9 @@ class ConvKernel final : public OpKernel {
   // run_implicit_f32 does.
   void run_amx_f16(const OpIo& io, ThreadPool& pool) const {
     const size_t in_image = size_t(g_.C) * g_.H * g_.W;
-    amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool, float_runs(io));
+    const std::optional<HalfOutput> direct = half_output(io);
+    amx_f16_->run(static_cast<const uint16_t*>(io.inputs[0]), batch_, in_image, pool, float_runs(io),
+                  direct ? &*direct : nullptr);
   }
 
   // run_unit's INT8 path on vpdpbusd: the input rows offset to unsigned bytes, packed in quads, the

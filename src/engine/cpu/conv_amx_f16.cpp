@@ -249,7 +249,8 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1)
 }
 
 // One unit: `input` is the planes, or (blocked) the unit's pixel block.
-void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const {
+void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
+                      const HalfOutput* direct) const {
 #ifdef SOFTDLA_X86
   alignas(64) float sums[kUnitRows][kUnitPixels];
   const size_t taps = tap_offsets_.size();
@@ -258,15 +259,20 @@ void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix
   unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, bt, tap_offsets_.data(), taps,
            c_blocks_, sums);
   const size_t rows = std::min<size_t>(kUnitRows, g_.K - row0), pixels = std::min(kUnitPixels, grid_ - pix0);
+  if (direct) {
+    GridRun runs[kUnitPixels];
+    const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
+    return emit_runs_f16<kUnitRows, kUnitPixels>(&sums[0][0], rows, row0, pixels, runs, n_runs, *direct, n);
+  }
   emit_grid_runs(&sums[0][0], kUnitPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });
 #else
-  (void)input, (void)n, (void)row0, (void)pix0, (void)epilogue;
+  (void)input, (void)n, (void)row0, (void)pix0, (void)epilogue, (void)direct;
 #endif
 }
 
 void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool,
-                     const Epilogue& epilogue) const {
+                     const Epilogue& epilogue, const HalfOutput* direct) const {
   const size_t pixel_blocks = (grid_ + kUnitPixels - 1) / kUnitPixels;
   const size_t columns = images * pixel_blocks;  // every image's pixel blocks
   const size_t block_dwords = c_blocks_ * kBlockDwords;  // a blocked pixel block, every channel
@@ -285,7 +291,7 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
       for (size_t u = b; u < e; ++u) {
         const size_t c = u % columns;
         unit(data + c * block_dwords, uint32_t(c / pixel_blocks), (u / columns) * kUnitRows,
-             (c % pixel_blocks) * kUnitPixels, epilogue);
+             (c % pixel_blocks) * kUnitPixels, epilogue, direct);
       }
     });
     return;
@@ -300,7 +306,8 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
       for (size_t c = b; c < e; ++c) {
         const size_t n = c / pixel_blocks, pb = c % pixel_blocks;
         pack_pixel_block(x + n * image_stride, block.data(), pb);
-        for (size_t rb = 0; rb < row_blocks_; ++rb) unit(block.data(), uint32_t(n), rb * kUnitRows, pb * kUnitPixels, epilogue);
+        for (size_t rb = 0; rb < row_blocks_; ++rb)
+          unit(block.data(), uint32_t(n), rb * kUnitRows, pb * kUnitPixels, epilogue, direct);
       }
     });
     return;
@@ -319,7 +326,7 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
     const TileScope tiles;
     for (size_t u = b; u < e; ++u) {
       const size_t rb = u % row_blocks_, c = u / row_blocks_, n = c / pixel_blocks;
-      unit(data + n * image_dwords, uint32_t(n), rb * kUnitRows, (c % pixel_blocks) * kUnitPixels, epilogue);
+      unit(data + n * image_dwords, uint32_t(n), rb * kUnitRows, (c % pixel_blocks) * kUnitPixels, epilogue, direct);
     }
   });
 }

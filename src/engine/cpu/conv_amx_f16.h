@@ -25,6 +25,7 @@
 
 #include "conv_implicit.h"
 #include "conv_implicit_f32.h"
+#include "half_output.h"
 #include "thread_pool.h"
 
 namespace softdla::cpu {
@@ -45,12 +46,17 @@ class AmxConvF16 {
   using Epilogue = std::function<void(uint32_t n, uint32_t k, size_t hw0, float* sums, size_t count)>;
   // `images` images, image n's [C][H][W] input (fp16 bits) at x + n * image_stride, in one pass: the
   // work units take every image's pixel blocks.
-  void run(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool, const Epilogue& epilogue) const;
+  // With `direct` (an FP16 chain of channel steps on AVX-512), each unit's sums go through the steps and
+  // are stored as fp16 by the unit itself (half_output.h), as the FMA kernels' blocks do; the epilogue is
+  // then not called.
+  void run(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool, const Epilogue& epilogue,
+           const HalfOutput* direct = nullptr) const;
 
  private:
   void pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const;
   void pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const;
-  void unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue) const;
+  void unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
+            const HalfOutput* direct) const;
 
   size_t lo_offset() const { return used_phases_.size() * phase_dwords_; }  // the lo planes, past the hi ones
 
