@@ -30,6 +30,7 @@ constexpr Layer kLayers[] = {
     {"res5_1x1_512to2048", 512, 2048, 7, 1, 1},
     {"res3_3x3s2_128", 128, 128, 56, 3, 2},
     {"res4_3x3s2_256", 256, 256, 28, 3, 2},
+    {"res5_3x3s2_512", 512, 512, 14, 3, 2},  // the last stage's first 3x3: 9 MB of weights over a 7x7 grid
     {"stem_7x7s2_64", 3, 64, 224, 7, 2},
     {"res3_1x1s2_256to512", 256, 512, 56, 1, 2},
     {"r18_1x1s2_64to128", 64, 128, 56, 1, 2},  // ResNet-18's first downsample

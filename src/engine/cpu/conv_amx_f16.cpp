@@ -23,6 +23,8 @@ constexpr size_t kUnitPixels = 2 * kTile;    // grid pixels of a work unit (two 
 constexpr size_t kTileDwords = kTile * kTile;  // one A or B tile: 16 rows of 16 bf16 pairs
 constexpr size_t kBlockDwords = 2 * kTile * kUnitPixels;  // a blocked 1x1 input block: hi and lo pairs
 constexpr size_t kSharedInputBytes = size_t(1) << 20;     // a 1x1 input packed whole up to this size
+constexpr size_t kWeightsAhead = 4;  // (channel block, tap) steps the weight pairs are prefetched ahead
+constexpr size_t kCachedBytes = size_t(1) << 20;          // what a core's L2 is taken to keep between units
 
 // An fp32 holding an fp16 value split into bf16 parts: hi, its top 16 bits (sign, exponent and 7
 // mantissa bits), and lo = x - hi (at most 3 significant bits: exact in bf16), each as the top 16 bits
@@ -101,6 +103,10 @@ __attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, co
     for (size_t t = 0; t < taps; ++t, a += 2 * kTileDwords) {
       const uint32_t* hi = bc + offsets[t];
       const uint32_t* lo = hi + bt.lo_offset;
+      // The weight pairs stream from memory where a layer's do not stay in cache (the last stage holds
+      // 9 MB of them): fetched a few steps ahead, as they are read, in order.
+      for (size_t line = 0; line < 2 * kTileDwords; line += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(a + kWeightsAhead * 2 * kTileDwords + line), _MM_HINT_T0);
       _tile_loadd(4, a, 64);
       _tile_loadd(5, a + kTileDwords, 64);
       _tile_loadd(6, hi, stride);
@@ -322,10 +328,19 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
       pack(x + n * image_stride, data + n * image_dwords, u0, u1);
     });
   }, ThreadPool::min_items(plane_px_));
+  // The units' order: row blocks innermost keeps a column's planes in cache and streams the weights once
+  // per column; columns innermost keeps a row block's weights in cache and streams the planes once per
+  // row block. Whichever moves fewer bytes from beyond the core's cache (the last stage's 3x3 layers
+  // hold 9 MB of weight pairs over a 7x7 grid: columns innermost).
+  const size_t a_bytes = a_tiles_.size() * sizeof(uint32_t), b_bytes = images * image_dwords * sizeof(uint32_t);
+  const size_t streamed_rb_inner = (a_bytes > kCachedBytes ? columns * a_bytes : a_bytes) + b_bytes;
+  const size_t streamed_col_inner = (b_bytes > kCachedBytes ? row_blocks_ * b_bytes : b_bytes) + a_bytes;
+  const bool columns_inner = streamed_col_inner < streamed_rb_inner;
   pool.parallel_for(row_blocks_ * columns, [&](size_t b, size_t e) {
     const TileScope tiles;
     for (size_t u = b; u < e; ++u) {
-      const size_t rb = u % row_blocks_, c = u / row_blocks_, n = c / pixel_blocks;
+      const size_t rb = columns_inner ? u / columns : u % row_blocks_, c = columns_inner ? u % columns : u / row_blocks_;
+      const size_t n = c / pixel_blocks;
       unit(data + n * image_dwords, uint32_t(n), rb * kUnitRows, (c % pixel_blocks) * kUnitPixels, epilogue, direct);
     }
   });
