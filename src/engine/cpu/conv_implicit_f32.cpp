@@ -20,6 +20,8 @@ namespace {
 // x 64 pixels.
 constexpr size_t kTileRows = 12, kTilePixels = 32;
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
+constexpr size_t kHalvesMaxRows = 160;  // output channels up to which a 1x1 tile widens fp16 itself (measured:
+                                         // 24-96 faster, 128-160 alike, from 256 slower than widening once)
 constexpr size_t kAhead = 8;  // channels a 1x1 tile prefetches its input ahead (4 to 16 measured alike)
 
 #ifdef SOFTDLA_X86
@@ -80,6 +82,41 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
 }
 #endif
 
+#ifdef SOFTDLA_X86
+// tile_taps_f32<true> on the fp16 input itself (a 1x1 convolution without padding, plane = the input
+// channel, plane_px halves apart): each step's 32 pixels widened in registers, `valid` of them read (the
+// rest as zeros, past the plane's end). The same products in the same order, so the same sums.
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"))) void tile_halves_f32(const float* a, size_t lda,
+                                                                                   const uint16_t* b, size_t plane_px,
+                                                                                   size_t valid, size_t channels,
+                                                                                   float* out, size_t ld) {
+  const size_t l1 = lda * sizeof(float), l3 = 3 * l1, l5 = 5 * l1;
+  const char* pa = reinterpret_cast<const char*>(a);
+  const char* pb = pa + 6 * l1;
+  const __mmask16 m0 = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+  const __mmask16 m1 = valid >= 32 ? __mmask16(0xFFFF) : valid <= 16 ? __mmask16(0) : __mmask16((1u << (valid - 16)) - 1);
+#define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
+  SOFTDLA_F32_ROWS12(DECLARE)
+#undef DECLARE
+#define STEP(r)                                                                                          \
+  {                                                                                                      \
+    const __m512 w = _mm512_set1_ps(*reinterpret_cast<const float*>(((r) < 6 ? pa : pb) + row_offset<r>(l1, l3, l5))); \
+    c##r##0 = _mm512_fmadd_ps(w, x0, c##r##0);                                                          \
+    c##r##1 = _mm512_fmadd_ps(w, x1, c##r##1);                                                          \
+  }
+  for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px), _MM_HINT_T0);
+    const __m512 x0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, b));
+    const __m512 x1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, b + 16));
+    SOFTDLA_F32_ROWS12(STEP)
+  }
+#undef STEP
+#define STORE(r) _mm512_storeu_ps(out + (r) * ld, c##r##0), _mm512_storeu_ps(out + (r) * ld + 16, c##r##1);
+  SOFTDLA_F32_ROWS12(STORE)
+#undef STORE
+}
+#endif
+
 // d[i] = float(src[i * stride]) for i < n: stride 1 as halves_to_floats; stride 2 sixteen at a time
 // (every second half, read under a mask that stops at the last one); other strides one by one.
 void strided_halves_to_floats(const uint16_t* src, size_t stride, size_t n, float* d) {
@@ -111,6 +148,10 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
   used_phases_ = std::move(sp.phases);
   for (size_t t = 0; t < sp.slot.size(); ++t) tap_offsets_.push_back(sp.slot[t] * g.C * plane_px_ + sp.offset[t]);
   k_rows_ = (size_t(g.K) + kBlockRows - 1) / kBlockRows * kBlockRows;
+  // A 1x1 convolution of stride 1 without padding reads its planes as they are; with few output channels
+  // (each input value read by K / 12 tiles) its tiles widen the fp16 input themselves.
+  reads_halves_ = g.R == 1 && g.S == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.OH == g.H &&
+                  g.OW == g.W && g.K <= kHalvesMaxRows;
   const size_t kdim = size_t(g.C) * g.R * g.S;
   weights_.assign(k_rows_ * kdim, 0.f);
   std::copy_n(weights, size_t(g.K) * kdim, weights_.begin());  // [K][C][R][S] is already k = (c, r, s)
@@ -147,17 +188,23 @@ void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t u0,
   }
 }
 
-void ImplicitConvF32::block(const float* planes, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
-                            const HalfOutput* direct) const {
+void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_t n, size_t row0, size_t pix0,
+                            const Epilogue& epilogue, const HalfOutput* direct) const {
 #ifdef SOFTDLA_X86
   const size_t taps = tap_offsets_.size(), kdim = size_t(g_.C) * taps;
   alignas(64) float sums[kBlockRows * kBlockPixels];
   const size_t rows = std::min<size_t>(kBlockRows, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
   for (size_t p = 0; p < pixels; p += kTilePixels)
-    for (size_t r = 0; r < rows; r += kTileRows)  // rows past K: zero weights, sums nobody reads
+    for (size_t r = 0; r < rows; r += kTileRows) {  // rows past K: zero weights, sums nobody reads
+      if (halves) {
+        tile_halves_f32(weights_.data() + (row0 + r) * kdim, kdim, halves + pix0 + p, grid_,
+                        std::min(kTilePixels, grid_ - pix0 - p), g_.C, sums + r * kBlockPixels + p, kBlockPixels);
+        continue;
+      }
       (taps == 1 && tap_offsets_[0] == 0 ? tile_taps_f32<true> : taps == 9 ? tile_taps_f32<false, 9> : tile_taps_f32<false>)(
           weights_.data() + (row0 + r) * kdim, kdim, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps, g_.C,
           sums + r * kBlockPixels + p, kBlockPixels);
+    }
   if (direct) {
     GridRun runs[kBlockPixels];
     const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
@@ -166,12 +213,27 @@ void ImplicitConvF32::block(const float* planes, uint32_t n, size_t row0, size_t
   emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });
 #else
-  (void)planes, (void)row0, (void)pix0, (void)epilogue, (void)direct, (void)n;
+  (void)planes, (void)halves, (void)row0, (void)pix0, (void)epilogue, (void)direct, (void)n;
 #endif
 }
 
 void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, bool halves, ThreadPool& pool,
                           const Epilogue& epilogue, const HalfOutput* direct) const {
+  const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
+  if (halves && reads_halves_) {
+    // The tiles read the fp16 input: no widened copy (for few output channels, widening the whole input
+    // took a third of the layer).
+    const uint16_t* xh = static_cast<const uint16_t*>(x);
+    const size_t columns = images * pixel_blocks;
+    pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
+      for (size_t u = b; u < e; ++u) {
+        const size_t column = u % columns, n = column / pixel_blocks;
+        block(nullptr, xh + n * image_stride, uint32_t(n), (u / columns) * kBlockRows,
+              (column % pixel_blocks) * kBlockPixels, epilogue, direct);
+      }
+    });
+    return;
+  }
   thread_local ScratchBuffer planes;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * g_.C, image_floats = slots * plane_px_;
   // The batch in image groups, as the INT8 implicit GEMM takes it (implicit_grid.h): the weights are
@@ -179,7 +241,6 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
   const size_t group = image_group(image_floats * sizeof(float), images);
   float* data = reinterpret_cast<float*>(planes.reserve(group * image_floats * sizeof(float)));
   const size_t elem = halves ? sizeof(uint16_t) : sizeof(float);
-  const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   for_each_image_group(
       pool, images, group, slots, ThreadPool::min_items(plane_px_),
       [&](size_t n, size_t slot, size_t u0, size_t u1) {
@@ -191,7 +252,7 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
         pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
           for (size_t u = b; u < e; ++u) {
             const size_t column = u % columns, n = column / pixel_blocks;
-            block(data + n * image_floats, uint32_t(n0 + n), (u / columns) * kBlockRows,
+            block(data + n * image_floats, nullptr, uint32_t(n0 + n), (u / columns) * kBlockRows,
                   (column % pixel_blocks) * kBlockPixels, epilogue, direct);
           }
         });

@@ -42,8 +42,9 @@ class ImplicitConvF32 {
 
  private:
   void pack(const void* x, bool halves, float* planes, size_t u0, size_t u1) const;
-  void block(const float* planes, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
-             const HalfOutput* direct) const;
+  // One block from the widened planes, or (halves, a 1x1 convolution's fp16 input) from the input itself.
+  void block(const float* planes, const uint16_t* halves, uint32_t n, size_t row0, size_t pix0,
+             const Epilogue& epilogue, const HalfOutput* direct) const;
 
   ImplicitGeometryF32 g_;
   size_t wq_ = 0, hq_ = 0;    // a phase plane
@@ -53,6 +54,7 @@ class ImplicitConvF32 {
   size_t k_rows_ = 0;         // K rounded up to whole tiles (zero weight rows past K)
   std::vector<float> weights_;         // [k_rows][C * R * S], k = (c, r, s)
   std::vector<size_t> tap_offsets_;    // floats from a grid pixel to its tap's input, per (r, s)
+  bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, few outputs)
 };
 
 }  // namespace softdla::cpu
