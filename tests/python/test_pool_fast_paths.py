@@ -94,42 +94,41 @@ def build_max(case, x):
     return g, (n, c, oh, ow)
 
 
+def _max_pools_on_every_path(inputs, tmp_path):
+    """Each MAX_CASES max pool of its input, run on the portable path and on the machine's best path with
+    one and two threads; asserts the same bytes everywhere and yields (case, input, output bytes)."""
+    built = [(build_max(case, x), x, case) for case, x in zip(MAX_CASES, inputs)]
+    jobs = [(g, x) for (g, _), x, _ in built]
+    portable = _run_all(jobs, tmp_path, "portable", 1)
+    runs = {"auto-1": _run_all(jobs, tmp_path, "auto", 1), "auto-2": _run_all(jobs, tmp_path, "auto", 2)}
+    for i, ((g, shape), x, case) in enumerate(built):
+        for name, outs in runs.items():
+            assert outs[i] == portable[i], (case, name)
+        yield case, x, F.unpack(runs["auto-2"][i], list(shape), x.dtype, F.LINEAR, g.target)
+
+
 def test_int8_max_stride2_exact_and_same_bytes_on_every_path(tmp_path):
     rng = np.random.default_rng(8)
-    built = []
+    inputs = []
     for case in MAX_CASES:
         x = rng.integers(-128, 128, case[:4]).astype(np.int8)
         x[0, 0, :2] = -128  # windows of the smallest value only
-        g, shape = build_max(case, x)
-        built.append((g, x, shape, case))
-    jobs = [(g, x) for g, x, _, _ in built]
-    portable = _run_all(jobs, tmp_path, "portable", 1)
-    runs = {"auto-1": _run_all(jobs, tmp_path, "auto", 1), "auto-2": _run_all(jobs, tmp_path, "auto", 2)}
-    for i, (g, x, shape, case) in enumerate(built):
-        want = R.pool(x, "max", case[4], case[5], case[6], False, True)
-        got = F.unpack(runs["auto-2"][i], list(shape), np.int8, F.LINEAR, g.target)
-        np.testing.assert_array_equal(got, want, err_msg=str(case))
-        for name, outs in runs.items():
-            assert outs[i] == portable[i], (case, name)
+        inputs.append(x)
+    for case, x, got in _max_pools_on_every_path(inputs, tmp_path):
+        np.testing.assert_array_equal(got, R.pool(x, "max", case[4], case[5], case[6], False, True), err_msg=str(case))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_float_max_same_bits_on_every_path(dtype, tmp_path):
     rng = np.random.default_rng(9)
-    built = []
+    inputs = []
     for case in MAX_CASES:
         x = (rng.standard_normal(case[:4]) * 4).astype(dtype)
         x[0, 0, 0, :6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, -0.0]
         x[-1, -1, -1, -3:] = [-0.0, np.nan, -np.inf]
-        g, shape = build_max(case, x)
-        built.append((g, x, shape, case))
-    jobs = [(g, x) for g, x, _, _ in built]
-    portable = _run_all(jobs, tmp_path, "portable", 1)
-    runs = {"auto-1": _run_all(jobs, tmp_path, "auto", 1), "auto-2": _run_all(jobs, tmp_path, "auto", 2)}
-    for i, (g, x, shape, case) in enumerate(built):
-        for name, outs in runs.items():
-            assert outs[i] == portable[i], (case, name)
-        got = F.unpack(runs["auto-2"][i], list(shape), dtype, F.LINEAR, g.target).astype(np.float64)
+        inputs.append(x)
+    for case, x, got in _max_pools_on_every_path(inputs, tmp_path):
+        got = got.astype(np.float64)
         want = R.pool(x, "max", case[4], case[5], case[6])
         if dtype == np.float16:
             want = np.clip(want, -65504, 65504)  # infinities stored as the largest finite fp16

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "conv_implicit.h"
 #include "cpu_isa.h"
@@ -37,10 +38,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_fl
 // 12 rows of A (row stride lda floats, k = c * taps + t) x 32 grid pixels: b points at the tile's first
 // pixel in plane 0, planes plane_px floats apart; offsets[t] shifts to tap t. kOneTap: a 1x1 convolution,
 // whose only tap has offset 0 (no tap loop inside the channel loop).
-template <bool kOneTap, size_t kTaps = 0>
-__attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t lda, const float* b, size_t plane_px,
-                                                          const size_t* offsets, size_t taps, size_t channels,
-                                                          float* out, size_t ld) {
+// T = uint16_t (a 1x1 convolution only, its fp16 input read as it is: the planes are the input channels):
+// each step's 32 pixels widened in registers, `valid` of them read and the rest as zeros (past the plane's
+// end); the same products in the same order as from the widened planes, so the same sums.
+template <bool kOneTap, size_t kTaps = 0, class T = float>
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"))) void tile_taps_f32(
+    const float* a, size_t lda, const T* b, size_t plane_px, const size_t* offsets, size_t taps, size_t channels,
+    float* out, size_t ld, size_t valid = kTilePixels) {
+  static_assert(kOneTap || std::is_same_v<T, float>);
   const size_t l1 = lda * sizeof(float), l3 = 3 * l1, l5 = 5 * l1;
   const char* pa = reinterpret_cast<const char*>(a);
   const char* pb = pa + 6 * l1;
@@ -53,7 +58,16 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
     c##r##0 = _mm512_fmadd_ps(w, x0, c##r##0);                                                          \
     c##r##1 = _mm512_fmadd_ps(w, x1, c##r##1);                                                          \
   }
-  if constexpr (kOneTap) {
+  if constexpr (kOneTap && std::is_same_v<T, uint16_t>) {
+    const __mmask16 m0 = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+    const __mmask16 m1 = valid >= 32 ? __mmask16(0xFFFF) : valid <= 16 ? __mmask16(0) : __mmask16((1u << (valid - 16)) - 1);
+    for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px), _MM_HINT_T0);
+      const __m512 x0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, b));
+      const __m512 x1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, b + 16));
+      SOFTDLA_F32_ROWS12(STEP)
+    }
+  } else if constexpr (kOneTap) {
     for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
       // The planes are far apart (one per channel), each step a new pair of lines: fetched kAhead
       // channels early they are in L1 when read (a 512-channel 1x1 layer: 0.98 -> 0.66 ms on a Xeon).
@@ -74,41 +88,6 @@ __attribute__((target("avx512f,fma"))) void tile_taps_f32(const float* a, size_t
         SOFTDLA_F32_ROWS12(STEP)
       }
     }
-  }
-#undef STEP
-#define STORE(r) _mm512_storeu_ps(out + (r) * ld, c##r##0), _mm512_storeu_ps(out + (r) * ld + 16, c##r##1);
-  SOFTDLA_F32_ROWS12(STORE)
-#undef STORE
-}
-#endif
-
-#ifdef SOFTDLA_X86
-// tile_taps_f32<true> on the fp16 input itself (a 1x1 convolution without padding, plane = the input
-// channel, plane_px halves apart): each step's 32 pixels widened in registers, `valid` of them read (the
-// rest as zeros, past the plane's end). The same products in the same order, so the same sums.
-__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"))) void tile_halves_f32(const float* a, size_t lda,
-                                                                                   const uint16_t* b, size_t plane_px,
-                                                                                   size_t valid, size_t channels,
-                                                                                   float* out, size_t ld) {
-  const size_t l1 = lda * sizeof(float), l3 = 3 * l1, l5 = 5 * l1;
-  const char* pa = reinterpret_cast<const char*>(a);
-  const char* pb = pa + 6 * l1;
-  const __mmask16 m0 = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-  const __mmask16 m1 = valid >= 32 ? __mmask16(0xFFFF) : valid <= 16 ? __mmask16(0) : __mmask16((1u << (valid - 16)) - 1);
-#define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
-  SOFTDLA_F32_ROWS12(DECLARE)
-#undef DECLARE
-#define STEP(r)                                                                                          \
-  {                                                                                                      \
-    const __m512 w = _mm512_set1_ps(*reinterpret_cast<const float*>(((r) < 6 ? pa : pb) + row_offset<r>(l1, l3, l5))); \
-    c##r##0 = _mm512_fmadd_ps(w, x0, c##r##0);                                                          \
-    c##r##1 = _mm512_fmadd_ps(w, x1, c##r##1);                                                          \
-  }
-  for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px), _MM_HINT_T0);
-    const __m512 x0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, b));
-    const __m512 x1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, b + 16));
-    SOFTDLA_F32_ROWS12(STEP)
   }
 #undef STEP
 #define STORE(r) _mm512_storeu_ps(out + (r) * ld, c##r##0), _mm512_storeu_ps(out + (r) * ld + 16, c##r##1);
@@ -197,13 +176,14 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   for (size_t p = 0; p < pixels; p += kTilePixels)
     for (size_t r = 0; r < rows; r += kTileRows) {  // rows past K: zero weights, sums nobody reads
       if (halves) {
-        tile_halves_f32(weights_.data() + (row0 + r) * kdim, kdim, halves + pix0 + p, grid_,
-                        std::min(kTilePixels, grid_ - pix0 - p), g_.C, sums + r * kBlockPixels + p, kBlockPixels);
+        tile_taps_f32<true, 0, uint16_t>(weights_.data() + (row0 + r) * kdim, kdim, halves + pix0 + p, grid_, nullptr, 1,
+                                         g_.C, sums + r * kBlockPixels + p, kBlockPixels,
+                                         std::min(kTilePixels, grid_ - pix0 - p));
         continue;
       }
       (taps == 1 && tap_offsets_[0] == 0 ? tile_taps_f32<true> : taps == 9 ? tile_taps_f32<false, 9> : tile_taps_f32<false>)(
           weights_.data() + (row0 + r) * kdim, kdim, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps, g_.C,
-          sums + r * kBlockPixels + p, kBlockPixels);
+          sums + r * kBlockPixels + p, kBlockPixels, kTilePixels);
     }
   if (direct) {
     GridRun runs[kBlockPixels];
