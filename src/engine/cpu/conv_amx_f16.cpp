@@ -157,9 +157,7 @@ bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t taps, bool
   // tiles lose on short reductions (1x1 with 16 to 160 channels: up to 2.3x slower) and win from 256
   // products per output (1x1 from 256 channels, k x k from 32 or so); against Winograd F(2x2, 3x3),
   // which needs 2.25x fewer products, they win only from 128 channels (64: 1.1-1.4x slower).
-  const size_t products = size_t(channels) * taps;
-  if (winograd_alternative) return channels >= 128;
-  return products >= 256;
+  return winograd_alternative ? channels >= 128 : size_t(channels) * taps >= 256;
 }
 
 AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) {

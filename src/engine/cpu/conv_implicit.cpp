@@ -102,9 +102,11 @@ __attribute__((target("amx-tile,amx-int8"))) void unit_amx(const int32_t* a, con
   for (size_t qb = 0; qb < quad_blocks; ++qb) {
     const uint8_t* bq = b + qb * 16 * qstride;
     for (size_t t = 0; t < taps; ++t, a += 2 * kTileWords) {
-      // The weights stream in order, from memory where a layer's do not stay in cache: fetched ahead.
+      // The weights stream in order, from memory where a layer's do not stay in cache: fetched
+      // kWeightsAhead (quad block, tap) steps ahead.
+      constexpr size_t kWeightsAhead = 4;
       for (size_t line = 0; line < 2 * kTileWords; line += 16)
-        _mm_prefetch(reinterpret_cast<const char*>(a + 4 * 2 * kTileWords + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(a + kWeightsAhead * 2 * kTileWords + line), _MM_HINT_T0);
       _tile_loadd(4, a, 64);
       _tile_loadd(5, a + kTileWords, 64);
       _tile_loadd(6, bq + offsets[t], qstride);

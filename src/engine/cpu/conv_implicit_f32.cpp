@@ -127,10 +127,11 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
   used_phases_ = std::move(sp.phases);
   for (size_t t = 0; t < sp.slot.size(); ++t) tap_offsets_.push_back(sp.slot[t] * g.C * plane_px_ + sp.offset[t]);
   k_rows_ = (size_t(g.K) + kBlockRows - 1) / kBlockRows * kBlockRows;
-  // A 1x1 convolution of stride 1 without padding reads its planes as they are; with few output channels
-  // (each input value read by K / 12 tiles) its tiles widen the fp16 input themselves.
-  reads_halves_ = g.R == 1 && g.S == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.OH == g.H &&
-                  g.OW == g.W && g.K <= kHalvesMaxRows;
+  // Stride 1 without padding: the planes are the input channels as they are. A 1x1 convolution of that
+  // kind with few output channels (each input value read by K / 12 tiles) has its tiles widen the fp16
+  // input themselves.
+  plain_planes_ = g.pt == 0 && g.pl == 0 && g.sh == 1 && g.sw == 1 && wq_ == g.W && hq_ == g.H;
+  reads_halves_ = plain_planes_ && g.R == 1 && g.S == 1 && g.K <= kHalvesMaxRows;
   const size_t kdim = size_t(g.C) * g.R * g.S;
   weights_.assign(k_rows_ * kdim, 0.f);
   std::copy_n(weights, size_t(g.K) * kdim, weights_.begin());  // [K][C][R][S] is already k = (c, r, s)
@@ -140,12 +141,11 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
 // input, widened to fp32.
 void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t u0, size_t u1) const {
   const size_t hw = size_t(g_.H) * g_.W;
-  const bool unpadded = g_.pt == 0 && g_.pl == 0 && g_.sh == 1 && g_.sw == 1 && wq_ == g_.W && hq_ == g_.H;
   for (size_t u = u0; u < u1; ++u) {
     const size_t phase = used_phases_[u / g_.C], c = u % g_.C, pa = phase / g_.sw, pb = phase % g_.sw;
     float* dst = planes + u * plane_px_;
-    if (unpadded) {
-      // No padding (a 1x1 convolution of stride 1): the plane is the input channel, then zeros to the
+    if (plain_planes_) {
+      // Stride 1 without padding (plain_planes_): the plane is the input channel, then zeros to the
       // block's end.
       if (halves) halves_to_floats(static_cast<const uint16_t*>(x) + c * hw, dst, hw);
       else std::memcpy(dst, static_cast<const float*>(x) + c * hw, hw * sizeof(float));
@@ -200,19 +200,24 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
 void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, bool halves, ThreadPool& pool,
                           const Epilogue& epilogue, const HalfOutput* direct) const {
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
+  // The units of `count` images, row blocks outermost (a chunk's units share their weights):
+  // block_of(n, row0, pix0) runs one of the n-th image.
+  auto units = [&](size_t count, const auto& block_of) {
+    const size_t columns = count * pixel_blocks;
+    pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
+      for (size_t u = b; u < e; ++u) {
+        const size_t column = u % columns;
+        block_of(column / pixel_blocks, (u / columns) * kBlockRows, (column % pixel_blocks) * kBlockPixels);
+      }
+    });
+  };
   if (halves && reads_halves_) {
     // The tiles read the fp16 input: no widened copy (for few output channels, widening the whole input
     // took a third of the layer).
     const uint16_t* xh = static_cast<const uint16_t*>(x);
-    const size_t columns = images * pixel_blocks;
-    pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
-      for (size_t u = b; u < e; ++u) {
-        const size_t column = u % columns, n = column / pixel_blocks;
-        block(nullptr, xh + n * image_stride, uint32_t(n), (u / columns) * kBlockRows,
-              (column % pixel_blocks) * kBlockPixels, epilogue, direct);
-      }
+    return units(images, [&](size_t n, size_t row0, size_t pix0) {
+      block(nullptr, xh + n * image_stride, uint32_t(n), row0, pix0, epilogue, direct);
     });
-    return;
   }
   thread_local ScratchBuffer planes;  // the calling thread's: the workers get a pointer
   const size_t slots = used_phases_.size() * g_.C, image_floats = slots * plane_px_;
@@ -227,14 +232,8 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
         pack(static_cast<const uint8_t*>(x) + n * image_stride * elem, halves, data + slot * image_floats, u0, u1);
       },
       [&](size_t n0, size_t count) {
-        const size_t columns = count * pixel_blocks;
-        // Row blocks outermost: a chunk's units share their weights.
-        pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
-          for (size_t u = b; u < e; ++u) {
-            const size_t column = u % columns, n = column / pixel_blocks;
-            block(data + n * image_floats, nullptr, uint32_t(n0 + n), (u / columns) * kBlockRows,
-                  (column % pixel_blocks) * kBlockPixels, epilogue, direct);
-          }
+        units(count, [&](size_t n, size_t row0, size_t pix0) {
+          block(data + n * image_floats, nullptr, uint32_t(n0 + n), row0, pix0, epilogue, direct);
         });
       });
 }

@@ -54,7 +54,8 @@ class ImplicitConvF32 {
   size_t k_rows_ = 0;         // K rounded up to whole tiles (zero weight rows past K)
   std::vector<float> weights_;         // [k_rows][C * R * S], k = (c, r, s)
   std::vector<size_t> tap_offsets_;    // floats from a grid pixel to its tap's input, per (r, s)
-  bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, few outputs)
+  bool plain_planes_ = false;          // a plane is an input channel as it is (stride 1, no padding)
+  bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, plain, few outputs)
 };
 
 }  // namespace softdla::cpu
