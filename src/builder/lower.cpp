@@ -415,6 +415,8 @@ void Lowering::lower_conv(Node& n, bool transpose) {
 
 void Lowering::lower_gemm(Node& n) {
   const bool matmul = n.op == "MatMul";
+  if (n.inputs.size() < 2 || n.inputs[0].empty() || n.outputs.empty())
+    bad(n, "MatMul/Gemm needs the inputs A and B and an output");
   const Value& a = g_.value(n.inputs[0]);
   if (a.dims.size() != 2) bad(n, "the DLA runs MatMul/Gemm on 2-D inputs [N, K] (flatten first)");
   if (!matmul && n.get_int("transA", 0)) bad(n, "transA = 1 is not supported (the DLA computes x * W)");
@@ -436,7 +438,8 @@ void Lowering::lower_gemm(Node& n) {
     const ConstData& c = constant(n, 2, "the bias (C)");
     if (c.size() != 1 && c.size() != size_t(M)) bad(n, "bias C must have 1 or N values");
     for (int64_t m = 0; m < M; ++m) bias.push_back(float(beta * c.at(c.size() == 1 ? 0 : size_t(m))));
-  } else if (Node* add = sole_consumer(cur); matmul && add && add->op == "Add") {
+  } else if (Node* add = sole_consumer(cur); matmul && add && add->op == "Add" && add->inputs.size() == 2 &&
+                                              !add->outputs.empty()) {
     const std::string other = add->inputs[0] == cur ? add->inputs[1] : add->inputs[0];
     if (g_.is_const(other) && g_.value(other).count() == M) {
       const ConstData& c = *g_.value(other).constant;
@@ -455,7 +458,7 @@ void Lowering::lower_gemm(Node& n) {
   // Flatten of a 4-D tensor right before: convolve the 4-D tensor with an HxW kernel instead.
   uint32_t in = tensor(n, n.inputs[0]);
   std::vector<uint32_t> wdims{uint32_t(M), uint32_t(K), 1, 1};
-  if (Node* p = g_.producer_of(n.inputs[0]); p && (p->op == "Flatten" || p->op == "Reshape")) {
+  if (Node* p = g_.producer_of(n.inputs[0]); p && !p->inputs.empty() && (p->op == "Flatten" || p->op == "Reshape")) {
     const Value& src = g_.value(p->inputs[0]);
     if (src.dims.size() == 4 && src.dims[2] <= 32 && src.dims[3] <= 32 && src.dims[0] == a.dims[0] &&
         out_.tensor_of.count(p->inputs[0])) {
