@@ -5,7 +5,10 @@ vs ORT FP32 Conv (ORT's CPU provider has no FP16 convolution), each with bias + 
 cores (ORT intra-op threads = os.cpu_count(), worker spinning off so the two do not fight for cores). Prints median milliseconds over repeated runs after a
 warm-up, GOPS and the ratio ORT time / softdla time (> 1: softdla faster).
 
-    .venv/bin/python bench/conv_vs_onnxruntime.py [--repeat 30]
+    .venv/bin/python bench/conv_vs_onnxruntime.py [--repeat 30] [--set resnet50|mobilenet_v2] [--threads N]
+
+--set picks the layer list (ResNet-50's, or MobileNetV2's dense 1x1 layers); --threads sets both sides'
+threads (SOFTDLA_THREADS and ORT's intra-op threads; default: all cores).
 """
 import argparse
 import os
@@ -21,9 +24,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "pytho
 from sdla_testkit import writer  # noqa: E402
 from sdla_testkit.engine import Engine  # noqa: E402
 
-LAYERS = [("res2_3x3_64", 64, 64, 56, 3), ("res3_1x1_512to128", 512, 128, 28, 1),
-          ("res4_3x3_256", 256, 256, 14, 3), ("res5_1x1_512to2048", 512, 2048, 7, 1),
-          ("res2_1x1_64to256", 64, 256, 56, 1), ("res2_1x1_256to64", 256, 64, 56, 1)]
+LAYER_SETS = {
+    "resnet50": [("res2_3x3_64", 64, 64, 56, 3), ("res3_1x1_512to128", 512, 128, 28, 1),
+                 ("res4_3x3_256", 256, 256, 14, 3), ("res5_1x1_512to2048", 512, 2048, 7, 1),
+                 ("res2_1x1_64to256", 64, 256, 56, 1), ("res2_1x1_256to64", 256, 64, 56, 1)],
+    "mobilenet_v2": [("mbv2_1x1_16to96_112", 16, 96, 112, 1), ("mbv2_1x1_24to144_56", 24, 144, 56, 1),
+                     ("mbv2_1x1_144to24_56", 144, 24, 56, 1), ("mbv2_1x1_32to192_28", 32, 192, 28, 1),
+                     ("mbv2_1x1_576to96_14", 576, 96, 14, 1), ("mbv2_1x1_160to960_7", 160, 960, 7, 1)],
+}
+THREADS = os.cpu_count()
 
 
 def median_ms(fn, repeat):
@@ -59,7 +68,7 @@ def softdla_conv(c, k, hw, r, dtype):
 
 def ort_session(model):
     so = ort.SessionOptions()
-    so.intra_op_num_threads = os.cpu_count()
+    so.intra_op_num_threads = THREADS
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # ORT's workers otherwise spin after each run and take the cores from whatever runs next in this
     # process (softdla's measurement); with 2 cores that halves softdla's speed.
@@ -112,10 +121,15 @@ def ort_conv_int8(c, k, hw, r):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--set", choices=sorted(LAYER_SETS), default="resnet50", help="which layers (default resnet50)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads on both sides (default: all)")
     args = ap.parse_args()
-    print(f"onnxruntime {ort.__version__}, onnx {onnx.__version__}, {os.cpu_count()} cores")
+    global THREADS
+    THREADS = args.threads
+    os.environ["SOFTDLA_THREADS"] = str(args.threads)  # read when the engine's thread pool starts
+    print(f"onnxruntime {ort.__version__}, onnx {onnx.__version__}, {os.cpu_count()} cores, {THREADS} thread(s)")
     print(f"{'layer':22} {'precision':10} {'softdla ms':>11} {'ORT ms':>9} {'softdla GOPS':>13} {'ORT/softdla':>12}")
-    for name, c, k, hw, r in LAYERS:
+    for name, c, k, hw, r in LAYER_SETS[args.set]:
         gop = 2 * k * hw * hw * c * r * r / 1e9
         for label, ours, theirs in [("int8", softdla_conv(c, k, hw, r, np.int8), ort_conv_int8(c, k, hw, r)),
                                     ("fp16", softdla_conv(c, k, hw, r, np.float16), ort_conv_fp32(c, k, hw, r)),

@@ -20,6 +20,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -74,10 +75,17 @@ def main():
     print(f"{args.dir}, softdla {args.precision} against ORT {ort_model}, {threads} threads, median of {args.runs} "
           f"tasks; softdla task {stats['task_ms']:.2f} ms, ORT nodes {sum(v[0] for v in ort.values()):.2f} ms\n")
     print("| # | layer | softdla ms | ORT nodes | ORT ms | softdla / ORT |\n|---|---|---|---|---|---|")
-    used = set()
+    # ORT keeps a fused QDQ node's name with a suffix (`/features.2.conv/Conv_1_token_13`): a node whose name,
+    # suffix removed, is a softdla layer's name belongs to that layer only; the prefix rule below takes the rest.
+    def base_name(k):
+        return re.sub(r"(_token_\d+|_quant|_output_0)$", "", k)
+    layer_names = {row["name"] for row in stats["top"]}
+    used = {k for k in ort if base_name(k) in layer_names}
     for row in sorted(stats["top"], key=lambda r: r["index"]):
         prefix = row["name"].rsplit("/", 1)[0] + "/"
-        nodes = [k for k in ort if k not in used and (k.startswith(row["name"]) or k.startswith(prefix))]
+        nodes = [k for k in ort if base_name(k) == row["name"]]
+        if prefix != "/":
+            nodes += [k for k in ort if k not in used and (k.startswith(row["name"]) or k.startswith(prefix))]
         used.update(nodes)
         ms = sum(ort[k][0] for k in nodes)
         ratio = f"{row['ms'] / ms:.2f}" if ms > 0 and row["ms"] > 0 else "—"
