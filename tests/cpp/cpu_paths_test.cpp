@@ -217,9 +217,12 @@ TEST(Int8Requant, WindowRequantizationMatchesTheDirectFormOnEveryPath) {
     return uint32_t(state >> 32);
   };
   int windows = 0;
-  for (int c = 0; c < 48; ++c) {
-    const int32_t m = int32_t((1u << 30) + next() % (1u << 30));
-    const unsigned s = 36 + next() % 6;
+  for (int c = 0; c < 64; ++c) {
+    // Every fourth case a shift below 32 (a small multiplier): the form that shifts both product words,
+    // beside the usual one that keeps their high words.
+    const bool low_shift = c % 4 == 3;
+    const int32_t m = low_shift ? int32_t(1 + next() % (1u << 14)) : int32_t((1u << 30) + next() % (1u << 30));
+    const unsigned s = low_shift ? 16 + next() % 10 : 36 + next() % 6;
     const int32_t b = int32_t(next() % 400000) - 200000;
     const int32_t lo = c % 3 == 0 ? INT32_MIN : 0;
     const int32_t hi = c % 3 == 2 ? int32_t(next() % 4000000) : INT32_MAX;
@@ -237,5 +240,5 @@ TEST(Int8Requant, WindowRequantizationMatchesTheDirectFormOnEveryPath) {
       ASSERT_EQ(got, want) << "case " << c << " path " << cpu::isa_name(isa);
     }
   }
-  EXPECT_GE(windows, 40);
+  EXPECT_GE(windows, 52);
 }

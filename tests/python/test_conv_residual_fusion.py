@@ -16,6 +16,8 @@ GEOMETRIES = {
     "3x3": (16, 24, 3, 1, 1, 1),          # implicit GEMM
     "3x3-stride2": (8, 16, 3, 2, 1, 1),  # implicit GEMM, stride phases
     "1x1": (32, 40, 1, 1, 0, 1),          # the input planes read directly
+    "1x1-deep": (96, 40, 1, 1, 0, 1),     # AMX tiles where the CPU has them (64 channels or more): a
+                                          # partial second block of 32 rows, an odd panel last
     "grouped": (12, 12, 3, 1, 1, 3),      # im2col
     "depthwise": (20, 20, 3, 1, 1, 20),   # depthwise planes
 }

@@ -396,7 +396,7 @@ class ConvKernel final : public OpKernel {
     // The fused VNNI GEMM takes any number of 16-column panels (pairs, and a single one last): one tile
     // per thread in whole panels shares a small image out evenly (MobileNetV2's and ResNet-50's 14x14
     // layers: 112 + 84 columns; 64 + 64 + 64 + 4 in panel pairs left one thread 128 columns, the other 80).
-    const bool fused = vnni_ && windows_ && gemm_vnni_s8_applies(active_isa(), kdim);
+    const bool fused = vnni_ && windows_ && gemm_vnni_s8_applies(active_isa());
     const size_t spread = fused ? pool.size() : 2 * pool.size();
     const size_t want_tiles = std::max<size_t>(1, (spread + per_image - 1) / per_image);
     // The VNNI kernel takes panels in pairs, and its packed bytes should stay within L2.
@@ -640,7 +640,7 @@ class ConvKernel final : public OpKernel {
     b.resize(packed_u8_size(kdim, cols));
     pack_quads(k_rows, k_ld, kdim, cols, b.data());
     const uint8_t* packed = b.data();
-    if (windows_ && gemm_vnni_s8_applies(active_isa(), kdim)) {
+    if (windows_ && gemm_vnni_s8_applies(active_isa())) {
       // Requantized (and added to the residual) in the GEMM's epilogue, straight into the output.
       Int8Output o;
       o.out = static_cast<int8_t*>(io.output) + out_base * ohw + col0;

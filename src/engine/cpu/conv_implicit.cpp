@@ -354,15 +354,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const in
         for (uint32_t j = 0; j < runs[i].count; j += 16)
           _mm_storeu_si128(reinterpret_cast<__m128i*>(theirs + runs[i].p + j),
                            _mm_maskz_loadu_epi8(mask(runs[i].count - j), o.other + base + runs[i].hw0 + j));
-    for (size_t j = 0; j < pixels; j += 16) {
-      __m128i v = win.apply(_mm512_load_si512(sums + r * kBlockPixels + j));
-      if constexpr (kResidual) {
-        const __m512i a = _mm512_cvtepi8_epi32(v);
-        const __m512i b = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(theirs + j)));
-        v = o.conv_second ? add->apply(b, a) : add->apply(a, b);
+    win.with_form([&](auto form) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+      size_t j = 0;
+      if constexpr (!kResidual)
+        if (pixels == kBlockPixels) _mm512_storeu_si512(mine, form.apply64(sums + r * kBlockPixels)), j = pixels;
+      for (; j < pixels; j += 16) {
+        __m128i v = form.apply(_mm512_load_si512(sums + r * kBlockPixels + j));
+        if constexpr (kResidual) {
+          const __m512i a = _mm512_cvtepi8_epi32(v);
+          const __m512i b = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(theirs + j)));
+          v = o.conv_second ? add->apply(b, a) : add->apply(a, b);
+        }
+        _mm_store_si128(reinterpret_cast<__m128i*>(mine + j), v);
       }
-      _mm_store_si128(reinterpret_cast<__m128i*>(mine + j), v);
-    }
+    });
     for (size_t i = 0; i < n_runs; ++i)
       for (uint32_t j = 0; j < runs[i].count; j += 16) {
         const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mine + runs[i].p + j));

@@ -128,17 +128,6 @@ __attribute__((target("avx2,avxvnni"))) void tile_avxvnni(const int32_t* const* 
 }
 #endif
 
-// Stores `rows` rows of a tile, `cols` columns each, taking the offset back.
-template <size_t W>
-void store_tile(const int32_t (*tile)[W], const int32_t* offset_sums, int32_t* c, size_t rows, size_t cols,
-                size_t ldc) {
-  for (size_t r = 0; r < rows; ++r) {
-    const int32_t back = offset_sums[r];
-    int32_t* dst = c + r * ldc;
-    for (size_t j = 0; j < cols; ++j) dst[j] = tile[r][j] - back;
-  }
-}
-
 // A register tile's rows from row `row` of A: a_rows[r] points at row + r's quads (the zero row past
 // m), init[r] is minus its offset sum (0 past m), what the tile's sums start from so they leave exact.
 inline void tile_rows(const int32_t* a_quads, const int32_t* offset_sums, size_t kq, size_t row, size_t rows,
@@ -179,12 +168,15 @@ void copy_tile(const int32_t (*tile)[W], int32_t* c, size_t rows, size_t cols, s
 #ifdef SOFTDLA_X86
 // AMX: C tiles of 16 rows x 16 columns (int32), A tiles of 16 rows x 16 quads (the weights, signed),
 // B tiles of 16 quads x 16 columns (one panel's quads: 64 bytes a row, exactly the packed layout);
-// tdpbsud multiplies signed A by unsigned B, so the activations' +128 offset is taken back as on VNNI.
-// Tiles 0-3 accumulate a 32 x 32 block, 4-5 hold A, 6-7 B (amx_tiles.h). The tile configuration is per
-// thread: every call configures the tiles and releases them at the end (TileScope).
-__attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quads, const int32_t* offset_sums,
-                                                            const uint8_t* bp, int32_t* c, size_t m, size_t n,
-                                                            size_t kq, size_t ldc) {
+// tdpbsud multiplies signed A by unsigned B, so the activations' +128 offset is taken back as on VNNI
+// (each block's rows, in L1, before the block goes on: starting the C tiles from loaded offsets instead of
+// zero measured slower, at 4 more tile loads a block). Tiles 0-3 accumulate a 32 x 32 block, 4-5 hold A,
+// 6-7 B (amx_tiles.h). The tile configuration is per thread: every call configures the tiles and releases
+// them at the end (TileScope). Each block goes to block(tile, row, col, rows, cols) while it is in L1.
+template <class Block>
+__attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl"))) void gemm_amx_blocks(
+    const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t kq,
+    const Block& block) {
   const TileScope tiles;
   const size_t a_stride = kq * 4, panel_bytes = kq * kPanel * 4, np = panels(n);
   alignas(64) int32_t tile[32][2 * kPanel];
@@ -195,10 +187,7 @@ __attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quad
     for (size_t row = 0; row < m; row += 32) {
       const auto* a0 = reinterpret_cast<const uint8_t*>(a_quads + row * kq);
       const uint8_t* a1 = a0 + 16 * a_stride;  // past m: the next rows, or the 32 zero rows after A
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
+      zero_block_tiles();
       for (size_t q = 0; q < kq; q += 16) {
         _tile_loadd(4, a0 + q * 4, a_stride);
         _tile_loadd(5, a1 + q * 4, a_stride);
@@ -213,9 +202,31 @@ __attribute__((target("amx-tile,amx-int8"))) void gemm_amx(const int32_t* a_quad
       _tile_stored(1, &tile[0][kPanel], sizeof(tile[0]));
       _tile_stored(2, &tile[16][0], sizeof(tile[0]));
       _tile_stored(3, &tile[16][kPanel], sizeof(tile[0]));
-      store_tile(tile, offset_sums + row, c + row * ldc + p * kPanel, std::min<size_t>(32, m - row), cols, ldc);
+      const size_t rows = std::min<size_t>(32, m - row);
+      for (size_t r = 0; r < rows; ++r) {
+        const __m512i back = _mm512_set1_epi32(offset_sums[row + r]);
+        _mm512_store_si512(tile[r], _mm512_sub_epi32(_mm512_load_si512(tile[r]), back));
+        _mm512_store_si512(tile[r] + 16, _mm512_sub_epi32(_mm512_load_si512(tile[r] + 16), back));
+      }
+      block(tile, row, p * kPanel, rows, cols);
     }
   }
+}
+
+void gemm_amx(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m, size_t n,
+              size_t kq, size_t ldc) {
+  gemm_amx_blocks(a_quads, offset_sums, bp, m, n, kq,
+                  [&](const int32_t (*tile)[2 * kPanel], size_t row, size_t col, size_t rows, size_t cols)
+                      __attribute__((target("avx512f"))) {
+                        // Vector copies (std::copy_n here was a library call per row).
+                        const __mmask16 lo = cols >= 16 ? 0xFFFF : __mmask16((1u << cols) - 1);
+                        const __mmask16 hi = cols >= 32 ? 0xFFFF : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : 0;
+                        for (size_t r = 0; r < rows; ++r) {
+                          int32_t* dst = c + (row + r) * ldc + col;
+                          _mm512_mask_storeu_epi32(dst, lo, _mm512_load_si512(tile[r]));
+                          _mm512_mask_storeu_epi32(dst + 16, hi, _mm512_load_si512(tile[r] + 16));
+                        }
+                      });
 }
 #endif
 
@@ -235,20 +246,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_tile_s8(const int
   for (size_t r = 0; r < rows; ++r) {
     const Window512 win(o.windows[row + r]);
     const size_t at = (row + r) * o.ld + col;
-    for (size_t j = 0; j < cols; j += 16) {
-      const size_t left = cols - j;
-      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      __m128i v = win.apply(_mm512_load_si512(tile[r] + j));
-      if constexpr (kResidual) {
-        const __m512i mine = _mm512_cvtepi8_epi32(v);
-        const __m128i other = left >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(o.other + at + j))
-                                         : _mm_maskz_loadu_epi8(m, o.other + at + j);
-        const __m512i theirs = _mm512_cvtepi8_epi32(other);
-        v = o.conv_second ? local->apply(theirs, mine) : local->apply(mine, theirs);
+    win.with_form([&](auto form) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+      size_t j = 0;
+      if constexpr (!kResidual)  // whole lines of 64 results at once
+        for (; j + 64 <= cols; j += 64) _mm512_storeu_si512(o.out + at + j, form.apply64(tile[r] + j));
+      for (; j < cols; j += 16) {
+        const size_t left = cols - j;
+        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+        __m128i v = form.apply(_mm512_load_si512(tile[r] + j));
+        if constexpr (kResidual) {
+          const __m512i mine = _mm512_cvtepi8_epi32(v);
+          const __m128i other = left >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(o.other + at + j))
+                                           : _mm_maskz_loadu_epi8(m, o.other + at + j);
+          const __m512i theirs = _mm512_cvtepi8_epi32(other);
+          v = o.conv_second ? local->apply(theirs, mine) : local->apply(mine, theirs);
+        }
+        if (left >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(o.out + at + j), v);
+        else _mm_mask_storeu_epi8(o.out + at + j, m, v);
       }
-      if (left >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(o.out + at + j), v);
-      else _mm_mask_storeu_epi8(o.out + at + j, m, v);
-    }
+    });
   }
 }
 
@@ -311,6 +327,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
     else tile1_avx512(a_rows, t.b0, kq, init, &tile[0][0], 2 * kPanel);
     emit_tile(tile, out, add ? &*add : nullptr, t.row, t.col, t.rows, t.cols);
   });
+}
+
+// gemm_vnni_s8 on AMX tiles: each 32 x 32 block requantized (and added to the residual) as it leaves
+// the tiles, never stored as int32.
+void gemm_amx_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n,
+                 size_t kq, const Int8Output& out) {
+  std::optional<Residual512> add;
+  if (out.residual) add.emplace(*out.residual);
+  gemm_amx_blocks(a_quads, offset_sums, bp, m, n, kq,
+                  [&](const int32_t (*tile)[2 * kPanel], size_t row, size_t col, size_t rows, size_t cols)
+                      __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+                        emit_tile(tile, out, add ? &*add : nullptr, row, col, rows, cols);
+                      });
 }
 #endif
 
@@ -376,11 +405,11 @@ void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, cons
 #endif
 }
 
-bool gemm_vnni_s8_applies(Isa isa, size_t k) {
+bool gemm_vnni_s8_applies(Isa isa) {
 #ifdef SOFTDLA_X86
-  return has_avx512(isa) && !(isa == Isa::kAmx && gemm_on_amx(k));
+  return has_avx512(isa);
 #else
-  (void)isa, (void)k;
+  (void)isa;
   return false;
 #endif
 }
@@ -388,6 +417,7 @@ bool gemm_vnni_s8_applies(Isa isa, size_t k) {
 void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
                   const Int8Output& out) {
 #ifdef SOFTDLA_X86
+  if (gemm_on_amx(k)) return gemm_amx_s8(a_quads, offset_sums, bp, m, n, k_quads(k), out);
   gemm_s8_avx512(a_quads, offset_sums, bp, m, n, k, out);
 #else
   (void)a_quads, (void)offset_sums, (void)bp, (void)m, (void)n, (void)k, (void)out;

@@ -49,8 +49,9 @@ VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k);
 void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m,
                size_t n, size_t k, size_t ldc);
 
-// Whether gemm_vnni_s8 runs on this path for depth k (AVX-512, not where AMX tiles take the GEMM).
-bool gemm_vnni_s8_applies(Isa isa, size_t k);
+// Whether gemm_vnni_s8 runs on this path: every AVX-512 path (on the amx path, AMX tiles where
+// gemm_on_amx(k), each 32 x 32 block requantized, and added to the residual, as it leaves them).
+bool gemm_vnni_s8_applies(Isa isa);
 // gemm_vnni's product requantized to int8 tile by tile as it leaves the micro-kernel (no int32 C): row r,
 // column j goes where `out` says for image 0 (int8_requant.h).
 void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,

@@ -47,13 +47,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_avx512(cons
                                                                             const num::RequantWindow& w, int8_t* out,
                                                                             size_t count) {
   const Window512 win(w);
-  size_t i = 0;
-  for (; i + 16 <= count; i += 16)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), win.apply(_mm512_loadu_si512(acc + i)));
-  if (i < count) {  // the tail under a mask (short runs are common: one output row of a 7x7 layer)
-    const __mmask16 m = __mmask16((1u << (count - i)) - 1);
-    _mm_mask_storeu_epi8(out + i, m, win.apply(_mm512_maskz_loadu_epi32(m, acc + i)));
-  }
+  win.with_form([&](auto form) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+    size_t i = 0;
+    for (; i + 64 <= count; i += 64) _mm512_storeu_si512(out + i, form.apply64(acc + i));
+    for (; i + 16 <= count; i += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), form.apply(_mm512_loadu_si512(acc + i)));
+    if (i < count) {  // the tail under a mask (short runs are common: one output row of a 7x7 layer)
+      const __mmask16 m = __mmask16((1u << (count - i)) - 1);
+      _mm_mask_storeu_epi8(out + i, m, form.apply(_mm512_maskz_loadu_epi32(m, acc + i)));
+    }
+  });
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_s8_avx512(const int8_t* x,

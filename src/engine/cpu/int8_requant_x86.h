@@ -33,18 +33,38 @@ struct MulShift512 {
         nonnegative(nonneg), high((shifts & 255u) >= 32) {}
   // The product with the rounding terms (rshift_rhaz: + half, - 1 when negative; none when the form is
   // known non-negative, its half folded into add).
-  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i rounded(__m512i p) const {
-    return nonnegative ? p : _mm512_add_epi64(_mm512_add_epi64(p, half), _mm512_srai_epi64(p, 63));
+  template <bool kNonNegative>
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i rounded_as(__m512i p) const {
+    return kNonNegative ? p : _mm512_add_epi64(_mm512_add_epi64(p, half), _mm512_srai_epi64(p, 63));
   }
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply(__m512i v) const {
-    const __m512i pe = rounded(_mm512_add_epi64(_mm512_mul_epi32(v, m), add));
-    const __m512i po = rounded(_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), m), add));
-    const __m512i r = high ? _mm512_permutex2var_epi32(pe, high_words, po)
-                           : _mm512_mask_blend_epi32(0xAAAA, _mm512_srl_epi64(pe, s1),
-                                                     _mm512_slli_epi64(_mm512_srl_epi64(po, s1), 32));
+    if (nonnegative) return high ? apply_as<true, true>(v) : apply_as<true, false>(v);
+    return high ? apply_as<false, true>(v) : apply_as<false, false>(v);
+  }
+  // apply with the form's two flags known at compile time: straight-line code for a loop that picked
+  // its form once (Window512::with_form), where the run-time flags left branches in every vector's path.
+  template <bool kNonNegative, bool kHigh>
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply_as(__m512i v) const {
+    const __m512i pe = rounded_as<kNonNegative>(_mm512_add_epi64(_mm512_mul_epi32(v, m), add));
+    const __m512i po = rounded_as<kNonNegative>(_mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(v, 32), m), add));
+    const __m512i r = kHigh ? _mm512_permutex2var_epi32(pe, high_words, po)
+                            : _mm512_mask_blend_epi32(0xAAAA, _mm512_srl_epi64(pe, s1),
+                                                      _mm512_slli_epi64(_mm512_srl_epi64(po, s1), 32));
     return _mm512_sra_epi32(r, s2);
   }
 };
+
+// 64 int32 lanes (a, b, c, d in that order) saturated to int8 in order: two word packs and a byte pack
+// (each saturating, so together the int32 -> int8 saturation), then one dword permute undoing the
+// packs' interleave of 128-bit lanes. 4 shuffle-port instructions where four vpmovsdb take 8.
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i saturate_64_s8(__m512i a, __m512i b,
+                                                                                        __m512i c, __m512i d) {
+  // After the packs, 128-bit lane i holds a's, b's, c's and d's values 4i..4i+3 (dwords 4i + 0..3);
+  // dword 4j + i of the result is input j's values 4i..4i+3.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i bytes = _mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d));
+  return _mm512_permutexvar_epi32(order, bytes);
+}
 
 struct Window512 {
   __m512i lo, hi;
@@ -55,7 +75,51 @@ struct Window512 {
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i a) const {
     return _mm512_cvtsepi32_epi8(ms.apply(_mm512_min_epi32(_mm512_max_epi32(a, lo), hi)));
   }
+  // The rescaled int32 words before the int8 saturation, in a form known at compile time.
+  template <bool kNonNegative, bool kHigh>
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i a) const {
+    return ms.apply_as<kNonNegative, kHigh>(_mm512_min_epi32(_mm512_max_epi32(a, lo), hi));
+  }
+  // Calls fn once with a WindowForm of this window's form: a loop inside fn runs without per-vector
+  // branches.
+  template <class Fn>
+  __attribute__((target("avx512f,avx512bw"), always_inline)) void with_form(Fn&& fn) const;
+  // 64 accumulators at p requantized to 64 int8 results in order (saturate_64_s8).
+  template <bool kNonNegative, bool kHigh>
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply64(const int32_t* p) const {
+    return saturate_64_s8(words<kNonNegative, kHigh>(_mm512_loadu_si512(p)),
+                          words<kNonNegative, kHigh>(_mm512_loadu_si512(p + 16)),
+                          words<kNonNegative, kHigh>(_mm512_loadu_si512(p + 32)),
+                          words<kNonNegative, kHigh>(_mm512_loadu_si512(p + 48)));
+  }
+  template <bool kNonNegative, bool kHigh>
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply_as(__m512i a) const {
+    return _mm512_cvtsepi32_epi8(words<kNonNegative, kHigh>(a));
+  }
 };
+
+// A Window512 with its form fixed at compile time: what with_form hands its callback.
+template <bool kNonNegative, bool kHigh>
+struct WindowForm {
+  const Window512& w;
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i a) const {
+    return w.apply_as<kNonNegative, kHigh>(a);
+  }
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply64(const int32_t* p) const {
+    return w.apply64<kNonNegative, kHigh>(p);
+  }
+};
+
+template <class Fn>
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline void Window512::with_form(Fn&& fn) const {
+  if (ms.nonnegative) {
+    if (ms.high) fn(WindowForm<true, true>{*this});
+    else fn(WindowForm<true, false>{*this});
+  } else {
+    if (ms.high) fn(WindowForm<false, true>{*this});
+    else fn(WindowForm<false, false>{*this});
+  }
+}
 
 // The same on 8 lanes. AVX2 has no 64-bit arithmetic shift: the sign term comes from a compare.
 struct MulShift256 {
