@@ -4,6 +4,7 @@ the plane-by-plane loops (the portable and avx2 paths):
 - float global average pooling (the window is the whole plane, one output per plane), sixteen planes a
   vector: fp16 and fp32, plane counts past whole groups of 16, batches, windows from 1x1 to 8x8, and planes
   holding NaN, infinities or values whose sum passes the fp16 range;
+- INT8 global average pooling (each plane's exact sum, then the Q16 divisions), exact against NumPy;
 - INT8 max pooling of stride 2 along the rows, 32 outputs a step: kernels 1 to 8 wide, padding on either
   side up to the kernel, odd and even widths, rows wider than one vector, windows entirely over the
   padding;
@@ -66,6 +67,34 @@ def test_global_average_within_tolerance_and_same_bits_on_every_path(dtype, tmp_
         assert np.array_equal(np.isnan(got), np.isnan(want)), x.shape
         assert np.array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
         assert R.rel_l2(got[finite], want[finite]) < (1e-3 if dtype == np.float16 else 1e-6), x.shape
+
+
+def test_int8_global_average_exact_and_same_bytes_on_every_path(tmp_path):
+    """INT8 global averages (each plane's sum, then the Q16 divisions) against NumPy's integer reference:
+    the float cases' shapes and the largest window (8 x 8), with planes of only -128 or only 127."""
+    rng = np.random.default_rng(5)
+    jobs = []
+    for shape in SHAPES + [(2, 40, 8, 8)]:
+        x = rng.integers(-128, 128, shape).astype(np.int8)
+        x[0, 0], x[0, -1] = -128, 127
+        g = writer.Graph()
+        xi = g.input("x", shape, np.int8, 0.1)
+        y = g.tensor("y", shape[:2] + (1, 1), np.int8, 0.1)
+        g.op("Pool", [xi], y, writer.Graph.params("Pool", kind=1, kernelH=shape[2], kernelW=shape[3], strideH=shape[2],
+                                                  strideW=shape[3], padTop=0, padLeft=0, padBottom=0, padRight=0,
+                                                  excludePadding=False))
+        g.output(y, F.LINEAR)
+        jobs.append((g, x))
+    portable = _run_all(jobs, tmp_path, "portable", 1)
+    runs = {"auto-1": _run_all(jobs, tmp_path, "auto", 1), "auto-2": _run_all(jobs, tmp_path, "auto", 2)}
+    if paths._active("avx2")[0] == "avx2":
+        runs["avx2"] = _run_all(jobs, tmp_path, "avx2", 1)
+    for i, (g, x) in enumerate(jobs):
+        for name, outs in runs.items():
+            assert outs[i] == portable[i], (x.shape, name)
+        got = F.unpack(portable[i], list(x.shape[:2]) + [1, 1], np.int8, F.LINEAR, g.target)
+        want = R.pool(x, "avg", x.shape[2:], x.shape[2:], (0, 0, 0, 0), False, True)
+        np.testing.assert_array_equal(got, want, err_msg=str(x.shape))
 
 
 # (n, c, h, w, kernel, stride, pads top/left/bottom/right)
