@@ -58,6 +58,22 @@ def ort_node_ms(model, x, threads, runs):
     return {k: (float(np.median(v)), kinds[k]) for k, v in times.items()}
 
 
+def tensor_layers(model_path, layer_names):
+    """{tensor: layer name} for each tensor a named layer produces, directly or through one-input ops after it
+    (Clip, Relu, BatchNormalization, ...: what ORT fuses into the convolution)."""
+    import onnx
+    graph = onnx.load(model_path, load_external_data=False).graph
+    producer = {o: n for n in graph.node for o in n.output}
+    out = {}
+    for tensor, node in producer.items():
+        while node.name not in layer_names and len(node.input) >= 1 and node.input[0] in producer and \
+                node.op_type in ("Clip", "Relu", "BatchNormalization", "Sigmoid", "Mul", "HardSigmoid"):
+            node = producer[node.input[0]]
+        if node.name in layer_names:
+            out[tensor] = node.name
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
@@ -75,11 +91,16 @@ def main():
     print(f"{args.dir}, softdla {args.precision} against ORT {ort_model}, {threads} threads, median of {args.runs} "
           f"tasks; softdla task {stats['task_ms']:.2f} ms, ORT nodes {sum(v[0] for v in ort.values()):.2f} ms\n")
     print("| # | layer | softdla ms | ORT nodes | ORT ms | softdla / ORT |\n|---|---|---|---|---|---|")
-    # ORT keeps a fused QDQ node's name with a suffix (`/features.2.conv/Conv_1_token_13`): a node whose name,
-    # suffix removed, is a softdla layer's name belongs to that layer only; the prefix rule below takes the rest.
-    def base_name(k):
-        return re.sub(r"(_token_\d+|_quant|_output_0)$", "", k)
+    # ORT keeps a fused QDQ node's name with a suffix (`/features.2.conv/Conv_1_token_13`), and names a fused
+    # FP32 convolution after its chain's output tensor (`/features.2.conv/Clip_1_output_0_nchwc`): a node whose
+    # name, suffix removed, is a softdla layer's name, or a tensor that layer's chain of one-input ops
+    # produces, belongs to that layer only; the prefix rule below takes the rest.
     layer_names = {row["name"] for row in stats["top"]}
+    chain_end = tensor_layers(os.path.join(args.dir, ort_model), layer_names)
+
+    def base_name(k):
+        k = re.sub(r"(_token_\d+|_quant|_nchwc)$", "", k)
+        return chain_end.get(k, re.sub(r"_output_0$", "", k))
     used = {k for k in ort if base_name(k) in layer_names}
     for row in sorted(stats["top"], key=lambda r: r["index"]):
         prefix = row["name"].rsplit("/", 1)[0] + "/"
