@@ -263,9 +263,15 @@ def test_depthwise_int8_wide_rows(w, stride, pads):
     (5, 5, (1, 1), (2, 2, 2, 2), (1, 1), 17), (7, 7, (2, 2), (3, 3, 3, 3), (1, 1), 40),
     (1, 9, (1, 1), (0, 4, 0, 4), (1, 1), 15), (6, 1, (1, 3), (2, 0, 3, 0), (1, 1), 50),
     (4, 4, (4, 4), (3, 3, 0, 0), (1, 1), 70), (3, 5, (4, 4), (1, 2, 1, 2), (1, 1), 70),
-    (3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 31), (2, 9, (1, 1), (1, 8, 1, 8), (1, 8), 90)])
+    (3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 31), (2, 9, (1, 1), (1, 8, 1, 8), (1, 8), 90),
+    # Planes of 8 outputs a row or fewer (MobileNetV2's 7x7 stages, stride 1 and 2), down to one output a
+    # row, with padding, a 5x5 kernel, dilation and a tall stride.
+    (3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 7), (3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 14),
+    (3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 5), (3, 3, (1, 1), (0, 0, 0, 0), (1, 1), 6),
+    (5, 5, (1, 1), (2, 2, 2, 2), (1, 1), 3), (1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    (3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 8), (3, 2, (4, 1), (1, 0, 1, 1), (1, 1), 4)])
 def test_depthwise_int8_vnni_geometries(r, s, stride, pads, dil, w):
-    c = dict(n=2, c=3, k=6, h=9, w=w, r=r, s=s, stride=stride, dil=dil, pads=pads, groups=3, seed=r * 31 + s)
+    c = dict(n=2, c=3, k=6, h=9, w=w, r=r, s=s, stride=stride, dil=dil, pads=pads, groups=3, seed=r * 31 + s + w)
     rng = np.random.default_rng(c["seed"])
     g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, 6)}), ("relu", {})])
     np.testing.assert_array_equal(run_graph(g, x), ref)
