@@ -280,11 +280,15 @@ def test_depthwise_int8_vnni_geometries(r, s, stride, pads, dil, w):
 # A window as large as the plane (a global average pool lowered to a depthwise convolution: one output
 # per channel, the dot-product path), and planes that differ only in size one after another (each
 # thread's padded plane is rebuilt for a new geometry and only its input columns rewritten for the same).
-@pytest.mark.parametrize("h,w", [(7, 7), (5, 11), (2, 31), (9, 3)])
-def test_depthwise_int8_whole_plane_window(h, w):
-    c = dict(n=2, c=20, k=20, h=h, w=w, r=h, s=w, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0), groups=20, seed=h * w)
+# Also MobileNetV2's 1,280 channels (runs of outputs over more than one chunk of 64, and across images)
+# and a channel multiplier of 2.
+@pytest.mark.parametrize("h,w,c_in,k", [(7, 7, 20, 20), (5, 11, 20, 20), (2, 31, 20, 20), (9, 3, 20, 20),
+                                        (7, 7, 1280, 1280), (3, 4, 50, 100), (1, 1, 70, 70)])
+def test_depthwise_int8_whole_plane_window(h, w, c_in, k):
+    c = dict(n=2, c=c_in, k=k, h=h, w=w, r=h, s=w, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0), groups=c_in,
+             seed=h * w)
     rng = np.random.default_rng(c["seed"])
-    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, 20)})])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 12), 2 ** 12, k)})])
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 

@@ -238,6 +238,9 @@ class ConvKernel final : public OpKernel {
     batch_ = x[0];
     const size_t count = w.data.size() / element_size(w.dtype);
     depthwise_ = g_.Cg == 1;
+    whole_plane_ = g_.OH == 1 && g_.OW == 1 && g_.R == g_.H && g_.S == g_.W && g_.pt == 0 && g_.pl == 0 &&
+                   (g_.R == 1 || g_.dh == 1) && (g_.S == 1 || g_.dw == 1) && dtype_ == DataType::kInt8 &&
+                   size_t(g_.R) * g_.S < (size_t(1) << 17);
     // A fully connected layer (a 1x1 convolution over a 1x1 input) runs as matrix-vector products.
     const bool fully_connected = p.groups == 1 && g_.R == 1 && g_.S == 1 && g_.H == 1 && g_.W == 1 && g_.OH == 1 &&
                                  g_.OW == 1;
@@ -372,6 +375,7 @@ class ConvKernel final : public OpKernel {
                         ThreadPool::min_items(size_t(batch_) * g_.K * ohw * kdim / units));
       return;
     }
+    if (depthwise_ && whole_plane_ && windows_ && !residual_) return run_whole_plane_s8(io, pool);
     if (depthwise_) {
       const size_t planes = size_t(batch_) * g_.K;
       pool.parallel_for(planes, [&](size_t b, size_t e) {
@@ -588,6 +592,32 @@ class ConvKernel final : public OpKernel {
 #else
     (void)io, (void)sums;
 #endif
+  }
+
+  // An INT8 depthwise convolution whose one window is its whole unpadded plane (a global average pool
+  // lowered to one): per channel a dot product of the plane with the weights, the outputs requantized
+  // chunk by chunk. The plane-by-plane path built a padded plane and requantized one value per call: 0.040
+  // ms for MobileNetV2's 1,280 7x7 planes against ONNX Runtime's 0.012.
+  void run_whole_plane_s8(const OpIo& io, ThreadPool& pool) const {
+    const size_t taps = size_t(g_.R) * g_.S, in_plane = size_t(g_.H) * g_.W;
+    const auto* x = static_cast<const int8_t*>(io.inputs[0]);
+    auto* y = static_cast<int8_t*>(io.output);
+    pool.parallel_for(size_t(batch_) * g_.K, [&](size_t b, size_t e) {
+      int32_t sums[64];
+      for (size_t p0 = b; p0 < e; p0 += 64) {
+        const size_t count = std::min<size_t>(64, e - p0);
+        for (size_t i = 0; i < count; ++i) {
+          const size_t n = (p0 + i) / g_.K, k = (p0 + i) % g_.K, c = k / g_.Kg;
+          sums[i] = dot_s8(x + (n * g_.C + c) * in_plane, w8_raw_.data() + k * taps, taps);
+        }
+        // Output p0 + i is image n's channel k: windows run along the channels, from p0's.
+        for (size_t i = 0; i < count;) {
+          const size_t k = (p0 + i) % g_.K, run = std::min(count - i, g_.K - k);
+          requantize_windows(sums + i, windows_->data() + k, y + p0 + i, run);
+          i += run;
+        }
+      }
+    }, ThreadPool::min_items(taps));
   }
 
   // An INT8 fully connected layer: every image's exact sums at once (gemv_s8_vnni.h), then each output
@@ -811,6 +841,7 @@ class ConvKernel final : public OpKernel {
   ConvGeometry g_{};
   uint32_t batch_ = 1;
   bool depthwise_ = false;
+  bool whole_plane_ = false;  // one window covering the whole unpadded input plane (run_whole_plane_s8)
   std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
   bool vnni_ = false;        // INT8 on vpdpbusd (gemm_vnni.h)
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows

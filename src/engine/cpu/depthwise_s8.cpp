@@ -7,6 +7,7 @@
 
 #include "half_convert.h"
 #include "half_convert_avx512.h"
+#include "multiversion.h"
 #include "numerics.h"
 #include "x86_simd.h"
 
@@ -14,6 +15,13 @@ namespace softdla::cpu {
 namespace {
 constexpr size_t kLanes = 16;  // the widest vector; rows are padded to whole vectors of it
 }  // namespace
+
+SOFTDLA_MULTIVERSION
+int32_t dot_s8(const int8_t* x, const int8_t* w, size_t n) {
+  int32_t sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += int32_t(x[i]) * w[i];
+  return sum;
+}
 
 namespace depthwise_detail {
 // The plane as padded fp32 rows split by column phase: phase p of padded row i holds padded columns

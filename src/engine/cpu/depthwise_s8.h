@@ -23,6 +23,11 @@ struct DepthwiseGeometry {
 struct DepthwiseScratch;
 DepthwiseScratch& depthwise_scratch();
 
+// sum of x[i] * w[i] over i < n, exact in int32 while n < 2^17: a depthwise convolution whose one window
+// is its whole unpadded plane (a global average pool lowered to a convolution) is one such dot product
+// per channel.
+int32_t dot_s8(const int8_t* x, const int8_t* w, size_t n);
+
 // out[oh * OW + ow] = sum over taps of x * w (int32), for a plane x [H][W] and weights w [R][S].
 // same_input: x is the plane this scratch's previous call used, unchanged since (the next output channel
 // of a channel multiplier), so its widened rows are reused.
