@@ -238,9 +238,9 @@ class ConvKernel final : public OpKernel {
     batch_ = x[0];
     const size_t count = w.data.size() / element_size(w.dtype);
     depthwise_ = g_.Cg == 1;
-    whole_plane_ = g_.OH == 1 && g_.OW == 1 && g_.R == g_.H && g_.S == g_.W && g_.pt == 0 && g_.pl == 0 &&
-                   (g_.R == 1 || g_.dh == 1) && (g_.S == 1 || g_.dw == 1) && dtype_ == DataType::kInt8 &&
-                   size_t(g_.R) * g_.S < (size_t(1) << 17);
+    whole_plane_ = depthwise_ && dtype_ == DataType::kInt8 && g_.OH == 1 && g_.OW == 1 && g_.R == g_.H &&
+                   g_.S == g_.W && g_.pt == 0 && g_.pl == 0 && (g_.R == 1 || g_.dh == 1) &&
+                   (g_.S == 1 || g_.dw == 1) && size_t(g_.R) * g_.S < (size_t(1) << 17);
     // A fully connected layer (a 1x1 convolution over a 1x1 input) runs as matrix-vector products.
     const bool fully_connected = p.groups == 1 && g_.R == 1 && g_.S == 1 && g_.H == 1 && g_.W == 1 && g_.OH == 1 &&
                                  g_.OW == 1;
@@ -375,7 +375,7 @@ class ConvKernel final : public OpKernel {
                         ThreadPool::min_items(size_t(batch_) * g_.K * ohw * kdim / units));
       return;
     }
-    if (depthwise_ && whole_plane_ && windows_ && !residual_) return run_whole_plane_s8(io, pool);
+    if (whole_plane_ && windows_ && !residual_) return run_whole_plane_s8(io, pool);
     if (depthwise_) {
       const size_t planes = size_t(batch_) * g_.K;
       pool.parallel_for(planes, [&](size_t b, size_t e) {
@@ -841,7 +841,7 @@ class ConvKernel final : public OpKernel {
   ConvGeometry g_{};
   uint32_t batch_ = 1;
   bool depthwise_ = false;
-  bool whole_plane_ = false;  // one window covering the whole unpadded input plane (run_whole_plane_s8)
+  bool whole_plane_ = false;  // INT8 depthwise, one window covering the whole unpadded plane (run_whole_plane_s8)
   std::vector<int32_t> w8_;  // int16 pairs (pack_a_s8)
   bool vnni_ = false;        // INT8 on vpdpbusd (gemm_vnni.h)
   bool pointwise_ = false;   // 1x1, stride 1, no padding: the input planes are the GEMM's rows

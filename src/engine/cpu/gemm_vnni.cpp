@@ -216,17 +216,9 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl"))) void gemm
 void gemm_amx(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m, size_t n,
               size_t kq, size_t ldc) {
   gemm_amx_blocks(a_quads, offset_sums, bp, m, n, kq,
-                  [&](const int32_t (*tile)[2 * kPanel], size_t row, size_t col, size_t rows, size_t cols)
-                      __attribute__((target("avx512f"))) {
-                        // Vector copies (std::copy_n here was a library call per row).
-                        const __mmask16 lo = cols >= 16 ? 0xFFFF : __mmask16((1u << cols) - 1);
-                        const __mmask16 hi = cols >= 32 ? 0xFFFF : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : 0;
-                        for (size_t r = 0; r < rows; ++r) {
-                          int32_t* dst = c + (row + r) * ldc + col;
-                          _mm512_mask_storeu_epi32(dst, lo, _mm512_load_si512(tile[r]));
-                          _mm512_mask_storeu_epi32(dst + 16, hi, _mm512_load_si512(tile[r] + 16));
-                        }
-                      });
+                  [&](const int32_t (*tile)[2 * kPanel], size_t row, size_t col, size_t rows, size_t cols) {
+                    copy_tile(tile, c + row * ldc + col, rows, cols, ldc);
+                  });
 }
 #endif
 

@@ -20,6 +20,13 @@
 namespace softdla::cpu {
 namespace {
 
+// The INT8 average of a window of kw x kh values summing to `sum`: the PDP's Q16 reciprocal of the width,
+// then of the height (docs/NUMERICS.md), before the int8 saturation.
+inline int64_t q16_average(int64_t sum, unsigned kw, unsigned kh) {
+  const int64_t v = num::rshift_rhaz(sum * num::q16_reciprocal(kw), 16);
+  return num::rshift_rhaz(v * num::q16_reciprocal(kh), 16);
+}
+
 // One int8 plane, separably: for each output row, the window's input rows are reduced column by
 // column into `line`, then the windows along the row (both passes contiguous, vectorised). Max and the
 // sum of an average are exact either way round.
@@ -63,8 +70,7 @@ void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8
         for (int64_t w = wb; w < we; ++w) v = max ? std::max<int64_t>(v, acc[w]) : v + acc[w];
       if (!max) {
         const unsigned kwu = p.exclude_padding ? unsigned(we - wb) : p.kernel_w;
-        v = num::rshift_rhaz(v * num::q16_reciprocal(kwu), 16);
-        v = num::rshift_rhaz(v * num::q16_reciprocal(kh), 16);
+        v = q16_average(v, kwu, kh);
       }
       y[oh * OW + ow] = num::sat8(v);
     }
@@ -72,19 +78,16 @@ void plane_s8(const PoolParams& p, const Shape& in, const Shape& out, const int8
 }
 
 // An INT8 global average (the window is the whole plane, one output) of planes [b, e) of size hw: each
-// plane's exact sum, then plane_s8's Q16 divisions by the window's width and height. A 7x7 plane is a
-// few vector adds here, where plane_s8's row and window passes cost several times that (1,280 7x7 planes
-// on one core: 0.060 ms that way, 0.009 ms this way). The caller keeps hw below 2^23, so no sum can
-// overflow.
+// plane's exact sum (pool windows are at most 8 x 8, so no sum comes near int32's range), then plane_s8's
+// Q16 divisions. A 7x7 plane is a few vector adds here, where plane_s8's row and window passes cost
+// several times that (1,280 7x7 planes on one core: 0.060 ms that way, 0.009 ms this way).
 SOFTDLA_MULTIVERSION
 void global_average_s8(const int8_t* x, int8_t* y, size_t b, size_t e, size_t hw, unsigned kw, unsigned kh) {
   for (size_t pl = b; pl < e; ++pl) {
     const int8_t* __restrict plane = x + pl * hw;
     int32_t sum = 0;
     for (size_t i = 0; i < hw; ++i) sum += plane[i];
-    int64_t v = num::rshift_rhaz(int64_t(sum) * num::q16_reciprocal(kw), 16);
-    v = num::rshift_rhaz(v * num::q16_reciprocal(kh), 16);
-    y[pl] = num::sat8(v);
+    y[pl] = num::sat8(q16_average(sum, kw, kh));
   }
 }
 
@@ -271,10 +274,9 @@ class PoolKernel final : public OpKernel {
         out_(m.tensors[op.outputs[0]].shape) {}
 
   void run(const OpIo& io, ThreadPool& pool) const override {
-    const size_t planes = size_t(in_[0]) * in_[1];
+    const size_t planes = size_t(in_[0]) * in_[1], hw = size_t(in_[2]) * in_[3];
 #ifdef SOFTDLA_X86
     if (dtype_ != DataType::kInt8 && global_average() && has_avx512(active_isa())) {
-      const size_t hw = size_t(in_[2]) * in_[3];
       pool.parallel_for((planes + 15) / 16, [&](size_t b, size_t e) {
         with_float_storage(dtype_, [&](auto* tag) {
           using T = std::remove_pointer_t<decltype(tag)>;
@@ -286,8 +288,7 @@ class PoolKernel final : public OpKernel {
       return;
     }
 #endif
-    const size_t hw = size_t(in_[2]) * in_[3];
-    if (dtype_ == DataType::kInt8 && global_average() && hw < (size_t(1) << 23)) {
+    if (dtype_ == DataType::kInt8 && global_average()) {
       pool.parallel_for(planes, [&](size_t b, size_t e) {
         global_average_s8(static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output), b, e, hw,
                           p_.kernel_w, p_.kernel_h);
