@@ -23,7 +23,11 @@ GEOMETRIES = {
 }
 
 
-def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9, 23)):
+def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9, 23), conv_headroom=1,
+          add_scale=None, add_out=None):
+    """conv_headroom: bits the convolution's shift keeps above what its results need (negative: most of
+    them saturate). add_scale: the add's (multiplier, shift) of its second input, add_out: its output's,
+    random if None."""
     cin, cout, k, stride, pad, groups = GEOMETRIES.get(geometry, geometry)  # a name, or the tuple itself
     rng = np.random.default_rng(seed)
     n, h, w = nhw
@@ -35,7 +39,7 @@ def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9,
     bias = rng.integers(-(2 ** 16), 2 ** 16, cout)
     kdim = cin // groups * k * k
     mult = rng.integers(1, 2 ** 15, cout)
-    shift = np.full(cout, int(np.ceil(np.log2(128 * 128 * np.sqrt(kdim) * 2 ** 15 / 127))) + 1)
+    shift = np.full(cout, int(np.ceil(np.log2(128 * 128 * np.sqrt(kdim) * 2 ** 15 / 127))) + conv_headroom)
     g = writer.Graph()
     xi = g.input("x", x.shape, np.int8, 0.05)
     ei = g.input("e", e.shape, np.int8, 0.05)
@@ -45,7 +49,7 @@ def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9,
     post = writer.sdp([writer.sdp_step("bias", ivalues=bias), writer.sdp_step("relu")], multiplier=mult, shift=shift)
     g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.int8), (stride, stride), (pad,) * 4, (1, 1), groups, post))
     # The add: [Scale] EltAdd(second input) [ReLU | Clip], one multiplier.
-    tm, ts = int(rng.integers(1, 2 ** 14)), int(rng.integers(0, 15))
+    tm, ts = add_scale or (int(rng.integers(1, 2 ** 14)), int(rng.integers(0, 15)))
     steps, ref_steps = [], []
     if "scale" in residual_chain:
         sm, ss = int(rng.integers(1, 2 ** 14)), int(rng.integers(0, 15))
@@ -60,7 +64,7 @@ def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9,
     if "clip" in residual_chain:
         steps.append(writer.sdp_step("clip", lo_i=-3000, hi_i=90000))
         ref_steps.append(("clip", {"lo": -3000, "hi": 90000}))
-    m, s = int(rng.integers(1, 2 ** 15)), int(rng.integers(12, 26))
+    m, s = add_out or (int(rng.integers(1, 2 ** 15)), int(rng.integers(12, 26)))
     g.op("Sdp", [first, second], y, writer.sdp(steps, multiplier=[m], shift=[s]))
     g.output(y)
     if also_output:
@@ -83,6 +87,23 @@ def fused_ops(g):
 def test_fused_residual_add_is_exact(geometry, seed, swapped, chain):
     g, arrays, ref, _ = build(geometry, seed, swapped, chain)
     assert fused_ops(g) == [1]  # the add ran inside the convolution's kernel
+    np.testing.assert_array_equal(run_graph(g, *arrays), ref)
+
+
+# The convolution's results saturate (its shift 6 or 16 bits short: with 16, a multiplier above 1, whose
+# requantization window ends past int8's range), and the add reads them as int8: every path must clamp
+# them before the add, in whole lines of 64 results and in the tails. With the second
+# input on the first one's scale (multiplier 1, shift 0, no scale step), the add's result depends on the
+# sum of its inputs only: the kernels' shared-scale form. The add's output scale (1/4) keeps a saturated
+# input's sum within int8, so a result computed from the unclamped value would differ.
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(sorted(GEOMETRIES)), st.integers(0, 2 ** 31), st.booleans(), st.sampled_from(["", "relu"]),
+       st.booleans(), st.sampled_from([-6, -16]))
+def test_fused_residual_add_of_saturated_results(geometry, seed, swapped, chain, same_scale, headroom):
+    g, arrays, ref, conv_ref = build(geometry, seed, swapped, chain, conv_headroom=headroom,
+                                     add_scale=(1, 0) if same_scale else None, add_out=(1 << 14, 16))
+    assert np.mean(np.abs(conv_ref.astype(np.int32)) >= 127) > 0.2  # the case this test is about (half are ReLU zeros)
+    assert fused_ops(g) == [1]
     np.testing.assert_array_equal(run_graph(g, *arrays), ref)
 
 

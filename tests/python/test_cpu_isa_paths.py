@@ -1,6 +1,6 @@
 """Every instruction-set path of the CPU backend (SOFTDLA_CPU_ISA: portable, avx2, avxvnni, amx,
 avx512vnni; src/engine/cpu/cpu_isa.h) on this machine: the switch selects what it names, the
-convolution suite passes against NumPy on each path, whole INT8 networks give the same bytes on
+convolution suites (with the fused residual adds) pass against NumPy on each path, whole INT8 networks give the same bytes on
 every path, and whole FP16 networks the same bytes on the avx2 and avx512vnni paths (both FMA kernels
 give every output the same sequence of FMAs, as the portable path's std::fma does). Paths this CPU
 cannot run are skipped (the CPU model changes between machines)."""
@@ -59,7 +59,8 @@ def test_unknown_switch_value_is_reported():
 def test_conv_suite_on_each_path(isa):
     _skip_unless_runs(isa)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                        os.path.join(HERE, "test_conv.py")], env=_env(isa), capture_output=True, text=True, cwd=ROOT)
+                        os.path.join(HERE, "test_conv.py"), os.path.join(HERE, "test_conv_residual_fusion.py")],
+                       env=_env(isa), capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "amx_tiles.h"
 #include "cpu_isa.h"
@@ -340,42 +341,62 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const in
                                                                         size_t pixels, const GridRun* runs,
                                                                         size_t n_runs, const Int8Output& o,
                                                                         uint32_t image) {
-  std::optional<Residual512> add;
-  if constexpr (kResidual) add.emplace(*o.residual);
   auto mask = [](size_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); };
   // 16 bytes of slack: runs are moved in whole vectors. The grid's dropped columns are computed on
   // whatever `theirs` holds there (zeros) and never stored.
   alignas(64) int8_t theirs[kBlockPixels + 16] = {}, mine[kBlockPixels + 16];
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t k = row0 + r, base = image * o.image_stride + k * o.ld;
-    const Window512 win(o.windows[k]);
-    if constexpr (kResidual)
-      for (size_t i = 0; i < n_runs; ++i)  // in grid order: each plain store's spill is overwritten next
-        for (uint32_t j = 0; j < runs[i].count; j += 16)
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(theirs + runs[i].p + j),
-                           _mm_maskz_loadu_epi8(mask(runs[i].count - j), o.other + base + runs[i].hw0 + j));
+  // Row r's int8 results into `mine`, with the residual add (`add`: a Residual512::with_form form).
+  auto requantize_row = [&](size_t r, const Window512& win, const auto& add, auto conv_second)
+                            __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) {
     win.with_form([&](auto form) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+      const int32_t* row_sums = sums + r * kBlockPixels;
       size_t j = 0;
-      if constexpr (!kResidual)
-        if (pixels == kBlockPixels) _mm512_storeu_si512(mine, form.apply64(sums + r * kBlockPixels)), j = pixels;
+      if (pixels == kBlockPixels) {
+        if constexpr (kResidual)
+          _mm512_store_si512(mine, requant_add_64<decltype(conv_second)::value>(form, add, row_sums, theirs));
+        else
+          _mm512_store_si512(mine, form.apply64(row_sums));
+        j = pixels;
+      }
       for (; j < pixels; j += 16) {
-        __m128i v = form.apply(_mm512_load_si512(sums + r * kBlockPixels + j));
         if constexpr (kResidual) {
-          const __m512i a = _mm512_cvtepi8_epi32(v);
+          const __m512i a = clamp_s8_words(form.words(_mm512_load_si512(row_sums + j)));
           const __m512i b = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(theirs + j)));
-          v = o.conv_second ? add->apply(b, a) : add->apply(a, b);
+          _mm_store_si128(reinterpret_cast<__m128i*>(mine + j),
+                          _mm512_cvtsepi32_epi8(conv_second ? add.words(b, a) : add.words(a, b)));
+        } else {
+          _mm_store_si128(reinterpret_cast<__m128i*>(mine + j), form.apply(_mm512_load_si512(row_sums + j)));
         }
-        _mm_store_si128(reinterpret_cast<__m128i*>(mine + j), v);
       }
     });
-    for (size_t i = 0; i < n_runs; ++i)
-      for (uint32_t j = 0; j < runs[i].count; j += 16) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mine + runs[i].p + j));
-        int8_t* to = o.out + base + runs[i].hw0 + j;
-        // Whole vectors plainly (masked byte stores are slow on AMD Zen), the run's tail under a mask.
-        if (runs[i].count - j >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(to), v);
-        else _mm_mask_storeu_epi8(to, mask(runs[i].count - j), v);
-      }
+  };
+  auto emit_rows = [&](const auto& add, auto conv_second) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t k = row0 + r, base = image * o.image_stride + k * o.ld;
+      if constexpr (kResidual)
+        for (size_t i = 0; i < n_runs; ++i)  // in grid order: each plain store's spill is overwritten next
+          for (uint32_t j = 0; j < runs[i].count; j += 16)
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(theirs + runs[i].p + j),
+                             _mm_maskz_loadu_epi8(mask(runs[i].count - j), o.other + base + runs[i].hw0 + j));
+      requantize_row(r, Window512(o.windows[k]), add, conv_second);
+      for (size_t i = 0; i < n_runs; ++i)
+        for (uint32_t j = 0; j < runs[i].count; j += 16) {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mine + runs[i].p + j));
+          int8_t* to = o.out + base + runs[i].hw0 + j;
+          // Whole vectors plainly (masked byte stores are slow on AMD Zen), the run's tail under a mask.
+          if (runs[i].count - j >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(to), v);
+          else _mm_mask_storeu_epi8(to, mask(runs[i].count - j), v);
+        }
+    }
+  };
+  if constexpr (kResidual) {
+    const Residual512 residual(*o.residual);
+    residual.with_form([&](const auto& add) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+      if (o.conv_second) emit_rows(add, std::true_type{});
+      else emit_rows(add, std::false_type{});
+    });
+  } else {
+    emit_rows(0, std::false_type{});
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "int8_requant_x86.h"
 
@@ -93,30 +94,33 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void residual_avx512(const 
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m128i requant_then_add(
-    const Window512& win, const Residual512& add, bool conv_second, __m512i sums, __m128i theirs8) {
-  const __m512i mine = _mm512_cvtepi8_epi32(win.apply(sums)), theirs = _mm512_cvtepi8_epi32(theirs8);
-  return conv_second ? add.apply(theirs, mine) : add.apply(mine, theirs);
-}
-
-// requantize_avx512 then residual_avx512 with the convolution's int8 results kept in registers. Whole
-// vectors are loaded and stored plainly (masked stores are slow on some CPUs: AMD Zen), the tail under a mask.
+// requantize_avx512 then residual_avx512 with the convolution's int8 results kept in registers: lines
+// of 64 results (requant_add_64), then 16 at a time. Whole vectors are loaded and stored plainly (masked
+// stores are slow on some CPUs: AMD Zen), the tail under a mask.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_residual_avx512(
     const int32_t* acc, const num::RequantWindow& w, const int8_t* other, const ResidualForm& rw,
     bool conv_second, int8_t* out, size_t count) {
   const Window512 win(w);
-  const Residual512 add(rw);
-  size_t i = 0;
-  for (; i + 16 <= count; i += 16)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     requant_then_add(win, add, conv_second, _mm512_loadu_si512(acc + i),
-                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(other + i))));
-  if (i < count) {
-    const __mmask16 m = __mmask16((1u << (count - i)) - 1);
-    _mm_mask_storeu_epi8(out + i, m,
-                         requant_then_add(win, add, conv_second, _mm512_maskz_loadu_epi32(m, acc + i),
-                                          _mm_maskz_loadu_epi8(m, other + i)));
-  }
+  const Residual512 residual(rw);
+  auto run = [&](const auto& add, auto second) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+    win.with_form([&](auto form) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+      size_t i = 0;
+      for (; i + 64 <= count; i += 64)
+        _mm512_storeu_si512(out + i, requant_add_64<decltype(second)::value>(form, add, acc + i, other + i));
+      for (; i < count; i += 16) {
+        const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
+        const __m512i mine = clamp_s8_words(form.words(_mm512_maskz_loadu_epi32(m, acc + i)));
+        const __m512i theirs = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, other + i));
+        const __m128i v = _mm512_cvtsepi32_epi8(second ? add.words(theirs, mine) : add.words(mine, theirs));
+        if (count - i >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
+        else _mm_mask_storeu_epi8(out + i, m, v);
+      }
+    });
+  };
+  residual.with_form([&](const auto& add) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+    if (conv_second) run(add, std::true_type{});
+    else run(add, std::false_type{});
+  });
 }
 
 __attribute__((target("avx2"))) inline __m256i load8_s8(const int8_t* p) {

@@ -108,6 +108,9 @@ struct WindowForm {
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i apply64(const int32_t* p) const {
     return w.apply64<kNonNegative, kHigh>(p);
   }
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i a) const {
+    return w.words<kNonNegative, kHigh>(a);
+  }
 };
 
 template <class Fn>
@@ -196,8 +199,12 @@ struct SharedSum512 {
       : mult(_mm512_set1_epi32(s.mult)), add(_mm512_set1_epi32(s.add)), lo(_mm512_set1_epi32(s.lo)),
         hi(_mm512_set1_epi32(s.hi)), shift(_mm_cvtsi32_si128(int(s.shift))) {}
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
+    return _mm512_cvtsepi32_epi8(words(x, e));
+  }
+  // The results as int32 lanes, already within int8's range (lo and hi are).
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i x, __m512i e) const {
     const __m512i r = _mm512_sra_epi32(_mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(x, e), mult), add), shift);
-    return _mm512_cvtsepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi));
+    return _mm512_min_epi32(_mm512_max_epi32(r, lo), hi);
   }
 };
 
@@ -229,11 +236,47 @@ struct Residual512 {
       : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), sum(f.sum), xp(_mm512_set1_epi32(f.w.x_product)),
         plain(f.w.x_product != 0), shared(f.sum.ok) {}
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
-    if (shared) return sum.apply(x, e);
+    return _mm512_cvtsepi32_epi8(words(x, e));
+  }
+  // The results as int32 lanes before the int8 saturation.
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i x, __m512i e) const {
+    if (shared) return sum.words(x, e);
     const __m512i sx = plain ? _mm512_mullo_epi32(x, xp) : rx.apply(x);
-    return out.apply(_mm512_add_epi32(sx, re.apply(e)));
+    return out.ms.apply(_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(sx, re.apply(e)), out.lo), out.hi));
+  }
+  // Calls fn once with this add in the form a loop keeps in registers: the shared-scale sum by value
+  // (five vectors, where the whole struct is twenty and a store through an int8 pointer could alias it),
+  // else the struct itself.
+  template <class Fn>
+  __attribute__((target("avx512f,avx512bw"), always_inline)) void with_form(Fn&& fn) const {
+    if (shared) fn(SharedSum512(sum));
+    else fn(*this);
   }
 };
+
+// v saturated to int8's range, kept on int32 lanes: a requantized convolution result as the residual
+// add reads it (the same value as narrowing it to int8 and widening it back, in two cheap instructions).
+__attribute__((target("avx512f"), always_inline)) inline __m512i clamp_s8_words(__m512i v) {
+  return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(-128)), _mm512_set1_epi32(127));
+}
+
+// 64 convolution sums at acc requantized with `form` (a WindowForm), added to the add's other input at
+// `other` with `add` (Residual512::with_form's), saturated to 64 int8 results in order. kConvSecond:
+// the convolution is the add's second input. Every value is the one Window512::apply followed by
+// Residual512::apply gives: both saturations are to int8, the packs' and vpmovsdb's alike.
+template <bool kConvSecond, class Form, class Add>
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i requant_add_64(const Form& form,
+                                                                                        const Add& add,
+                                                                                        const int32_t* acc,
+                                                                                        const int8_t* other) {
+  __m512i r[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m512i mine = clamp_s8_words(form.words(_mm512_loadu_si512(acc + 16 * q)));
+    const __m512i theirs = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(other + 16 * q)));
+    r[q] = kConvSecond ? add.words(theirs, mine) : add.words(mine, theirs);
+  }
+  return saturate_64_s8(r[0], r[1], r[2], r[3]);
+}
 
 struct Residual256 {
   Window256 out;
