@@ -90,7 +90,7 @@ def test_fused_residual_add_is_exact(geometry, seed, swapped, chain):
     np.testing.assert_array_equal(run_graph(g, *arrays), ref)
 
 
-# The convolution's results saturate (its shift 6 or 16 bits short: with 16, a multiplier above 1, whose
+# The convolution's results saturate (its shift 8 or 16 bits short: with 16, a multiplier above 1, whose
 # requantization window ends past int8's range), and the add reads them as int8: every path must clamp
 # them before the add, in whole lines of 64 results and in the tails. With the second
 # input on the first one's scale (multiplier 1, shift 0, no scale step), the add's result depends on the
@@ -98,11 +98,11 @@ def test_fused_residual_add_is_exact(geometry, seed, swapped, chain):
 # input's sum within int8, so a result computed from the unclamped value would differ.
 @settings(max_examples=30, deadline=None)
 @given(st.sampled_from(sorted(GEOMETRIES)), st.integers(0, 2 ** 31), st.booleans(), st.sampled_from(["", "relu"]),
-       st.booleans(), st.sampled_from([-6, -16]))
+       st.booleans(), st.sampled_from([-8, -16]))
 def test_fused_residual_add_of_saturated_results(geometry, seed, swapped, chain, same_scale, headroom):
     g, arrays, ref, conv_ref = build(geometry, seed, swapped, chain, conv_headroom=headroom,
                                      add_scale=(1, 0) if same_scale else None, add_out=(1 << 14, 16))
-    assert np.mean(np.abs(conv_ref.astype(np.int32)) >= 127) > 0.2  # the case this test is about (half are ReLU zeros)
+    assert np.mean(np.abs(conv_ref.astype(np.int32)) >= 127) > 0.1  # the case this test is about (half are ReLU zeros)
     assert fused_ops(g) == [1]
     np.testing.assert_array_equal(run_graph(g, *arrays), ref)
 
