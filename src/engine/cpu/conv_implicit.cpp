@@ -360,10 +360,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const in
       }
       for (; j < pixels; j += 16) {
         if constexpr (kResidual) {
-          const __m512i a = clamp_s8_words(form.words(_mm512_load_si512(row_sums + j)));
-          const __m512i b = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(theirs + j)));
           _mm_store_si128(reinterpret_cast<__m128i*>(mine + j),
-                          _mm512_cvtsepi32_epi8(conv_second ? add.words(b, a) : add.words(a, b)));
+                          requant_add_16<decltype(conv_second)::value>(
+                              form, add, _mm512_load_si512(row_sums + j),
+                              _mm_load_si128(reinterpret_cast<const __m128i*>(theirs + j))));
         } else {
           _mm_store_si128(reinterpret_cast<__m128i*>(mine + j), form.apply(_mm512_load_si512(row_sums + j)));
         }
@@ -390,11 +390,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void emit_block_s8(const in
     }
   };
   if constexpr (kResidual) {
-    const Residual512 residual(*o.residual);
-    residual.with_form([&](const auto& add) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-      if (o.conv_second) emit_rows(add, std::true_type{});
-      else emit_rows(add, std::false_type{});
-    });
+    Residual512(*o.residual).with_form(o.conv_second, emit_rows);
   } else {
     emit_rows(0, std::false_type{});
   }

@@ -265,9 +265,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
       for (; j < cols; j += 16) {
         const size_t left = cols - j;
         const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        const __m512i mine = clamp_s8_words(form.words(_mm512_load_si512(tile[r] + j)));
-        const __m512i theirs = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, other + j));
-        const __m128i v = _mm512_cvtsepi32_epi8(kConvSecond ? add.words(theirs, mine) : add.words(mine, theirs));
+        const __m128i v = requant_add_16<kConvSecond>(form, add, _mm512_load_si512(tile[r] + j),
+                                                      _mm_maskz_loadu_epi8(m, other + j));
         if (left >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), v);
         else _mm_mask_storeu_epi8(out + j, m, v);
       }
@@ -303,9 +302,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void emit_tile(const
                                                                           size_t row, size_t col, size_t rows,
                                                                           size_t cols) {
   if (!add) return emit_tile_plain(tile, o, row, col, rows, cols);
-  add->with_form([&](const auto& form) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-    if (o.conv_second) emit_tile_residual<true>(tile, o, form, row, col, rows, cols);
-    else emit_tile_residual<false>(tile, o, form, row, col, rows, cols);
+  add->with_form(o.conv_second, [&](const auto& form, auto second)
+                                    __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+    emit_tile_residual<decltype(second)::value>(tile, o, form, row, col, rows, cols);
   });
 }
 

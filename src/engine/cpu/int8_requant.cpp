@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "int8_requant_x86.h"
 
@@ -102,24 +101,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_residual_av
     bool conv_second, int8_t* out, size_t count) {
   const Window512 win(w);
   const Residual512 residual(rw);
-  auto run = [&](const auto& add, auto second) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+  residual.with_form(conv_second, [&](const auto& add, auto second)
+                                       __attribute__((target("avx512f,avx512bw,avx512vl"))) {
     win.with_form([&](auto form) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
       size_t i = 0;
       for (; i + 64 <= count; i += 64)
         _mm512_storeu_si512(out + i, requant_add_64<decltype(second)::value>(form, add, acc + i, other + i));
       for (; i < count; i += 16) {
         const __mmask16 m = count - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (count - i)) - 1);
-        const __m512i mine = clamp_s8_words(form.words(_mm512_maskz_loadu_epi32(m, acc + i)));
-        const __m512i theirs = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, other + i));
-        const __m128i v = _mm512_cvtsepi32_epi8(second ? add.words(theirs, mine) : add.words(mine, theirs));
+        const __m128i v = requant_add_16<decltype(second)::value>(form, add, _mm512_maskz_loadu_epi32(m, acc + i),
+                                                                  _mm_maskz_loadu_epi8(m, other + i));
         if (count - i >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
         else _mm_mask_storeu_epi8(out + i, m, v);
       }
     });
-  };
-  residual.with_form([&](const auto& add) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-    if (conv_second) run(add, std::true_type{});
-    else run(add, std::false_type{});
   });
 }
 

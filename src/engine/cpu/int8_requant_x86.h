@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "int8_requant.h"
 #include "requant_window.h"
@@ -73,7 +74,11 @@ struct Window512 {
       : lo(_mm512_set1_epi32(w.lo)), hi(_mm512_set1_epi32(w.hi)),
         ms(w.mult, w.bias_mult, w.half, w.shifts, w.shifts & num::RequantWindow::kNonNegative) {}
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i a) const {
-    return _mm512_cvtsepi32_epi8(ms.apply(_mm512_min_epi32(_mm512_max_epi32(a, lo), hi)));
+    return _mm512_cvtsepi32_epi8(words(a));
+  }
+  // The rescaled int32 words before the int8 saturation, the form picked at run time.
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i a) const {
+    return ms.apply(_mm512_min_epi32(_mm512_max_epi32(a, lo), hi));
   }
   // The rescaled int32 words before the int8 saturation, in a form known at compile time.
   template <bool kNonNegative, bool kHigh>
@@ -242,15 +247,20 @@ struct Residual512 {
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i x, __m512i e) const {
     if (shared) return sum.words(x, e);
     const __m512i sx = plain ? _mm512_mullo_epi32(x, xp) : rx.apply(x);
-    return out.ms.apply(_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(sx, re.apply(e)), out.lo), out.hi));
+    return out.words(_mm512_add_epi32(sx, re.apply(e)));
   }
-  // Calls fn once with this add in the form a loop keeps in registers: the shared-scale sum by value
-  // (five vectors, where the whole struct is twenty and a store through an int8 pointer could alias it),
-  // else the struct itself.
+  // Calls fn(add, second) once: add is this add in the form a loop keeps in registers (the shared-scale
+  // sum by value: five vectors, where the whole struct is twenty and a store through an int8 pointer could
+  // alias it; else the struct itself), second is std::bool_constant<conv_second> (the convolution is the
+  // add's second input).
   template <class Fn>
-  __attribute__((target("avx512f,avx512bw"), always_inline)) void with_form(Fn&& fn) const {
-    if (shared) fn(SharedSum512(sum));
-    else fn(*this);
+  __attribute__((target("avx512f,avx512bw"), always_inline)) void with_form(bool conv_second, Fn&& fn) const {
+    auto in_order = [&](const auto& add) __attribute__((target("avx512f,avx512bw"), always_inline)) {
+      if (conv_second) fn(add, std::true_type{});
+      else fn(add, std::false_type{});
+    };
+    if (shared) in_order(SharedSum512(sum));
+    else in_order(*this);
   }
 };
 
@@ -260,21 +270,39 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i clamp_s8_words(
   return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(-128)), _mm512_set1_epi32(127));
 }
 
-// 64 convolution sums at acc requantized with `form` (a WindowForm), added to the add's other input at
-// `other` with `add` (Residual512::with_form's), saturated to 64 int8 results in order. kConvSecond:
-// the convolution is the add's second input. Every value is the one Window512::apply followed by
-// Residual512::apply gives: both saturations are to int8, the packs' and vpmovsdb's alike.
+// 16 convolution sums requantized with `form` (a WindowForm) and added to the add's other input
+// (`theirs`, 16 int8) with `add` (a Residual512::with_form form), as int32 lanes before the final int8
+// saturation. kConvSecond: the convolution is the add's second input.
+template <bool kConvSecond, class Form, class Add>
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i requant_add_words(const Form& form,
+                                                                                           const Add& add,
+                                                                                           __m512i sums,
+                                                                                           __m128i theirs) {
+  const __m512i a = clamp_s8_words(form.words(sums)), b = _mm512_cvtepi8_epi32(theirs);
+  return kConvSecond ? add.words(b, a) : add.words(a, b);
+}
+
+// The same for 16 values, saturated to 16 int8 results.
+template <bool kConvSecond, class Form, class Add>
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m128i requant_add_16(const Form& form,
+                                                                                        const Add& add,
+                                                                                        __m512i sums,
+                                                                                        __m128i theirs) {
+  return _mm512_cvtsepi32_epi8(requant_add_words<kConvSecond>(form, add, sums, theirs));
+}
+
+// The same for the 64 sums at acc and the 64 int8 at other: 64 int8 results in order. Every value is the
+// one Window512::apply followed by Residual512::apply gives: both saturations are to int8, the packs'
+// and vpmovsdb's alike.
 template <bool kConvSecond, class Form, class Add>
 __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i requant_add_64(const Form& form,
                                                                                         const Add& add,
                                                                                         const int32_t* acc,
                                                                                         const int8_t* other) {
   __m512i r[4];
-  for (int q = 0; q < 4; ++q) {
-    const __m512i mine = clamp_s8_words(form.words(_mm512_loadu_si512(acc + 16 * q)));
-    const __m512i theirs = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(other + 16 * q)));
-    r[q] = kConvSecond ? add.words(theirs, mine) : add.words(mine, theirs);
-  }
+  for (int q = 0; q < 4; ++q)
+    r[q] = requant_add_words<kConvSecond>(form, add, _mm512_loadu_si512(acc + 16 * q),
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(other + 16 * q)));
   return saturate_64_s8(r[0], r[1], r[2], r[3]);
 }
 
