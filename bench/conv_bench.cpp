@@ -36,6 +36,7 @@ constexpr Layer kLayers[] = {
     {"r18_1x1s2_64to128", 64, 128, 56, 1, 2},  // ResNet-18's first downsample
     {"res2_1x1_64to256", 64, 256, 56, 1, 1},
     {"res2_1x1_256to64", 256, 64, 56, 1, 1},
+    {"res4_1x1_1024to256", 1024, 256, 14, 1, 1},  // wide input, small grid: the widened input is L2-sized
     // The bottleneck's last 1x1 convolutions with the residual add fused.
     {"res2_1x1_64to256_add", 64, 256, 56, 1, 1, 1, 1, true},
     {"res4_1x1_256to1024_add", 256, 1024, 14, 1, 1, 1, 1, true},
@@ -56,6 +57,7 @@ constexpr Layer kLayers[] = {
     {"res5_3x3_512_b8", 512, 512, 7, 3, 1, 1, 8},
     {"res5_1x1_512to2048_b8", 512, 2048, 7, 1, 1, 1, 8},
     {"res2_1x1_256to64_b8", 256, 64, 56, 1, 1, 1, 8},
+    {"res4_1x1_1024to256_b8", 1024, 256, 14, 1, 1, 1, 8},
     {"res2_1x1_64to256_add_b8", 64, 256, 56, 1, 1, 1, 8, true},
 };
 

@@ -212,3 +212,57 @@ def test_fully_connected_identical_on_every_float_path(dtype, post, tmp_path):
     assert len(results) >= 2 and len(results["portable"]) == n * k * x.itemsize
     for isa, out in results.items():
         assert out == results["portable"], f"{isa} differs from portable"
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("cin,k,h,w", [(20, 5, 7, 7), (24, 64, 14, 14), (40, 13, 9, 9), (17, 200, 3, 11)])
+def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, residual, tmp_path):
+    """FP16 1x1 convolutions whose AVX-512 tiles store through the epilogue themselves
+    (conv_implicit_f32.cpp): output channels that end on a 4-, 8- or 12-row tile with rows past K (5,
+    13, 64) and grids that end on a one-vector tile (7 x 7, 14 x 14, 3 x 11), on the fp16 input as it
+    is (up to 160 channels) and on widened planes (200), with and without the residual add fused into
+    them. One FMA per input channel in ascending order from zero on every path: the same bits as the
+    portable path's std::fma, and within fp16 rounding of NumPy."""
+    from sdla_testkit import formats as F
+    from sdla_testkit import reference as R
+    from sdla_testkit import writer
+    rng = np.random.default_rng(cin * k + h)
+    n = 2
+    x = rng.uniform(-1, 1, (n, cin, h, w)).astype(np.float16)
+    e = rng.uniform(-2, 2, (n, k, h, w)).astype(np.float16)
+    wt = rng.uniform(-0.5, 0.5, (k, cin, 1, 1)).astype(np.float16)
+    bias = rng.uniform(-1, 1, k).astype(np.float32)
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.float16)
+    c = g.tensor("c", (n, k, h, w), np.float16)
+    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.float16), (1, 1), (0, 0, 0, 0), (1, 1), 1,
+                                        writer.sdp([writer.sdp_step("bias", fvalues=bias), writer.sdp_step("relu")])))
+    conv = R.conv_acc(x, wt) + bias.reshape(1, -1, 1, 1)
+    ref = np.maximum(conv, 0).astype(np.float16).astype(np.float64)
+    arrays = [x]
+    if residual:
+        ei = g.input("e", e.shape, np.float16)
+        y = g.tensor("y", (n, k, h, w), np.float16)
+        g.op("Sdp", [c, ei], y, writer.sdp([writer.sdp_step("add", tensor=ei), writer.sdp_step("relu")]))
+        g.output(y, F.LINEAR)
+        ref = np.maximum(ref + e.astype(np.float64), 0)
+        arrays.append(e)
+    else:
+        g.output(c, F.LINEAR)
+    path = tmp_path / "conv.loadable"
+    path.write_bytes(g.serialize())
+    inputs = []
+    for i, a in enumerate(arrays):
+        p = tmp_path / f"in{i}.bin"
+        p.write_bytes(F.pack(a, F.LINEAR, g.target))
+        inputs.append(str(p))
+    results = {}
+    for isa in PATHS:
+        if _active(isa)[0] == isa:
+            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
+                                          capture_output=True, check=True).stdout
+    assert len(results) >= 2 and len(results["portable"]) == n * k * h * w * 2
+    for isa, out in results.items():
+        assert out == results["portable"], f"{isa} differs from portable"
+    got = np.frombuffer(results["portable"], np.float16).reshape(n, k, h, w).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)

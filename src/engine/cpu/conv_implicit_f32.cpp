@@ -6,9 +6,9 @@
 
 #include "conv_implicit.h"
 #include "cpu_isa.h"
-#include "f32_tile_rows.h"
 #include "half_convert.h"
 #include "half_convert_avx512.h"
+#include "half_steps_avx512.h"
 #include "implicit_grid.h"
 #include "numerics.h"
 #include "scratch_buffer.h"
@@ -17,13 +17,29 @@
 namespace softdla::cpu {
 namespace {
 
-// Register tiles of 12 output channels x 32 grid pixels (24 accumulators); one work unit is 24 channels
-// x 64 pixels.
-constexpr size_t kTileRows = 12, kTilePixels = 32;
+// Register tiles of up to 12 output channels x 32 grid pixels (24 accumulators); one work unit is 24
+// channels x 64 pixels. A block's last rows go on a 4- or 8-row tile and its last 16 pixels or fewer on
+// a one-vector tile, so a 64-channel layer computes 64 rows, not 72, and a 14 x 14 grid 208 pixels, not 224.
+constexpr size_t kPanelRows = 12, kTilePixels = 32;
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 constexpr size_t kHalvesMaxRows = 160;  // output channels up to which a 1x1 tile widens fp16 itself (measured:
                                          // 24-96 faster, 128-160 alike, from 256 slower than widening once)
 constexpr size_t kAhead = 8;  // channels a 1x1 tile prefetches its input ahead (4 to 16 measured alike)
+
+// How a tile reads its pixels: a 1x1 convolution's fp16 input as it is (the planes are the input
+// channels), its widened fp32 planes, or k x k taps over the widened planes (9 taps unrolled, or any).
+enum class TileInput { kHalves1x1, kFloat1x1, kTaps9, kTaps };
+
+// Where a tile's sums go: rows of the block's sums (sums, ld), or with `direct` (a plain 1x1
+// convolution, whose grid is its output) through the channels' epilogue straight into the fp16 output:
+// channels k0 .. k0 + live_rows - 1 of image `image`, output index hw0 on; `valid` pixels are outputs.
+struct TileSink {
+  float* sums;
+  size_t ld;
+  const HalfOutput* direct;
+  uint32_t image;
+  size_t k0, live_rows, hw0, valid;
+};
 
 #ifdef SOFTDLA_X86
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_floats(const uint16_t* src, size_t n,
@@ -35,64 +51,114 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_fl
   }
 }
 
-// 12 rows of A (row stride lda floats, k = c * taps + t) x 32 grid pixels: b points at the tile's first
-// pixel in plane 0, planes plane_px floats apart; offsets[t] shifts to tap t. kOneTap: a 1x1 convolution,
-// whose only tap has offset 0 (no tap loop inside the channel loop).
-// T = uint16_t (a 1x1 convolution only, its fp16 input read as it is: the planes are the input channels):
-// each step's 32 pixels widened in registers, `valid` of them read and the rest as zeros (past the plane's
-// end); the same products in the same order as from the widened planes, so the same sums.
-template <bool kOneTap, size_t kTaps = 0, class T = float>
-__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"))) void tile_taps_f32(
-    const float* a, size_t lda, const T* b, size_t plane_px, const size_t* offsets, size_t taps, size_t channels,
-    float* out, size_t ld, size_t valid = kTilePixels) {
-  static_assert(kOneTap || std::is_same_v<T, float>);
-  const size_t l1 = lda * sizeof(float), l3 = 3 * l1, l5 = 5 * l1;
-  const char* pa = reinterpret_cast<const char*>(a);
-  const char* pb = pa + 6 * l1;
-#define DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
-  SOFTDLA_F32_ROWS12(DECLARE)
-#undef DECLARE
-#define STEP(r)                                                                                          \
-  {                                                                                                      \
-    const __m512 w = _mm512_set1_ps(*reinterpret_cast<const float*>(((r) < 6 ? pa : pb) + row_offset<r>(l1, l3, l5))); \
-    c##r##0 = _mm512_fmadd_ps(w, x0, c##r##0);                                                          \
-    c##r##1 = _mm512_fmadd_ps(w, x1, c##r##1);                                                          \
+__attribute__((always_inline)) inline __mmask16 lanes_mask(size_t valid, size_t v) {
+  return valid >= 16 * (v + 1) ? __mmask16(0xFFFF) : valid <= 16 * v ? __mmask16(0) : __mmask16((1u << (valid - 16 * v)) - 1);
+}
+
+// One k step of a tile: c[r][v] += panel[r] * x[v].
+template <size_t kRows, size_t kVecs>
+__attribute__((target("avx512f,fma"), always_inline)) inline void fma_step(const float* pa, const __m512 (&x)[kVecs],
+                                                                         __m512 (&c)[kRows][kVecs]) {
+#pragma GCC unroll 12
+  for (size_t r = 0; r < kRows; ++r) {
+    const __m512 w = _mm512_set1_ps(pa[r]);
+#pragma GCC unroll 2
+    for (size_t v = 0; v < kVecs; ++v) c[r][v] = _mm512_fmadd_ps(w, x[v], c[r][v]);
   }
-  if constexpr (kOneTap && std::is_same_v<T, uint16_t>) {
-    const __mmask16 m0 = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
-    const __mmask16 m1 = valid >= 32 ? __mmask16(0xFFFF) : valid <= 16 ? __mmask16(0) : __mmask16((1u << (valid - 16)) - 1);
-    for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
+}
+
+// kRows output channels x 16 kVecs grid pixels. `panel` is the rows' weight panel (k-major, kPanelRows
+// floats a step, the tile's rows first); b points at the tile's first pixel in plane 0, planes plane_px
+// elements apart; offsets[t] shifts to tap t. Each output's sum runs over k = (c, r, s) ascending with one
+// FMA per k from 0, whatever the tile's shape or input, so every path gives the same bits.
+// kHalves1x1: each step's pixels widened in registers, sink.valid of them read and the rest as zeros
+// (past the plane's end).
+template <size_t kRows, size_t kVecs, TileInput kInput, class T>
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), noinline)) void tile_f32(
+    const float* panel, const T* b, size_t plane_px, const size_t* offsets, size_t taps, size_t channels,
+    const TileSink& sink) {
+  __m512 c[kRows][kVecs];
+#pragma GCC unroll 12
+  for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 2
+    for (size_t v = 0; v < kVecs; ++v) c[r][v] = _mm512_setzero_ps();
+  const float* pa = panel;
+  if constexpr (kInput == TileInput::kHalves1x1) {
+    __mmask16 m[kVecs];
+    for (size_t v = 0; v < kVecs; ++v) m[v] = lanes_mask(sink.valid, v);
+    for (size_t ch = 0; ch < channels; ++ch, b += plane_px) {
       _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px), _MM_HINT_T0);
-      const __m512 x0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, b));
-      const __m512 x1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, b + 16));
-      SOFTDLA_F32_ROWS12(STEP)
+      __m512 x[kVecs];
+      for (size_t v = 0; v < kVecs; ++v) x[v] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[v], b + 16 * v));
+      fma_step(pa, x, c), pa += kPanelRows;
     }
-  } else if constexpr (kOneTap) {
-    for (size_t c = 0; c < channels; ++c, b += plane_px, pa += sizeof(float), pb += sizeof(float)) {
+  } else if constexpr (kInput == TileInput::kFloat1x1) {
+    for (size_t ch = 0; ch < channels; ++ch, b += plane_px) {
       // The planes are far apart (one per channel), each step a new pair of lines: fetched kAhead
       // channels early they are in L1 when read (a 512-channel 1x1 layer: 0.98 -> 0.66 ms on a Xeon).
-      _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px + 16), _MM_HINT_T0);
-      const __m512 x0 = _mm512_loadu_ps(b), x1 = _mm512_loadu_ps(b + 16);
-      SOFTDLA_F32_ROWS12(STEP)
+      for (size_t v = 0; v < kVecs; ++v)
+        _mm_prefetch(reinterpret_cast<const char*>(b + kAhead * plane_px + 16 * v), _MM_HINT_T0);
+      __m512 x[kVecs];
+      for (size_t v = 0; v < kVecs; ++v) x[v] = _mm512_loadu_ps(b + 16 * v);
+      fma_step(pa, x, c), pa += kPanelRows;
     }
   } else {
+    constexpr size_t kTaps = kInput == TileInput::kTaps9 ? 9 : 0;
     size_t offs[kTaps ? kTaps : 1];
     if constexpr (kTaps != 0)
       for (size_t t = 0; t < kTaps; ++t) offs[t] = offsets[t];
-    for (size_t c = 0; c < channels; ++c, b += plane_px) {
+    for (size_t ch = 0; ch < channels; ++ch, b += plane_px) {
 #pragma GCC unroll 9
-      for (size_t t = 0; t < (kTaps ? kTaps : taps); ++t, pa += sizeof(float), pb += sizeof(float)) {
-        const float* x = b + (kTaps ? offs[t] : offsets[t]);
-        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-        SOFTDLA_F32_ROWS12(STEP)
+      for (size_t t = 0; t < (kTaps ? kTaps : taps); ++t) {
+        const float* xp = b + (kTaps ? offs[t] : offsets[t]);
+        __m512 x[kVecs];
+        for (size_t v = 0; v < kVecs; ++v) x[v] = _mm512_loadu_ps(xp + 16 * v);
+        fma_step(pa, x, c), pa += kPanelRows;
       }
     }
   }
-#undef STEP
-#define STORE(r) _mm512_storeu_ps(out + (r) * ld, c##r##0), _mm512_storeu_ps(out + (r) * ld + 16, c##r##1);
-  SOFTDLA_F32_ROWS12(STORE)
-#undef STORE
+  // Every loop over the accumulators unrolled: an index known only at run time would keep c in memory,
+  // stored on every k step.
+  if (!sink.direct) {
+#pragma GCC unroll 12
+    for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 2
+      for (size_t v = 0; v < kVecs; ++v) _mm512_storeu_ps(sink.sums + r * sink.ld + 16 * v, c[r][v]);
+    return;
+  }
+  const HalfOutput& o = *sink.direct;
+  __mmask16 masks[kVecs];
+  for (size_t v = 0; v < kVecs; ++v) masks[v] = lanes_mask(sink.valid, v);
+  const size_t vecs = (sink.valid + 15) / 16;
+#pragma GCC unroll 12
+  for (size_t r = 0; r < kRows; ++r) {
+    if (r < sink.live_rows) {
+      const size_t k = sink.k0 + r, at = sink.image * o.image_stride + k * o.ld + sink.hw0;
+      __m512 row[kVecs];
+#pragma GCC unroll 2
+      for (size_t v = 0; v < kVecs; ++v) row[v] = c[r][v];
+      steps_to_halves_lanes(row, vecs, masks, o.steps + k * o.n_steps, o.n_steps, o.out + at,
+                            o.other ? o.other + at : nullptr, o.after + k * o.n_after, o.n_after);
+    }
+  }
+}
+
+using TileFn = void (*)(const float*, const void*, size_t, const size_t*, size_t, size_t, const TileSink&);
+
+template <size_t kRows, size_t kVecs, TileInput kInput>
+void tile_entry(const float* panel, const void* b, size_t plane_px, const size_t* offsets, size_t taps, size_t channels,
+                const TileSink& sink) {
+  using T = std::conditional_t<kInput == TileInput::kHalves1x1, uint16_t, float>;
+  tile_f32<kRows, kVecs, kInput>(panel, static_cast<const T*>(b), plane_px, offsets, taps, channels, sink);
+}
+
+// The tile for `live` rows (rounded up to 4, 8 or 12) and `pixels` pixels (one vector up to 16).
+template <TileInput kInput>
+TileFn tile_for(size_t live, size_t pixels) {
+  const bool one = pixels <= 16;
+  if (live <= 4) return one ? tile_entry<4, 1, kInput> : tile_entry<4, 2, kInput>;
+  if (live <= 8) return one ? tile_entry<8, 1, kInput> : tile_entry<8, 2, kInput>;
+  return one ? tile_entry<12, 1, kInput> : tile_entry<12, 2, kInput>;
 }
 #endif
 
@@ -126,15 +192,19 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
       stride_phases(ImplicitGeometry{g.C, g.H, g.W, g.K, g.R, g.S, g.OH, g.OW, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl}, wq_);
   used_phases_ = std::move(sp.phases);
   for (size_t t = 0; t < sp.slot.size(); ++t) tap_offsets_.push_back(sp.slot[t] * g.C * plane_px_ + sp.offset[t]);
-  k_rows_ = (size_t(g.K) + kBlockRows - 1) / kBlockRows * kBlockRows;
+  k_rows_ = (size_t(g.K) + kPanelRows - 1) / kPanelRows * kPanelRows;
   // Stride 1 without padding: the planes are the input channels as they are. A 1x1 convolution of that
   // kind with few output channels (each input value read by K / 12 tiles) has its tiles widen the fp16
   // input themselves.
   plain_planes_ = g.pt == 0 && g.pl == 0 && g.sh == 1 && g.sw == 1 && wq_ == g.W && hq_ == g.H;
   reads_halves_ = plain_planes_ && g.R == 1 && g.S == 1 && g.K <= kHalvesMaxRows;
+  // Panels of kPanelRows output channels, k-major ([K / 12][C * R * S][12], zero rows past K): a tile
+  // reads its weights as one stream. [K][C][R][S] is already k = (c, r, s) within a row.
   const size_t kdim = size_t(g.C) * g.R * g.S;
   weights_.assign(k_rows_ * kdim, 0.f);
-  std::copy_n(weights, size_t(g.K) * kdim, weights_.begin());  // [K][C][R][S] is already k = (c, r, s)
+  for (size_t k = 0; k < g.K; ++k)
+    for (size_t j = 0; j < kdim; ++j)
+      weights_[(k / kPanelRows * kdim + j) * kPanelRows + k % kPanelRows] = weights[k * kdim + j];
 }
 
 // Planes [u0, u1), u = (used phase) * C + channel: the phase's rows and columns of the zero-padded
@@ -173,18 +243,26 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   const size_t taps = tap_offsets_.size(), kdim = size_t(g_.C) * taps;
   alignas(64) float sums[kBlockRows * kBlockPixels];
   const size_t rows = std::min<size_t>(kBlockRows, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
-  for (size_t p = 0; p < pixels; p += kTilePixels)
-    for (size_t r = 0; r < rows; r += kTileRows) {  // rows past K: zero weights, sums nobody reads
-      if (halves) {
-        tile_taps_f32<true, 0, uint16_t>(weights_.data() + (row0 + r) * kdim, kdim, halves + pix0 + p, grid_, nullptr, 1,
-                                         g_.C, sums + r * kBlockPixels + p, kBlockPixels,
-                                         std::min(kTilePixels, grid_ - pix0 - p));
-        continue;
-      }
-      (taps == 1 && tap_offsets_[0] == 0 ? tile_taps_f32<true> : taps == 9 ? tile_taps_f32<false, 9> : tile_taps_f32<false>)(
-          weights_.data() + (row0 + r) * kdim, kdim, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps, g_.C,
-          sums + r * kBlockPixels + p, kBlockPixels, kTilePixels);
+  const bool one_by_one = taps == 1 && tap_offsets_[0] == 0;
+  // A plain 1x1 convolution's grid is its output: its tiles store through the epilogue themselves.
+  const HalfOutput* tiles_store = one_by_one && plain_planes_ ? direct : nullptr;
+  for (size_t p = 0; p < pixels; p += kTilePixels) {
+    const size_t width = std::min(kTilePixels, pixels - p);
+    for (size_t r = 0; r < rows;) {
+      const size_t live = std::min(kPanelRows, rows - r);
+      const TileSink sink{sums + r * kBlockPixels + p, kBlockPixels, tiles_store, n, row0 + r, live, pix0 + p, width};
+      const float* panel = weights_.data() + (row0 + r) * kdim;  // row0 + r is a panel's first row
+      if (halves)
+        tile_for<TileInput::kHalves1x1>(live, width)(panel, halves + pix0 + p, grid_, nullptr, 1, g_.C, sink);
+      else
+        (one_by_one ? tile_for<TileInput::kFloat1x1>(live, width)
+         : taps == 9 ? tile_for<TileInput::kTaps9>(live, width)
+                     : tile_for<TileInput::kTaps>(live, width))(panel, planes + pix0 + p, plane_px_,
+                                                                tap_offsets_.data(), taps, g_.C, sink);
+      r += live;
     }
+  }
+  if (tiles_store) return;
   if (direct) {
     GridRun runs[kBlockPixels];
     const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);

@@ -51,8 +51,8 @@ class ImplicitConvF32 {
   std::vector<uint32_t> used_phases_;  // the stride phases (a * sw + b) some tap reads, in pack order
   size_t grid_ = 0;           // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;       // floats per plane, with slack for the last block's loads
-  size_t k_rows_ = 0;         // K rounded up to whole tiles (zero weight rows past K)
-  std::vector<float> weights_;         // [k_rows][C * R * S], k = (c, r, s)
+  size_t k_rows_ = 0;         // K rounded up to whole weight panels (zero weight rows past K)
+  std::vector<float> weights_;         // panels of 12 rows, k-major: [k_rows / 12][C * R * S][12], k = (c, r, s)
   std::vector<size_t> tap_offsets_;    // floats from a grid pixel to its tap's input, per (r, s)
   bool plain_planes_ = false;          // a plane is an input channel as it is (stride 1, no padding)
   bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, plain, few outputs)

@@ -9,6 +9,7 @@
 #include "kernel.h"
 #include "multiversion.h"
 #include "numerics.h"
+#include "half_steps_avx512.h"
 #include "sdp_lanes_avx512.h"
 #include "x86_simd.h"
 
@@ -133,18 +134,6 @@ __attribute__((target("avx512f"))) bool float_step_avx512(SdpKind kind, float* v
   return true;
 }
 
-// Every step of a chain of channel steps on V vectors in registers: each step's kind is dispatched and
-// its operands broadcast once for all V (a step per vector cost more than the arithmetic).
-template <size_t V>
-__attribute__((target("avx512f"), always_inline)) inline void apply_steps(const ChannelStep* steps, size_t n,
-                                                                        __m512 (&x)[V]) {
-  for (size_t j = 0; j < n; ++j) {
-    const __m512 k = _mm512_set1_ps(steps[j].operand), vlo = _mm512_set1_ps(steps[j].lo),
-                 vhi = _mm512_set1_ps(steps[j].hi);
-    step_lanes(steps[j].kind, k, vlo, vhi, x);
-  }
-}
-
 // v through before[0..n_before), then the fp16 store into out; with `other` (run_residual_halves), the
 // result rounded to fp16 first, added to other's values and taken through after[0..n_after). Four
 // vectors at a time, the last group under masks.
@@ -156,18 +145,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void steps_to_halves_a
   for (size_t i = 0; i < count; i += 16 * V) {
     const size_t vecs = std::min(V, (count - i + 15) / 16);
     __m512 x[V];
-    for (size_t u = 0; u < V; ++u)
-      x[u] = u < vecs ? _mm512_maskz_loadu_ps(mask(i + 16 * u), v + i + 16 * u) : _mm512_setzero_ps();
-    apply_steps(before, n_before, x);
-    if (other) {
-      for (size_t u = 0; u < vecs; ++u) {
-        const __m512 stored = _mm512_cvtph_ps(to_halves_avx512(x[u]));
-        const __m256i theirs = _mm256_maskz_loadu_epi16(mask(i + 16 * u), other + i + 16 * u);
-        x[u] = _mm512_add_ps(stored, _mm512_cvtph_ps(theirs));
-      }
-      apply_steps(after, n_after, x);
+    __mmask16 masks[V];
+    for (size_t u = 0; u < V; ++u) {
+      masks[u] = u < vecs ? mask(i + 16 * u) : __mmask16(0);
+      x[u] = _mm512_maskz_loadu_ps(masks[u], v + i + 16 * u);
     }
-    for (size_t u = 0; u < vecs; ++u) store_halves_avx512(x[u], out + i + 16 * u, mask(i + 16 * u));
+    steps_to_halves_lanes(x, vecs, masks, before, n_before, out + i, other ? other + i : nullptr, after, n_after);
   }
 }
 #endif
