@@ -278,14 +278,19 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
 void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, bool halves, ThreadPool& pool,
                           const Epilogue& epilogue, const HalfOutput* direct) const {
   const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
-  // The units of `count` images, row blocks outermost (a chunk's units share their weights):
-  // block_of(n, row0, pix0) runs one of the n-th image.
-  auto units = [&](size_t count, const auto& block_of) {
+  // The units of `count` images, each image's input `image_bytes` as the blocks read it:
+  // block_of(n, row0, pix0) runs one of the n-th image. Either order re-reads one operand: row blocks
+  // outermost read the input once per row block, columns (pixel blocks) outermost the weights once per
+  // column; the order that reads fewer bytes is taken.
+  const size_t weight_bytes = k_rows_ * size_t(g_.C) * tap_offsets_.size() * sizeof(float);
+  auto units = [&](size_t count, size_t image_bytes, const auto& block_of) {
     const size_t columns = count * pixel_blocks;
+    const bool columns_outer = weight_bytes * columns < image_bytes * count * row_blocks;
     pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
       for (size_t u = b; u < e; ++u) {
-        const size_t column = u % columns;
-        block_of(column / pixel_blocks, (u / columns) * kBlockRows, (column % pixel_blocks) * kBlockPixels);
+        const size_t row = columns_outer ? u % row_blocks : u / columns;
+        const size_t column = columns_outer ? u / row_blocks : u % columns;
+        block_of(column / pixel_blocks, row * kBlockRows, (column % pixel_blocks) * kBlockPixels);
       }
     });
   };
@@ -293,7 +298,7 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
     // The tiles read the fp16 input: no widened copy (for few output channels, widening the whole input
     // took a third of the layer).
     const uint16_t* xh = static_cast<const uint16_t*>(x);
-    return units(images, [&](size_t n, size_t row0, size_t pix0) {
+    return units(images, size_t(g_.C) * grid_ * sizeof(uint16_t), [&](size_t n, size_t row0, size_t pix0) {
       block(nullptr, xh + n * image_stride, uint32_t(n), row0, pix0, epilogue, direct);
     });
   }
@@ -310,7 +315,7 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
         pack(static_cast<const uint8_t*>(x) + n * image_stride * elem, halves, data + slot * image_floats, u0, u1);
       },
       [&](size_t n0, size_t count) {
-        units(count, [&](size_t n, size_t row0, size_t pix0) {
+        units(count, image_floats * sizeof(float), [&](size_t n, size_t row0, size_t pix0) {
           block(data + n * image_floats, nullptr, uint32_t(n0 + n), row0, pix0, epilogue, direct);
         });
       });
