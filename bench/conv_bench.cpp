@@ -33,6 +33,7 @@ constexpr Layer kLayers[] = {
     {"res5_3x3s2_512", 512, 512, 14, 3, 2},  // the last stage's first 3x3: 9 MB of weights over a 7x7 grid
     {"stem_7x7s2_64", 3, 64, 224, 7, 2},
     {"res3_1x1s2_256to512", 256, 512, 56, 1, 2},
+    {"res5_1x1s2_1024to2048", 1024, 2048, 14, 1, 2},  // the last stage's downsample: 7 x 7 outputs
     {"r18_1x1s2_64to128", 64, 128, 56, 1, 2},  // ResNet-18's first downsample
     {"res2_1x1_64to256", 64, 256, 56, 1, 1},
     {"res2_1x1_256to64", 256, 64, 56, 1, 1},

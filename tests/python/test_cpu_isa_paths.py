@@ -215,34 +215,38 @@ def test_fully_connected_identical_on_every_float_path(dtype, post, tmp_path):
 
 
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
-@pytest.mark.parametrize("cin,k,h,w", [(20, 5, 7, 7), (24, 64, 14, 14), (40, 13, 9, 9), (17, 200, 3, 11)])
-def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, residual, tmp_path):
-    """FP16 1x1 convolutions whose AVX-512 tiles store through the epilogue themselves
-    (conv_implicit_f32.cpp): output channels that end on a 4-, 8- or 12-row tile with rows past K (5,
-    13, 64) and grids that end on a one-vector tile (7 x 7, 14 x 14, 3 x 11), on the fp16 input as it
-    is (up to 160 channels) and on widened planes (200), with and without the residual add fused into
-    them. One FMA per input channel in ascending order from zero on every path: the same bits as the
-    portable path's std::fma, and within fp16 rounding of NumPy."""
+@pytest.mark.parametrize("cin,k,h,w,stride", [(20, 5, 7, 7, 1), (24, 64, 14, 14, 1), (40, 13, 9, 9, 1),
+                                              (17, 200, 3, 11, 1), (8, 30, 7, 7, 1), (32, 85, 13, 13, 2)])
+def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, stride, residual, tmp_path):
+    """FP16 1x1 convolutions on each kind of AVX-512 tile (conv_implicit_f32.cpp): pixel-vector tiles
+    whose output channels end on a 4-, 8- or 12-row tile with rows past K (5 channels) and whose grid ends
+    on a one-vector tile (7 x 7), storing through the epilogue themselves; and output-channel lane tiles
+    (conv_lanes_f32.h, for grids the pixel vectors fit badly: 14 x 14, 9 x 9, 3 x 11, and 7 x 7 with 30
+    channels or after a stride of 2) with one, two or three vectors of channels and tiles of 1 to 8 pixels.
+    Inputs of up to 160 channels read as fp16 or widened (200), with and without the residual add fused.
+    One FMA per input channel in ascending order from zero on every path: the same bits as the portable
+    path's std::fma, and within fp16 rounding of NumPy."""
     from sdla_testkit import formats as F
     from sdla_testkit import reference as R
     from sdla_testkit import writer
     rng = np.random.default_rng(cin * k + h)
     n = 2
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
     x = rng.uniform(-1, 1, (n, cin, h, w)).astype(np.float16)
-    e = rng.uniform(-2, 2, (n, k, h, w)).astype(np.float16)
+    e = rng.uniform(-2, 2, (n, k, oh, ow)).astype(np.float16)
     wt = rng.uniform(-0.5, 0.5, (k, cin, 1, 1)).astype(np.float16)
     bias = rng.uniform(-1, 1, k).astype(np.float32)
     g = writer.Graph()
     xi = g.input("x", x.shape, np.float16)
-    c = g.tensor("c", (n, k, h, w), np.float16)
-    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.float16), (1, 1), (0, 0, 0, 0), (1, 1), 1,
+    c = g.tensor("c", (n, k, oh, ow), np.float16)
+    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.float16), (stride, stride), (0, 0, 0, 0), (1, 1), 1,
                                         writer.sdp([writer.sdp_step("bias", fvalues=bias), writer.sdp_step("relu")])))
-    conv = R.conv_acc(x, wt) + bias.reshape(1, -1, 1, 1)
+    conv = R.conv_acc(x, wt, (stride, stride)) + bias.reshape(1, -1, 1, 1)
     ref = np.maximum(conv, 0).astype(np.float16).astype(np.float64)
     arrays = [x]
     if residual:
         ei = g.input("e", e.shape, np.float16)
-        y = g.tensor("y", (n, k, h, w), np.float16)
+        y = g.tensor("y", (n, k, oh, ow), np.float16)
         g.op("Sdp", [c, ei], y, writer.sdp([writer.sdp_step("add", tensor=ei), writer.sdp_step("relu")]))
         g.output(y, F.LINEAR)
         ref = np.maximum(ref + e.astype(np.float64), 0)
@@ -261,8 +265,8 @@ def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, residual, tm
         if _active(isa)[0] == isa:
             results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
                                           capture_output=True, check=True).stdout
-    assert len(results) >= 2 and len(results["portable"]) == n * k * h * w * 2
+    assert len(results) >= 2 and len(results["portable"]) == n * k * oh * ow * 2
     for isa, out in results.items():
         assert out == results["portable"], f"{isa} differs from portable"
-    got = np.frombuffer(results["portable"], np.float16).reshape(n, k, h, w).astype(np.float64)
+    got = np.frombuffer(results["portable"], np.float16).reshape(n, k, oh, ow).astype(np.float64)
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)

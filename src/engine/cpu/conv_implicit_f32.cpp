@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "conv_implicit.h"
+#include "conv_lanes_f32.h"
 #include "cpu_isa.h"
 #include "half_convert.h"
 #include "half_convert_avx512.h"
@@ -177,6 +178,13 @@ void strided_floats(const float* src, size_t stride, size_t n, float* d) {
   for (size_t i = 0; i < n; ++i) d[i] = src[i * stride];
 }
 
+// Grid pixels the pixel-vector tiles compute over a grid: whole blocks, then the last block's 32-pixel
+// tiles and its last one of 16 or 32.
+size_t vector_tile_pixels(size_t grid) {
+  const size_t rem = grid % kBlockPixels, tail = rem % kTilePixels;
+  return grid - rem + rem / kTilePixels * kTilePixels + (tail == 0 ? 0 : tail <= 16 ? 16 : kTilePixels);
+}
+
 }  // namespace
 
 bool ImplicitConvF32::applies(uint32_t groups) { return groups == 1 && has_avx512(active_isa()); }
@@ -192,19 +200,23 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
       stride_phases(ImplicitGeometry{g.C, g.H, g.W, g.K, g.R, g.S, g.OH, g.OW, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl}, wq_);
   used_phases_ = std::move(sp.phases);
   for (size_t t = 0; t < sp.slot.size(); ++t) tap_offsets_.push_back(sp.slot[t] * g.C * plane_px_ + sp.offset[t]);
-  k_rows_ = (size_t(g.K) + kPanelRows - 1) / kPanelRows * kPanelRows;
   // Stride 1 without padding: the planes are the input channels as they are. A 1x1 convolution of that
   // kind with few output channels (each input value read by K / 12 tiles) has its tiles widen the fp16
   // input themselves.
   plain_planes_ = g.pt == 0 && g.pl == 0 && g.sh == 1 && g.sw == 1 && wq_ == g.W && hq_ == g.H;
   reads_halves_ = plain_planes_ && g.R == 1 && g.S == 1 && g.K <= kHalvesMaxRows;
-  // Panels of kPanelRows output channels, k-major ([K / 12][C * R * S][12], zero rows past K): a tile
+  // A 1x1 convolution over a grid the pixel vectors fit badly (7 x 7) puts output channels on the lanes.
+  lanes_ = g.R == 1 && g.S == 1 && lanes_f32::pays(g.K, grid_, vector_tile_pixels(grid_));
+  if (lanes_) reads_halves_ = false;
+  const size_t panel = lanes_ ? lanes_f32::kBlockChannels : kPanelRows;
+  block_rows_ = lanes_ ? lanes_f32::kBlockChannels : kBlockRows;
+  k_rows_ = (size_t(g.K) + panel - 1) / panel * panel;
+  // Panels of `panel` output channels, k-major ([K / panel][C * R * S][panel], zero rows past K): a tile
   // reads its weights as one stream. [K][C][R][S] is already k = (c, r, s) within a row.
   const size_t kdim = size_t(g.C) * g.R * g.S;
   weights_.assign(k_rows_ * kdim, 0.f);
   for (size_t k = 0; k < g.K; ++k)
-    for (size_t j = 0; j < kdim; ++j)
-      weights_[(k / kPanelRows * kdim + j) * kPanelRows + k % kPanelRows] = weights[k * kdim + j];
+    for (size_t j = 0; j < kdim; ++j) weights_[(k / panel * kdim + j) * panel + k % panel] = weights[k * kdim + j];
 }
 
 // Planes [u0, u1), u = (used phase) * C + channel: the phase's rows and columns of the zero-padded
@@ -241,12 +253,19 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
                             const Epilogue& epilogue, const HalfOutput* direct) const {
 #ifdef SOFTDLA_X86
   const size_t taps = tap_offsets_.size(), kdim = size_t(g_.C) * taps;
-  alignas(64) float sums[kBlockRows * kBlockPixels];
-  const size_t rows = std::min<size_t>(kBlockRows, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
+  alignas(64) float sums[lanes_f32::kBlockChannels * kBlockPixels];
+  const size_t rows = std::min<size_t>(block_rows_, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
   const bool one_by_one = taps == 1 && tap_offsets_[0] == 0;
   // A plain 1x1 convolution's grid is its output: its tiles store through the epilogue themselves.
-  const HalfOutput* tiles_store = one_by_one && plain_planes_ ? direct : nullptr;
-  for (size_t p = 0; p < pixels; p += kTilePixels) {
+  const HalfOutput* tiles_store = one_by_one && plain_planes_ && !lanes_ ? direct : nullptr;
+  if (lanes_) {
+    const float* panel = weights_.data() + row0 * kdim;  // row0 is a panel's first row
+    for (size_t p = 0; p < pixels; p += lanes_f32::kTilePixels) {
+      const size_t width = std::min(lanes_f32::kTilePixels, pixels - p);
+      lanes_f32::tile_for(rows, width)(panel, planes + pix0 + p, plane_px_, g_.C, sums + p, kBlockPixels);
+    }
+  }
+  for (size_t p = 0; p < pixels && !lanes_; p += kTilePixels) {
     const size_t width = std::min(kTilePixels, pixels - p);
     for (size_t r = 0; r < rows;) {
       const size_t live = std::min(kPanelRows, rows - r);
@@ -266,7 +285,7 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   if (direct) {
     GridRun runs[kBlockPixels];
     const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
-    return emit_runs_f16<kBlockRows, kBlockPixels>(sums, rows, row0, pixels, runs, n_runs, *direct, n);
+    return emit_runs_f16<lanes_f32::kBlockChannels, kBlockPixels>(sums, rows, row0, pixels, runs, n_runs, *direct, n);
   }
   emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });
@@ -277,7 +296,7 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
 
 void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, bool halves, ThreadPool& pool,
                           const Epilogue& epilogue, const HalfOutput* direct) const {
-  const size_t row_blocks = (g_.K + kBlockRows - 1) / kBlockRows, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
+  const size_t row_blocks = (g_.K + block_rows_ - 1) / block_rows_, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   // The units of `count` images, each image's input `image_bytes` as the blocks read it:
   // block_of(n, row0, pix0) runs one of the n-th image. Either order re-reads one operand: row blocks
   // outermost read the input once per row block, columns (pixel blocks) outermost the weights once per
@@ -290,7 +309,7 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
       for (size_t u = b; u < e; ++u) {
         const size_t row = columns_outer ? u % row_blocks : u / columns;
         const size_t column = columns_outer ? u / row_blocks : u % columns;
-        block_of(column / pixel_blocks, row * kBlockRows, (column % pixel_blocks) * kBlockPixels);
+        block_of(column / pixel_blocks, row * block_rows_, (column % pixel_blocks) * kBlockPixels);
       }
     });
   };

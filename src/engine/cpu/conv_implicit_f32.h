@@ -52,10 +52,13 @@ class ImplicitConvF32 {
   size_t grid_ = 0;           // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;       // floats per plane, with slack for the last block's loads
   size_t k_rows_ = 0;         // K rounded up to whole weight panels (zero weight rows past K)
-  std::vector<float> weights_;         // panels of 12 rows, k-major: [k_rows / 12][C * R * S][12], k = (c, r, s)
+  // Panels of 12 rows, k-major: [k_rows / 12][C * R * S][12], k = (c, r, s); with lanes_, of 48 rows.
+  std::vector<float> weights_;
   std::vector<size_t> tap_offsets_;    // floats from a grid pixel to its tap's input, per (r, s)
   bool plain_planes_ = false;          // a plane is an input channel as it is (stride 1, no padding)
   bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, plain, few outputs)
+  bool lanes_ = false;                 // a 1x1 convolution on output-channel lane tiles (conv_lanes_f32.h)
+  size_t block_rows_ = 0;              // output channels a work unit
 };
 
 }  // namespace softdla::cpu

@@ -1,0 +1,85 @@
+// The FP32/FP16 1x1 convolution tile with output channels on the vector lanes, for grids whose pixel
+// count leaves the pixel-vector tiles (conv_implicit_f32.cpp) computing many pixels past the end: a 7 x 7
+// grid is 49 pixels, which 16-pixel vectors compute as 64, but 49 output channels' worth of lanes cost
+// nothing extra when the layer has a multiple of 16 output channels.
+//
+// A tile is kP grid pixels x 16 kV output channels (kP kV accumulators): each input channel step loads kV
+// weight vectors (16 channels each) and broadcasts kP input values from that channel's plane. Each
+// output's sum is the FMA chain over the input channels in ascending order from zero, as on every other
+// path, so the bits are the same; the sums leave through the block's [channel][pixel] rows (scattered
+// sixteen channels at a time) and the block's usual epilogue.
+#pragma once
+#include <cstddef>
+
+#include "x86_simd.h"
+
+namespace softdla::cpu::lanes_f32 {
+
+constexpr size_t kBlockChannels = 48;  // output channels a block (three vectors)
+constexpr size_t kTilePixels = 8;      // grid pixels a tile
+constexpr size_t kAhead = 8;           // input channels a tile prefetches its plane ahead
+
+// Whether a 1x1 convolution of K output channels over a grid of `grid` pixels computes fewer products
+// on this tile than on pixel-vector tiles (which compute `vector_pixels` pixels of the grid and K rounded
+// up to 4 rows), with 3 % to spare for the scattered stores.
+inline bool pays(size_t K, size_t grid, size_t vector_pixels) {
+  const size_t lanes = (K + 15) / 16 * 16, rows = (K + 3) / 4 * 4;
+  return grid * lanes * 103 < vector_pixels * rows * 100;
+}
+
+#ifdef SOFTDLA_X86
+// panel: the block's weights, [C][48] (zero past K); x: plane 0 at the tile's first pixel, planes
+// plane_px floats apart; sums: the block's row 0 at the tile's first pixel, rows ld floats apart.
+template <size_t kP, size_t kV>
+__attribute__((target("avx512f,fma"), noinline)) void tile(const float* panel, const float* x, size_t plane_px,
+                                                         size_t channels, float* sums, size_t ld) {
+  __m512 c[kP][kV];
+#pragma GCC unroll 8
+  for (size_t p = 0; p < kP; ++p)
+#pragma GCC unroll 3
+    for (size_t v = 0; v < kV; ++v) c[p][v] = _mm512_setzero_ps();
+  for (size_t ch = 0; ch < channels; ++ch, x += plane_px, panel += kBlockChannels) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + kAhead * plane_px), _MM_HINT_T0);
+    __m512 w[kV];
+#pragma GCC unroll 3
+    for (size_t v = 0; v < kV; ++v) w[v] = _mm512_loadu_ps(panel + 16 * v);
+#pragma GCC unroll 8
+    for (size_t p = 0; p < kP; ++p) {
+      const __m512 xp = _mm512_set1_ps(x[p]);
+#pragma GCC unroll 3
+      for (size_t v = 0; v < kV; ++v) c[p][v] = _mm512_fmadd_ps(xp, w[v], c[p][v]);
+    }
+  }
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(int(ld)));
+#pragma GCC unroll 8
+  for (size_t p = 0; p < kP; ++p)
+#pragma GCC unroll 3
+    for (size_t v = 0; v < kV; ++v) _mm512_i32scatter_ps(sums + 16 * v * ld + p, rows, c[p][v], 4);
+}
+
+using TileFn = void (*)(const float*, const float*, size_t, size_t, float*, size_t);
+
+template <size_t kV>
+TileFn tile_of_pixels(size_t pixels) {
+  switch (pixels) {
+    case 1: return tile<1, kV>;
+    case 2: return tile<2, kV>;
+    case 3: return tile<3, kV>;
+    case 4: return tile<4, kV>;
+    case 5: return tile<5, kV>;
+    case 6: return tile<6, kV>;
+    case 7: return tile<7, kV>;
+    default: return tile<8, kV>;
+  }
+}
+
+// The tile for `channels` output channels (up to 48) and `pixels` grid pixels (up to 8).
+inline TileFn tile_for(size_t channels, size_t pixels) {
+  if (channels <= 16) return tile_of_pixels<1>(pixels);
+  if (channels <= 32) return tile_of_pixels<2>(pixels);
+  return tile_of_pixels<3>(pixels);
+}
+#endif
+
+}  // namespace softdla::cpu::lanes_f32
