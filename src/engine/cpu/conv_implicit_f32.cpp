@@ -76,7 +76,7 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void fma_step(const
 // kHalves1x1: each step's pixels widened in registers, sink.valid of them read and the rest as zeros
 // (past the plane's end).
 template <size_t kRows, size_t kVecs, TileInput kInput, class T>
-__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), noinline)) void tile_f32(
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c,prfchw"), noinline)) void tile_f32(
     const float* panel, const T* b, size_t plane_px, const size_t* offsets, size_t taps, size_t channels,
     const TileSink& sink) {
   __m512 c[kRows][kVecs];
@@ -85,6 +85,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), noinline)) void til
 #pragma GCC unroll 2
     for (size_t v = 0; v < kVecs; ++v) c[r][v] = _mm512_setzero_ps();
   const float* pa = panel;
+  if (sink.direct) {
+    // The output's lines (and the residual operand's), asked for before the FMAs so that the epilogue
+    // does not wait on them: a line per channel row, the rows far apart.
+    const HalfOutput& o = *sink.direct;
+    const size_t last = sink.valid - 1;
+#pragma GCC unroll 12
+    for (size_t r = 0; r < kRows; ++r)
+      if (r < sink.live_rows) {
+        const size_t at = sink.image * o.image_stride + (sink.k0 + r) * o.ld + sink.hw0;
+        __builtin_prefetch(o.out + at, 1, 3);
+        __builtin_prefetch(o.out + at + last, 1, 3);
+        if (o.other) {
+          _mm_prefetch(reinterpret_cast<const char*>(o.other + at), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(o.other + at + last), _MM_HINT_T0);
+        }
+      }
+  }
   if constexpr (kInput == TileInput::kHalves1x1) {
     __mmask16 m[kVecs];
     for (size_t v = 0; v < kVecs; ++v) m[v] = lanes_mask(sink.valid, v);
