@@ -116,6 +116,23 @@ def test_fused_residual_add_over_image_groups(swapped):
     np.testing.assert_array_equal(run_graph(g, *arrays), ref)
 
 
+# Deep GEMMs over a 7 x 7 grid go on the output-channel lane tiles on AVX-512 VNNI (gemm_lanes_s8.h): 85
+# output channels end on a block of 37 (three vectors, the last partly past K), 20 on two vectors; a
+# 1x1 of stride 2 takes them through im2col. Columns 49 (tiles of 8, then 1) and 49 more for the second
+# image. Exact against NumPy, with the add fused and (the intermediate also an output) without.
+@pytest.mark.parametrize("also_output", [False, True], ids=["fused", "unfused"])
+@pytest.mark.parametrize("geometry,hw", [((512, 85, 1, 1, 0, 1), 7), ((640, 20, 1, 2, 0, 1), 13)])
+def test_deep_gemm_over_a_small_grid_is_exact(geometry, hw, also_output):
+    g, arrays, ref, conv_ref = build(geometry, 21, False, "relu", also_output=also_output, nhw=(2, hw, hw))
+    if also_output:
+        y, c = run_graph(g, *arrays)
+        np.testing.assert_array_equal(c, conv_ref)
+    else:
+        assert fused_ops(g) == [1]
+        y = run_graph(g, *arrays)
+    np.testing.assert_array_equal(y, ref)
+
+
 @pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
 def test_not_fused_when_the_intermediate_is_also_an_output(geometry):
     g, arrays, ref, conv_ref = build(geometry, 7, False, "relu", also_output=True)

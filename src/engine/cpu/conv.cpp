@@ -18,6 +18,7 @@
 #include "depthwise_s8_vnni.h"
 #include "element.h"
 #include "gemm.h"
+#include "gemm_lanes_s8.h"
 #include "gemm_vnni.h"
 #include "gemv_f32.h"
 #include "gemv_s8_vnni.h"
@@ -276,7 +277,12 @@ class ConvKernel final : public OpKernel {
         if (windows_ && size_t(g_.OH) * g_.OW > 4 && DepthwiseS8Vnni::applies(isa, dg))
           dw_vnni_ = std::make_unique<DepthwiseS8Vnni>(dg, raw, g_.K);
       }
-      else if (vnni_) wv_ = pack_a_vnni(raw, g_.K, g_.kdim());
+      else if (vnni_)
+        // Deep GEMMs over a grid that 16-column panels fit badly (7 x 7): the weights also with output
+        // channels on the lanes (gemm_lanes_s8.h), for the fused GEMM on AVX-512 VNNI.
+        wv_ = pack_a_vnni(raw, g_.K, g_.kdim(),
+                          g_.groups == 1 && windows_ && has_avx512(isa) && isa != Isa::kAmx &&
+                              gemm_lanes_s8_pays(g_.K, size_t(g_.OH) * g_.OW, g_.kdim()));
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
     } else {
       wf_.resize(count);
@@ -686,10 +692,11 @@ class ConvKernel final : public OpKernel {
         rows.out += (k_first + r0) * ohw;
         if (rows.other) rows.other += (k_first + r0) * ohw;
         const size_t kq = k_quads(kdim);
+        const bool lanes = !wv_.lanes.empty() && (k_first + r0) % lanes_s8::kBlockRows == 0;
         gemm_vnni_s8(wv_.quads.data() + (k_first + r0) * kq, wv_.offset_sums.data() + k_first + r0, packed, r1 - r0,
-                     cols, kdim, rows);
+                     cols, kdim, rows, lanes ? wv_.lanes.data() + (k_first + r0) * kq : nullptr);
       };
-      return split_rows(fused, g_.Kg, split);
+      return split_rows(fused, g_.Kg, split, wv_.lanes.empty() ? 24 : lanes_s8::kBlockRows);
     }
     auto work = [&](size_t r0, size_t r1) {
       thread_local std::vector<int32_t> acc;
@@ -829,11 +836,12 @@ class ConvKernel final : public OpKernel {
   }
 
   template <class Fn>
-  static void split_rows(const Fn& fn, size_t rows, ThreadPool* pool) {
+  // Chunks of `chunk` rows (24 keeps the micro-kernels' 6- and 8-row blocks whole; 48 the lane tiles'
+  // blocks).
+  static void split_rows(const Fn& fn, size_t rows, ThreadPool* pool, size_t chunk = 24) {
     if (!pool) return fn(0, rows);
-    // Chunks of 24 rows keep the micro-kernels' 6- and 8-row blocks whole.
-    const size_t blocks = (rows + 23) / 24;
-    pool->parallel_for(blocks, [&](size_t b, size_t e) { fn(b * 24, std::min(rows, e * 24)); });
+    const size_t blocks = (rows + chunk - 1) / chunk;
+    pool->parallel_for(blocks, [&](size_t b, size_t e) { fn(b * chunk, std::min(rows, e * chunk)); });
   }
 
   SdpChain chain_;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "amx_tiles.h"
+#include "gemm_lanes_s8.h"
 #include "int8_requant_x86.h"
 #include "x86_simd.h"
 
@@ -355,6 +356,33 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
   });
 }
 
+// gemm_vnni_s8 on lane tiles (gemm_lanes_s8.h): blocks of 48 output channels outermost (their weights
+// read once), the columns in groups of 64 inside, each group's sums through the tile epilogue.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_lanes_s8_avx512(
+    const int32_t* lanes, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
+    const Int8Output& out) {
+  constexpr size_t B = lanes_s8::kBlockRows, kGroup = 4 * kPanel;
+  const size_t kq = k_quads(k), panel_words = kq * kPanel;
+  std::optional<Residual512> add;
+  if (out.residual) add.emplace(*out.residual);
+  alignas(64) int32_t sums[B][kGroup];
+  for (size_t row = 0; row < m; row += B) {
+    const size_t rows = std::min(B, m - row);
+    alignas(64) int32_t init[B] = {};
+    for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
+    const int32_t* w = lanes + row * kq;  // row is a block's first row: its block starts at row * kq
+    for (size_t col = 0; col < n; col += kGroup) {
+      const size_t cols = std::min(kGroup, n - col);
+      for (size_t c = 0; c < cols; c += lanes_s8::kTileCols) {  // a tile stays inside its 16-column panel
+        const size_t j = col + c;
+        const int32_t* b = reinterpret_cast<const int32_t*>(bp) + j / kPanel * panel_words + j % kPanel;
+        lanes_s8::tile_for(rows, std::min(lanes_s8::kTileCols, cols - c))(w, b, kq, init, &sums[0][c], kGroup);
+      }
+      emit_tile(sums, out, add ? &*add : nullptr, row, col, rows, cols);
+    }
+  }
+}
+
 // gemm_vnni_s8 on AMX tiles: each 32 x 32 block requantized (and added to the residual) as it leaves
 // the tiles, never stored as int32.
 void gemm_amx_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n,
@@ -371,7 +399,7 @@ void gemm_amx_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8
 
 }  // namespace
 
-VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k) {
+VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k, bool lanes) {
   VnniWeights w;
   const size_t kq = k_quads(k);
   w.k = k;
@@ -384,8 +412,16 @@ VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k) {
     auto* bytes = reinterpret_cast<int8_t*>(w.quads.data() + i * kq);
     std::memcpy(bytes, a + i * k, k);
   }
+  if (lanes) {
+    constexpr size_t B = lanes_s8::kBlockRows;
+    w.lanes.assign((m + B - 1) / B * B * kq, 0);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t q = 0; q < kq; ++q) w.lanes[(i / B * kq + q) * B + i % B] = w.quads[i * kq + q];
+  }
   return w;
 }
+
+bool gemm_lanes_s8_pays(size_t m, size_t n, size_t k) { return lanes_s8::pays(m, n, k); }
 
 void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m,
                size_t n, size_t k, size_t ldc) {
@@ -441,12 +477,13 @@ bool gemm_vnni_s8_applies(Isa isa) {
 }
 
 void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
-                  const Int8Output& out) {
+                  const Int8Output& out, const int32_t* lanes) {
 #ifdef SOFTDLA_X86
   if (gemm_on_amx(k)) return gemm_amx_s8(a_quads, offset_sums, bp, m, n, k_quads(k), out);
+  if (lanes && lanes_s8::pays(m, n, k)) return gemm_lanes_s8_avx512(lanes, offset_sums, bp, m, n, k, out);
   gemm_s8_avx512(a_quads, offset_sums, bp, m, n, k, out);
 #else
-  (void)a_quads, (void)offset_sums, (void)bp, (void)m, (void)n, (void)k, (void)out;
+  (void)a_quads, (void)offset_sums, (void)bp, (void)m, (void)n, (void)k, (void)out, (void)lanes;
 #endif
 }
 

@@ -1,0 +1,102 @@
+// The INT8 GEMM tile with output channels on the vector lanes (AVX-512 VNNI), for GEMMs of few columns:
+// the 1x1 convolutions over a 7 x 7 or 14 x 14 grid, whose 49 or 196 columns the 16-column panels of
+// gemm_vnni.h compute as 64 or 208. Here a tile is kP columns x 16 kV output channels: each k quad
+// loads kV weight vectors (the quads of 16 channels) and broadcasts kP columns' activation quads from
+// the packed B panel, vpdpbusd multiplying the activations (offset by 128, unsigned) by the weights
+// (signed) as the panel tiles do, and the sums start from the rows' -128 * sum(w), so each sum is the
+// same exact int32. They leave through a [channel][column] buffer (scattered sixteen channels at a
+// time) and gemm_vnni.cpp's usual tile epilogue.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "x86_simd.h"
+
+namespace softdla::cpu::lanes_s8 {
+
+constexpr size_t kBlockRows = 48;   // output channels a block (three vectors of sixteen)
+constexpr size_t kTileCols = 8;     // columns a tile (half a 16-column panel)
+
+// Whether a GEMM of m rows over n columns, depth k, is faster on lane tiles: they compute m rounded up
+// to 16 rows where the panels compute n rounded up to 16 columns, but each tile's scattered stores and
+// its epilogue from memory cost about what 75 k quads of vpdpbusd do. Measured on Zen 4: a 7 x 7 grid
+// gains from depth 512 (ResNet-50's last stage, 8-45 %) and loses below it (MobileNetV2's 160- and
+// 320-deep layers, 5-15 %); a 14 x 14 grid (6 % of its columns past the end) loses at depth 256.
+inline bool pays(size_t m, size_t n, size_t k) {
+  return k >= 512 && n * ((m + 15) / 16 * 16) * 110 < (n + 15) / 16 * 16 * m * 100;
+}
+
+#ifdef SOFTDLA_X86
+// w: the block's weights, [kq][48] quads (zero past m); b: the panel's quads at the tile's first column
+// (quad q of column j at b[q * 16 + j]); init: the block's 48 starting sums; buf: the block's row 0 at
+// the tile's first column, rows ld words apart.
+// acc += x (unsigned bytes) . w (signed bytes), four products a lane. Written as asm with the
+// accumulator tied: with the intrinsic, GCC 12 copied 24 accumulators through other registers and the
+// stack on every step.
+__attribute__((target("avx512f,avx512vnni"), always_inline)) inline void dpbusd(__m512i& acc, __m512i x, __m512i w) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+}
+
+// Accumulators as named variables (c<column>_<vector>; those past kP or kV unused and dropped).
+#define SOFTDLA_LANE_COLS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+template <size_t kP, size_t kV>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void tile(const int32_t* w, const int32_t* b,
+                                                                         size_t kq, const int32_t* init,
+                                                                         int32_t* buf, size_t ld) {
+#define DECLARE(p) __m512i c##p##_0 = _mm512_setzero_si512(), c##p##_1 = c##p##_0, c##p##_2 = c##p##_0;
+  SOFTDLA_LANE_COLS8(DECLARE)
+#undef DECLARE
+  for (size_t q = 0; q < kq; ++q, w += kBlockRows, b += 16) {
+    const __m512i w0 = _mm512_loadu_si512(w);
+    const __m512i w1 = kV > 1 ? _mm512_loadu_si512(w + 16) : w0;
+    const __m512i w2 = kV > 2 ? _mm512_loadu_si512(w + 32) : w0;
+#define STEP(p)                                                             \
+  if constexpr (p < kP) {                                                   \
+    const __m512i x = _mm512_set1_epi32(b[p]);                              \
+    dpbusd(c##p##_0, x, w0);                                                \
+    if constexpr (kV > 1) dpbusd(c##p##_1, x, w1);                          \
+    if constexpr (kV > 2) dpbusd(c##p##_2, x, w2);                          \
+  }
+    SOFTDLA_LANE_COLS8(STEP)
+#undef STEP
+  }
+  // The starting sums added last (vpdpbusd wraps, never saturates: the same int32 in any order).
+  const __m512i s0 = _mm512_loadu_si512(init), s1 = _mm512_loadu_si512(init + 16), s2 = _mm512_loadu_si512(init + 32);
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(int(ld)));
+#define SCATTER(p)                                                                                        \
+  if constexpr (p < kP) {                                                                                 \
+    _mm512_i32scatter_epi32(buf + p, rows, _mm512_add_epi32(c##p##_0, s0), 4);                            \
+    if constexpr (kV > 1) _mm512_i32scatter_epi32(buf + 16 * ld + p, rows, _mm512_add_epi32(c##p##_1, s1), 4); \
+    if constexpr (kV > 2) _mm512_i32scatter_epi32(buf + 32 * ld + p, rows, _mm512_add_epi32(c##p##_2, s2), 4); \
+  }
+  SOFTDLA_LANE_COLS8(SCATTER)
+#undef SCATTER
+}
+#undef SOFTDLA_LANE_COLS8
+
+using TileFn = void (*)(const int32_t*, const int32_t*, size_t, const int32_t*, int32_t*, size_t);
+
+template <size_t kV>
+TileFn tile_of_columns(size_t cols) {
+  switch (cols) {
+    case 1: return tile<1, kV>;
+    case 2: return tile<2, kV>;
+    case 3: return tile<3, kV>;
+    case 4: return tile<4, kV>;
+    case 5: return tile<5, kV>;
+    case 6: return tile<6, kV>;
+    case 7: return tile<7, kV>;
+    default: return tile<8, kV>;
+  }
+}
+
+// The tile for `rows` output channels (up to 48) and `cols` columns (up to 8).
+inline TileFn tile_for(size_t rows, size_t cols) {
+  if (rows <= 16) return tile_of_columns<1>(cols);
+  if (rows <= 32) return tile_of_columns<2>(cols);
+  return tile_of_columns<3>(cols);
+}
+#endif
+
+}  // namespace softdla::cpu::lanes_s8
