@@ -54,7 +54,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_fl
 }
 
 __attribute__((always_inline)) inline __mmask16 lanes_mask(size_t valid, size_t v) {
-  return valid >= 16 * (v + 1) ? __mmask16(0xFFFF) : valid <= 16 * v ? __mmask16(0) : __mmask16((1u << (valid - 16 * v)) - 1);
+  if (valid >= 16 * (v + 1)) return __mmask16(0xFFFF);
+  return valid <= 16 * v ? __mmask16(0) : __mmask16((1u << (valid - 16 * v)) - 1);
 }
 
 // One k step of a tile: c[r][v] += panel[r] * x[v].
@@ -280,7 +281,7 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
     const float* panel = weights_.data() + row0 * kdim;  // row0 is a panel's first row
     for (size_t p = 0; p < pixels; p += lanes_f32::kTilePixels) {
       const size_t width = std::min(lanes_f32::kTilePixels, pixels - p);
-      lanes_f32::tile_for(rows, width)(panel, planes + pix0 + p, plane_px_, g_.C, sums + p, kBlockPixels);
+      lane_tile_for<lanes_f32::Tiles>(rows, width)(panel, planes + pix0 + p, plane_px_, g_.C, sums + p, kBlockPixels);
     }
   }
   for (size_t p = 0; p < pixels && !lanes_; p += kTilePixels) {
@@ -314,7 +315,8 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
 
 void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, bool halves, ThreadPool& pool,
                           const Epilogue& epilogue, const HalfOutput* direct) const {
-  const size_t row_blocks = (g_.K + block_rows_ - 1) / block_rows_, pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
+  const size_t row_blocks = (g_.K + block_rows_ - 1) / block_rows_;
+  const size_t pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
   // The units of `count` images, each image's input `image_bytes` as the blocks read it:
   // block_of(n, row0, pix0) runs one of the n-th image. Either order re-reads one operand: row blocks
   // outermost read the input once per row block, columns (pixel blocks) outermost the weights once per
@@ -347,7 +349,8 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
   // shared at 1.3-1.6x the one-thread speed.
   const size_t per_image = row_blocks * pixel_blocks, wanted = kUnitsPerThread * pool.size();
   const size_t group =
-      std::min(images, std::max(image_group(image_floats * sizeof(float), images), (wanted + per_image - 1) / per_image));
+      std::min(images, std::max(image_group(image_floats * sizeof(float), images),
+                                (wanted + per_image - 1) / per_image));
   float* data = reinterpret_cast<float*>(planes.reserve(group * image_floats * sizeof(float)));
   const size_t elem = halves ? sizeof(uint16_t) : sizeof(float);
   for_each_image_group(

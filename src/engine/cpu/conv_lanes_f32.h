@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 
+#include "lane_tile_table.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu::lanes_f32 {
@@ -58,28 +59,12 @@ __attribute__((target("avx512f,fma"), noinline)) void tile(const float* panel, c
     for (size_t v = 0; v < kV; ++v) _mm512_i32scatter_ps(sums + 16 * v * ld + p, rows, c[p][v], 4);
 }
 
-using TileFn = void (*)(const float*, const float*, size_t, size_t, float*, size_t);
+// The tile instances, for lane_tile_for (lane_tile_table.h).
+struct Tiles {
+  template <size_t kP, size_t kV>
+  static constexpr auto fn = &tile<kP, kV>;
+};
 
-template <size_t kV>
-TileFn tile_of_pixels(size_t pixels) {
-  switch (pixels) {
-    case 1: return tile<1, kV>;
-    case 2: return tile<2, kV>;
-    case 3: return tile<3, kV>;
-    case 4: return tile<4, kV>;
-    case 5: return tile<5, kV>;
-    case 6: return tile<6, kV>;
-    case 7: return tile<7, kV>;
-    default: return tile<8, kV>;
-  }
-}
-
-// The tile for `channels` output channels (up to 48) and `pixels` grid pixels (up to 8).
-inline TileFn tile_for(size_t channels, size_t pixels) {
-  if (channels <= 16) return tile_of_pixels<1>(pixels);
-  if (channels <= 32) return tile_of_pixels<2>(pixels);
-  return tile_of_pixels<3>(pixels);
-}
 #endif
 
 }  // namespace softdla::cpu::lanes_f32

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lane_tile_table.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu::lanes_s8 {
@@ -75,28 +76,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void tile(const
 }
 #undef SOFTDLA_LANE_COLS8
 
-using TileFn = void (*)(const int32_t*, const int32_t*, size_t, const int32_t*, int32_t*, size_t);
+// The tile instances, for lane_tile_for (lane_tile_table.h).
+struct Tiles {
+  template <size_t kP, size_t kV>
+  static constexpr auto fn = &tile<kP, kV>;
+};
 
-template <size_t kV>
-TileFn tile_of_columns(size_t cols) {
-  switch (cols) {
-    case 1: return tile<1, kV>;
-    case 2: return tile<2, kV>;
-    case 3: return tile<3, kV>;
-    case 4: return tile<4, kV>;
-    case 5: return tile<5, kV>;
-    case 6: return tile<6, kV>;
-    case 7: return tile<7, kV>;
-    default: return tile<8, kV>;
-  }
-}
-
-// The tile for `rows` output channels (up to 48) and `cols` columns (up to 8).
-inline TileFn tile_for(size_t rows, size_t cols) {
-  if (rows <= 16) return tile_of_columns<1>(cols);
-  if (rows <= 32) return tile_of_columns<2>(cols);
-  return tile_of_columns<3>(cols);
-}
 #endif
 
 }  // namespace softdla::cpu::lanes_s8

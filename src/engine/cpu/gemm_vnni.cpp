@@ -233,9 +233,8 @@ void gemm_amx(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t*
 // Inlined into each caller: as a shared function (the 4 x 64 tiles' and the lane tiles' epilogue) the
 // 1x1 GEMM ran 8 % slower (ResNet-50's 64 -> 256 layer).
 template <size_t W>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void emit_tile_plain(const int32_t (*tile)[W],
-                                                                         const Int8Output& o, size_t row, size_t col,
-                                                                         size_t rows, size_t cols) {
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void emit_tile_plain(
+    const int32_t (*tile)[W], const Int8Output& o, size_t row, size_t col, size_t rows, size_t cols) {
   for (size_t r = 0; r < rows; ++r) {
     const Window512 win(o.windows[row + r]);
     int8_t* const out = o.out + (row + r) * o.ld + col;
@@ -378,7 +377,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_lanes_
       for (size_t c = 0; c < cols; c += lanes_s8::kTileCols) {  // a tile stays inside its 16-column panel
         const size_t j = col + c;
         const int32_t* b = reinterpret_cast<const int32_t*>(bp) + j / kPanel * panel_words + j % kPanel;
-        lanes_s8::tile_for(rows, std::min(lanes_s8::kTileCols, cols - c))(w, b, kq, init, &sums[0][c], kGroup);
+        const size_t width = std::min(lanes_s8::kTileCols, cols - c);
+        lane_tile_for<lanes_s8::Tiles>(rows, width)(w, b, kq, init, &sums[0][c], kGroup);
       }
       emit_tile(sums, out, add ? &*add : nullptr, row, col, rows, cols);
     }
