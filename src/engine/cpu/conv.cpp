@@ -282,7 +282,7 @@ class ConvKernel final : public OpKernel {
         // channels on the lanes (gemm_lanes_s8.h), for the fused GEMM on AVX-512 VNNI.
         wv_ = pack_a_vnni(raw, g_.K, g_.kdim(),
                           g_.groups == 1 && windows_ && has_avx512(isa) && isa != Isa::kAmx &&
-                              gemm_lanes_s8_pays(g_.K, size_t(g_.OH) * g_.OW, g_.kdim()));
+                              lanes_s8::pays(g_.K, size_t(g_.OH) * g_.OW, g_.kdim()));
       else w8_ = pack_a_s8(raw, g_.K, g_.kdim());
     } else {
       wf_.resize(count);

@@ -283,21 +283,21 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
       const size_t width = std::min(lanes_f32::kTilePixels, pixels - p);
       lane_tile_for<lanes_f32::Tiles>(rows, width)(panel, planes + pix0 + p, plane_px_, g_.C, sums + p, kBlockPixels);
     }
-  }
-  for (size_t p = 0; p < pixels && !lanes_; p += kTilePixels) {
-    const size_t width = std::min(kTilePixels, pixels - p);
-    for (size_t r = 0; r < rows;) {
-      const size_t live = std::min(kPanelRows, rows - r);
-      const TileSink sink{sums + r * kBlockPixels + p, kBlockPixels, tiles_store, n, row0 + r, live, pix0 + p, width};
-      const float* panel = weights_.data() + (row0 + r) * kdim;  // row0 + r is a panel's first row
-      if (halves)
-        tile_for<TileInput::kHalves1x1>(live, width)(panel, halves + pix0 + p, grid_, nullptr, 1, g_.C, sink);
-      else
-        (one_by_one ? tile_for<TileInput::kFloat1x1>(live, width)
-         : taps == 9 ? tile_for<TileInput::kTaps9>(live, width)
-                     : tile_for<TileInput::kTaps>(live, width))(panel, planes + pix0 + p, plane_px_,
-                                                                tap_offsets_.data(), taps, g_.C, sink);
-      r += live;
+  } else {
+    for (size_t p = 0; p < pixels; p += kTilePixels) {
+      const size_t width = std::min(kTilePixels, pixels - p);
+      for (size_t r = 0; r < rows;) {
+        const size_t live = std::min(kPanelRows, rows - r);
+        const TileSink sink{sums + r * kBlockPixels + p, kBlockPixels, tiles_store, n, row0 + r, live, pix0 + p, width};
+        const float* panel = weights_.data() + (row0 + r) * kdim;  // row0 + r is a panel's first row
+        const TileFn tile = halves       ? tile_for<TileInput::kHalves1x1>(live, width)
+                            : one_by_one ? tile_for<TileInput::kFloat1x1>(live, width)
+                            : taps == 9  ? tile_for<TileInput::kTaps9>(live, width)
+                                         : tile_for<TileInput::kTaps>(live, width);
+        if (halves) tile(panel, halves + pix0 + p, grid_, nullptr, 1, g_.C, sink);
+        else tile(panel, planes + pix0 + p, plane_px_, tap_offsets_.data(), taps, g_.C, sink);
+        r += live;
+      }
     }
   }
   if (tiles_store) return;

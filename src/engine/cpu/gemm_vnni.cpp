@@ -423,8 +423,6 @@ VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k, bool lanes) {
   return w;
 }
 
-bool gemm_lanes_s8_pays(size_t m, size_t n, size_t k) { return lanes_s8::pays(m, n, k); }
-
 void gemm_vnni(Isa isa, const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, int32_t* c, size_t m,
                size_t n, size_t k, size_t ldc) {
 #ifdef SOFTDLA_X86

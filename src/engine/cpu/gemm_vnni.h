@@ -45,9 +45,6 @@ struct VnniWeights {
   size_t k = 0;
 };
 VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k, bool lanes = false);
-// Whether a GEMM of m rows over n columns, depth k, runs on lane tiles where its weights have them
-// (AVX-512 VNNI without AMX): deep GEMMs over few columns (ResNet-50's 7 x 7 layers).
-bool gemm_lanes_s8_pays(size_t m, size_t n, size_t k);
 
 // C (row-major int32, row stride ldc) = A * B for rows [0, m) of `a` (a.quads offset by the caller) and
 // n columns of the packed B; the offset is already taken back. isa: kAvxVnni, kAvx512Vnni or kAmx (AMX
@@ -61,7 +58,7 @@ bool gemm_vnni_s8_applies(Isa isa);
 // gemm_vnni's product requantized to int8 tile by tile as it leaves the micro-kernel (no int32 C): row r,
 // column j goes where `out` says for image 0 (int8_requant.h).
 // lanes: the rows' block of VnniWeights::lanes (their first row a multiple of 48), or null; taken where
-// gemm_lanes_s8_pays(m, n, k) and the AMX tiles do not apply.
+// lanes_s8::pays(m, n, k) (gemm_lanes_s8.h) and the AMX tiles do not apply.
 void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
                   const Int8Output& out, const int32_t* lanes = nullptr);
 
