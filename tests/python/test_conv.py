@@ -269,7 +269,11 @@ def test_depthwise_int8_wide_rows(w, stride, pads):
     (3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 7), (3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 14),
     (3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 5), (3, 3, (1, 1), (0, 0, 0, 0), (1, 1), 6),
     (5, 5, (1, 1), (2, 2, 2, 2), (1, 1), 3), (1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),
-    (3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 8), (3, 2, (4, 1), (1, 0, 1, 1), (1, 1), 4)])
+    (3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 8), (3, 2, (4, 1), (1, 0, 1, 1), (1, 1), 4),
+    # The register-window kernels (rows kept in registers, blocks right to left): several blocks a row
+    # with a partial last one, stride 2 from a plane without top padding, a 5x5 at stride 2.
+    (3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 50), (3, 3, (2, 2), (0, 0, 1, 1), (1, 1), 29),
+    (5, 5, (2, 2), (2, 2, 2, 2), (1, 1), 37), (7, 7, (1, 1), (3, 3, 3, 3), (1, 1), 23)])
 def test_depthwise_int8_vnni_geometries(r, s, stride, pads, dil, w):
     c = dict(n=2, c=3, k=6, h=9, w=w, r=r, s=s, stride=stride, dil=dil, pads=pads, groups=3, seed=r * 31 + s + w)
     rng = np.random.default_rng(c["seed"])

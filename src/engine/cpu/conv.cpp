@@ -712,18 +712,15 @@ class ConvKernel final : public OpKernel {
     split_rows(work, g_.Kg, split);
   }
 
-  // INT8 depthwise planes [b, e) of the batch on the VNNI kernel: the thread's scratch looked up once
-  // for the chunk, not per plane.
+  // INT8 depthwise planes [b, e) of the batch on the VNNI kernel, through one thread-local sum buffer.
   void run_depthwise_vnni(const OpIo& io, size_t b, size_t e) const {
     const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW;
-    thread_local DepthwiseVnniPlane plane;
     thread_local std::vector<int32_t> acc;
     acc.resize(ohw + kDepthwiseVnniOutSlack);
     const auto* x = static_cast<const int8_t*>(io.inputs[0]);
     for (size_t p = b; p < e; ++p) {
       const uint32_t n = uint32_t(p / g_.K), k = uint32_t(p % g_.K), c = k / g_.Kg;
-      const bool same_input = p > b && (p - 1) / g_.Kg == p / g_.Kg;
-      dw_vnni_->run(k, x + (size_t(n) * g_.C + c) * in_plane, acc.data(), plane, same_input);
+      dw_vnni_->run(k, x + (size_t(n) * g_.C + c) * in_plane, acc.data());
       emit_sums(io, (size_t(n) * g_.K + k) * ohw, acc.data(), ohw, n, k, 0);
     }
   }

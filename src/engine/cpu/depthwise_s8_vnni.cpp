@@ -1,7 +1,6 @@
 #include "depthwise_s8_vnni.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "x86_simd.h"
@@ -14,63 +13,83 @@ namespace {
 constexpr size_t kBlock = 16;  // output columns per vector: one int32 lane each
 constexpr uint32_t kMaxTapGroups = 16;  // groups of 4 taps along a kernel row (64 bytes hold at most 13)
 
-__attribute__((target("avx512f,avx512bw"))) void build_offset_plane(const DepthwiseGeometry& g, const int8_t* x,
-                                                                    DepthwiseVnniPlane& p) {
-  p.rows = size_t(g.OH - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
-  const size_t blocks = (g.OW + kBlock - 1) / kBlock;
-  p.stride = ((blocks - 1) * kBlock * g.sw + 64 + 63) / 64 * 64;
-  const auto same = [](const DepthwiseGeometry& a, const DepthwiseGeometry& b) {
-    return std::memcmp(&a, &b, sizeof(DepthwiseGeometry)) == 0;
-  };
-  if (!same(p.padded_for, g) || p.data.size() != p.rows * p.stride + 64) {
-    p.data.assign(p.rows * p.stride + 64, 0x80);  // slack: the last row's store is a whole vector
-    p.padded_for = g;
-  }
-  const __m512i offset = _mm512_set1_epi8(char(0x80));
-  for (size_t i = 0; i < p.rows; ++i) {
-    const int64_t ih = int64_t(i) - g.pt;
-    if (ih < 0 || ih >= g.H) continue;
-    // Input columns [c0, c1) land at padded columns [c0 + pl, c1 + pl) that lie inside the row.
-    const int64_t c0 = std::max<int64_t>(0, -int64_t(g.pl));
-    const int64_t c1 = std::min<int64_t>(g.W, int64_t(p.stride) - g.pl);
-    if (c1 <= c0) continue;
-    const int8_t* src = x + size_t(ih) * g.W + c0;
-    uint8_t* dst = p.data.data() + i * p.stride + size_t(c0 + g.pl);
-    const size_t n = size_t(c1 - c0);
-    // Whole 64-byte stores (masked byte stores are slow on AMD Zen): the bytes past the row's input
-    // columns are loaded as zeros and so stored as the padding code 0x80, and what spills into the next
-    // row lands on its left padding or on columns it writes itself afterwards (rows go in order).
-    for (size_t j = 0; j < n; j += 64) {
-      const __mmask64 m = n - j >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - j)) - 1;
-      _mm512_storeu_si512(dst + j, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + j), offset));
-    }
-  }
-}
-
-// Every output row of the plane, 16 columns per step: per kernel row, one load and per group of taps
-// one permute and one vpdpbusd. kR, kG: the kernel's rows and tap groups when known at compile time
+// Every output row of the plane, 16 columns per step: per kernel row, one masked load and per group of
+// taps one permute and one vpdpbusd. kR, kG: the kernel's rows and tap groups when known at compile time
 // (0: read from g).
 template <uint32_t kR, uint32_t kG>
-__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void rows(const DepthwiseGeometry& g,
-                                                                             const DepthwiseVnniPlane& plane,
-                                                                             const __m512i* index, const __m512i* weight,
-                                                                             __m512i start, int32_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void rows(
+    const DepthwiseGeometry& geometry, const int8_t* x, const int64_t* block_offset, const uint64_t* block_mask,
+    const __m512i* index, const __m512i* weight, __m512i start, int32_t* out) {
+  // A copy: the int32 stores to out may alias the geometry's fields as far as the compiler knows, and
+  // would make it reload them after every vector.
+  const DepthwiseGeometry g = geometry;
   const uint32_t R = kR ? kR : g.R, G = kG ? kG : (g.S + 3) / 4;
+  const __m512i offset = _mm512_set1_epi8(char(0x80));
+  const uintptr_t plane = reinterpret_cast<uintptr_t>(x);
   for (uint32_t oh = 0; oh < g.OH; ++oh) {
-    const uint8_t* top = plane.row(size_t(oh) * g.sh);
-    const size_t row_step = size_t(g.dh) * plane.stride;
     int32_t* dst = out + size_t(oh) * g.OW;
-    for (uint32_t ow = 0; ow < g.OW; ow += kBlock) {
+    for (uint32_t ow = 0, b = 0; ow < g.OW; ow += kBlock, ++b) {
       __m512i acc = start;
-      const uint8_t* src = top + size_t(ow) * g.sw;
       for (uint32_t r = 0; r < R; ++r) {
-        const __m512i bytes = _mm512_loadu_si512(src + r * row_step);
+        // A padding row loads nothing (mask 0, address of the plane itself): all lanes the padding code.
+        const int64_t ih = int64_t(oh) * g.sh + int64_t(r) * g.dh - g.pt;
+        const bool inside = ih >= 0 && ih < int64_t(g.H);
+        const uintptr_t at = plane + uintptr_t(ih * int64_t(g.W) + block_offset[b]);
+        // Integer addresses: the masked-off lanes may lie before the plane, where no pointer may point.
+        const __m512i bytes = _mm512_xor_si512(
+            _mm512_maskz_loadu_epi8(inside ? block_mask[b] : 0, reinterpret_cast<const void*>(inside ? at : plane)),
+            offset);
         for (uint32_t q = 0; q < G; ++q)
           acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(index[q], bytes), weight[r * G + q]);
       }
       // Whole vectors: lanes past the row's end land on the next row's first outputs, which its own
       // store then writes (rows go in order), or on the buffer's slack after the last row.
       _mm512_storeu_si512(dst + ow, acc);
+    }
+  }
+}
+
+// Input row ih of a block's columns as unsigned bytes (x + 128), padding lanes and rows the padding code
+// 128. A padding row loads nothing (mask 0, at the plane itself). Integer addresses: the masked-off lanes
+// may lie before the plane, where no pointer may point.
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i offset_row(uintptr_t plane, int64_t ih,
+                                                                                    int64_t H, int64_t W,
+                                                                                    int64_t column, uint64_t mask) {
+  const bool inside = ih >= 0 && ih < H;
+  const uintptr_t at = plane + uintptr_t(ih * W + column);
+  return _mm512_xor_si512(_mm512_maskz_loadu_epi8(inside ? mask : 0, reinterpret_cast<const void*>(inside ? at : plane)),
+                          _mm512_set1_epi8(char(0x80)));
+}
+
+// The common kernels (kR rows of kG tap groups, row stride kSh, no row dilation) column by column: a
+// block of 16 output columns walks down the plane with the kR input rows it reads kept in registers,
+// loading kSh new rows per output row. Blocks go right to left, so a row's last block, which stores a
+// whole vector past the row's end, is overwritten by the next row's first block.
+template <uint32_t kR, uint32_t kG, uint32_t kSh>
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void columns(
+    const DepthwiseGeometry& geometry, const int8_t* x, const int64_t* block_offset, const uint64_t* block_mask,
+    const __m512i* index, const __m512i* weight, __m512i start, int32_t* out) {
+  const DepthwiseGeometry g = geometry;  // a copy: the compiler may not assume out's stores leave it alone
+  const uintptr_t plane = reinterpret_cast<uintptr_t>(x);
+  const int64_t H = g.H, W = g.W;
+  __m512i idx[kG], wt[kR * kG];
+  for (uint32_t q = 0; q < kG; ++q) idx[q] = index[q];
+  for (uint32_t i = 0; i < kR * kG; ++i) wt[i] = weight[i];
+  for (uint32_t b = (g.OW + kBlock - 1) / kBlock; b-- > 0;) {
+    const int64_t column = block_offset[b];
+    const uint64_t mask = block_mask[b];
+    __m512i window[kR];
+    int64_t next = -int64_t(g.pt);  // the next input row to load
+    for (uint32_t r = 0; r < kR - kSh; ++r) window[r] = offset_row(plane, next++, H, W, column, mask);
+    int32_t* dst = out + size_t(b) * kBlock;
+    for (uint32_t oh = 0; oh < g.OH; ++oh, dst += g.OW) {
+      for (uint32_t j = 0; j < kSh; ++j) window[kR - kSh + j] = offset_row(plane, next++, H, W, column, mask);
+      __m512i acc = start;
+      for (uint32_t r = 0; r < kR; ++r)
+        for (uint32_t q = 0; q < kG; ++q)
+          acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(idx[q], window[r]), wt[r * kG + q]);
+      _mm512_storeu_si512(dst, acc);
+      for (uint32_t r = 0; r + kSh < kR; ++r) window[r] = window[r + kSh];
     }
   }
 }
@@ -86,6 +105,16 @@ bool DepthwiseS8Vnni::applies(Isa isa, const DepthwiseGeometry& g) {
 
 DepthwiseS8Vnni::DepthwiseS8Vnni(const DepthwiseGeometry& g, const int8_t* weights, size_t channels)
     : g_(g), groups_((g.S + 3) / 4) {
+  // Block b's load starts at padded column 16 * b * sw, input column 16 * b * sw - pl; lane i holds an
+  // input column when 0 <= that + i < W.
+  for (uint32_t ow = 0; ow < g.OW; ow += kBlock) {
+    const int64_t first = int64_t(ow) * g.sw - g.pl;
+    const int64_t lo = std::max<int64_t>(0, -first), hi = std::min<int64_t>(64, int64_t(g.W) - first);
+    uint64_t mask = 0;
+    for (int64_t i = lo; i < hi; ++i) mask |= uint64_t(1) << i;
+    block_offset_.push_back(first);
+    block_mask_.push_back(mask);
+  }
   // Per group q of 4 taps: the byte permute that gathers, for each output lane i, the bytes of taps
   // 4q..4q+3 (at i * sw + s * dw from the block's first column), and those taps' weights as one dword
   // (0 past the kernel's width, so the byte gathered there is ignored).
@@ -118,24 +147,31 @@ DepthwiseS8Vnni::DepthwiseS8Vnni(const DepthwiseGeometry& g, const int8_t* weigh
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void DepthwiseS8Vnni::run(
-    size_t k, const int8_t* x, int32_t* out, DepthwiseVnniPlane& plane, bool same_input) const {
-  if (!same_input || plane.data.empty()) build_offset_plane(g_, x, plane);
+    size_t k, const int8_t* x, int32_t* out) const {
   __m512i index[kMaxTapGroups], weight[kMaxDepthwiseVnniSteps];
   for (uint32_t q = 0; q < groups_; ++q) index[q] = _mm512_loadu_si512(index_.data() + q * 64);
   const size_t steps = size_t(g_.R) * groups_;
   for (size_t i = 0; i < steps; ++i) weight[i] = _mm512_set1_epi32(weights_[k * steps + i]);
   const __m512i start = _mm512_set1_epi32(start_[k]);
-  // The common kernels with their loops unrolled and their weights in registers; any other fitting one
-  // through the same loop with run-time bounds.
-  if (g_.R == 3 && groups_ == 1) return rows<3, 1>(g_, plane, index, weight, start, out);
-  if (g_.R == 5 && groups_ == 2) return rows<5, 2>(g_, plane, index, weight, start, out);
-  if (g_.R == 7 && groups_ == 2) return rows<7, 2>(g_, plane, index, weight, start, out);
-  rows<0, 0>(g_, plane, index, weight, start, out);
+  // The common kernels with their loops unrolled and their weights and input rows in registers; any
+  // other fitting one row by row through loops with run-time bounds.
+  const int64_t* offsets = block_offset_.data();
+  const uint64_t* masks = block_mask_.data();
+  if (g_.dh == 1 && (g_.sh == 1 || g_.sh == 2)) {
+    const bool unit = g_.sh == 1;
+    if (g_.R == 3 && groups_ == 1)
+      return (unit ? columns<3, 1, 1> : columns<3, 1, 2>)(g_, x, offsets, masks, index, weight, start, out);
+    if (g_.R == 5 && groups_ == 2)
+      return (unit ? columns<5, 2, 1> : columns<5, 2, 2>)(g_, x, offsets, masks, index, weight, start, out);
+    if (g_.R == 7 && groups_ == 2)
+      return (unit ? columns<7, 2, 1> : columns<7, 2, 2>)(g_, x, offsets, masks, index, weight, start, out);
+  }
+  rows<0, 0>(g_, x, offsets, masks, index, weight, start, out);
 }
 #else
 bool DepthwiseS8Vnni::applies(Isa, const DepthwiseGeometry&) { return false; }
 DepthwiseS8Vnni::DepthwiseS8Vnni(const DepthwiseGeometry& g, const int8_t*, size_t) : g_(g) {}
-void DepthwiseS8Vnni::run(size_t, const int8_t*, int32_t*, DepthwiseVnniPlane&, bool) const {}
+void DepthwiseS8Vnni::run(size_t, const int8_t*, int32_t*) const {}
 #endif
 
 }  // namespace softdla::cpu

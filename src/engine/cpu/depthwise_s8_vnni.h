@@ -1,11 +1,17 @@
-// INT8 depthwise convolution on AVX-512 VNNI with VBMI byte permutes: for each kernel row, one 64-byte
-// load of the (offset, padded) input row, one vpermb per group of 4 taps to line up each output's taps
-// in a dword, and one vpdpbusd. Exact in int32, like depthwise_s8_plane's fp32 lanes, whose results it
-// reproduces bit for bit; about a third of their instructions and no widening pass.
+// INT8 depthwise convolution on AVX-512 VNNI with VBMI byte permutes: for each kernel row, one masked
+// 64-byte load of the input row (its padding columns masked off), offset to unsigned bytes, one vpermb
+// per group of 4 taps to line up each output's taps in a dword, and one vpdpbusd. Exact in int32, like
+// depthwise_s8_plane's fp32 lanes, whose results it reproduces bit for bit; about a third of their
+// instructions and no widening pass.
 //
-// Everything that depends only on the geometry and the weights (the permutes, each channel's packed
-// weights and offset correction) is prepared once per convolution: a 7x7 plane of MobileNetV2's last
-// stages is 7 vector steps, and preparing them per plane cost more than the plane itself.
+// The rows are read straight from the plane: the mask puts each input column in the lane the padded row
+// would hold it in, and padding lanes load as zero, offset to the padding code 128. (A padded copy of
+// the plane, built first, cost as much as the convolution on MobileNetV2's 7x7 and 14x14 planes: its
+// unaligned stores fed loads that straddled them.)
+//
+// Everything that depends only on the geometry and the weights (the permutes, the load masks, each
+// channel's packed weights and offset correction) is prepared once per convolution: a 7x7 plane of
+// MobileNetV2's last stages is 7 vector steps, and preparing them per plane cost more than the plane.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,17 +27,6 @@ inline constexpr uint32_t kMaxDepthwiseVnniSteps = 64;
 // int32 values a plane's output buffer needs past OH * OW: whole 16-lane vectors are stored.
 inline constexpr size_t kDepthwiseVnniOutSlack = 16;
 
-// The input plane as unsigned bytes (x + 128), zero-padded (128) on every side: the caller's scratch,
-// one per thread, reused across planes.
-struct DepthwiseVnniPlane {
-  size_t rows = 0, stride = 0;
-  std::vector<uint8_t> data;
-  // The geometry whose padding `data` holds: building another plane of it rewrites only the input
-  // columns (every byte a build writes elsewhere is the padding code).
-  DepthwiseGeometry padded_for{};
-  const uint8_t* row(size_t i) const { return data.data() + i * stride; }
-};
-
 class DepthwiseS8Vnni {
  public:
   // Whether the CPU and geometry suit it: AVX-512 VBMI and VNNI, 16 outputs' taps of a kernel row
@@ -40,14 +35,17 @@ class DepthwiseS8Vnni {
   // weights: [channels][R][S] int8.
   DepthwiseS8Vnni(const DepthwiseGeometry& g, const int8_t* weights, size_t channels);
   // out[oh * OW + ow] (OH * OW + kDepthwiseVnniOutSlack values) = the sums of channel k over its input
-  // plane x. same_input: x is the plane `plane` was last built from, unchanged since (a channel
-  // multiplier's next output channel), so it is not rebuilt.
-  void run(size_t k, const int8_t* x, int32_t* out, DepthwiseVnniPlane& plane, bool same_input) const;
+  // plane x.
+  void run(size_t k, const int8_t* x, int32_t* out) const;
 
  private:
   DepthwiseGeometry g_;
   uint32_t groups_ = 0;                 // tap groups of 4 per kernel row
   std::vector<uint8_t> index_;          // [groups][64]: each group's byte permute
+  // Per block of 16 output columns: the offset of its load from the input row's start (negative in the
+  // left padding) and the lanes that hold input columns.
+  std::vector<int64_t> block_offset_;
+  std::vector<uint64_t> block_mask_;
   std::vector<int32_t> weights_;        // [channels][R][groups]: 4 taps' weights as one dword
   std::vector<int32_t> start_;          // [channels]: -128 * the channel's weight sum
 };
