@@ -712,17 +712,26 @@ class ConvKernel final : public OpKernel {
     split_rows(work, g_.Kg, split);
   }
 
-  // INT8 depthwise planes [b, e) of the batch on the VNNI kernel, through one thread-local sum buffer.
+  // INT8 depthwise planes [b, e) of the batch on the VNNI kernel, through two thread-local sum buffers:
+  // a plane's sums are requantized after the next plane's are computed. The kernel stores whole vectors
+  // that overlap where rows are shorter than 16 (7x7 and 14x14 planes), and loads of the sums straight
+  // after them waited for those stores to reach the cache (store forwarding fails on overlaps).
   void run_depthwise_vnni(const OpIo& io, size_t b, size_t e) const {
     const size_t in_plane = size_t(g_.H) * g_.W, ohw = size_t(g_.OH) * g_.OW;
+    const size_t stride = ohw + kDepthwiseVnniOutSlack;
     thread_local std::vector<int32_t> acc;
-    acc.resize(ohw + kDepthwiseVnniOutSlack);
+    acc.resize(2 * stride);
     const auto* x = static_cast<const int8_t*>(io.inputs[0]);
+    const auto emit = [&](size_t p) {
+      const uint32_t n = uint32_t(p / g_.K), k = uint32_t(p % g_.K);
+      emit_sums(io, p * ohw, acc.data() + (p & 1) * stride, ohw, n, k, 0);
+    };
     for (size_t p = b; p < e; ++p) {
       const uint32_t n = uint32_t(p / g_.K), k = uint32_t(p % g_.K), c = k / g_.Kg;
-      dw_vnni_->run(k, x + (size_t(n) * g_.C + c) * in_plane, acc.data());
-      emit_sums(io, (size_t(n) * g_.K + k) * ohw, acc.data(), ohw, n, k, 0);
+      dw_vnni_->run(k, x + (size_t(n) * g_.C + c) * in_plane, acc.data() + (p & 1) * stride);
+      if (p > b) emit(p - 1);
     }
+    if (e > b) emit(e - 1);
   }
 
   // A thread's buffers for depthwise planes, reused across them.

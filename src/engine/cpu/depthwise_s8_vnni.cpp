@@ -13,42 +13,6 @@ namespace {
 constexpr size_t kBlock = 16;  // output columns per vector: one int32 lane each
 constexpr uint32_t kMaxTapGroups = 16;  // groups of 4 taps along a kernel row (64 bytes hold at most 13)
 
-// Every output row of the plane, 16 columns per step: per kernel row, one masked load and per group of
-// taps one permute and one vpdpbusd. kR, kG: the kernel's rows and tap groups when known at compile time
-// (0: read from g).
-template <uint32_t kR, uint32_t kG>
-__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void rows(
-    const DepthwiseGeometry& geometry, const int8_t* x, const int64_t* block_offset, const uint64_t* block_mask,
-    const __m512i* index, const __m512i* weight, __m512i start, int32_t* out) {
-  // A copy: the int32 stores to out may alias the geometry's fields as far as the compiler knows, and
-  // would make it reload them after every vector.
-  const DepthwiseGeometry g = geometry;
-  const uint32_t R = kR ? kR : g.R, G = kG ? kG : (g.S + 3) / 4;
-  const __m512i offset = _mm512_set1_epi8(char(0x80));
-  const uintptr_t plane = reinterpret_cast<uintptr_t>(x);
-  for (uint32_t oh = 0; oh < g.OH; ++oh) {
-    int32_t* dst = out + size_t(oh) * g.OW;
-    for (uint32_t ow = 0, b = 0; ow < g.OW; ow += kBlock, ++b) {
-      __m512i acc = start;
-      for (uint32_t r = 0; r < R; ++r) {
-        // A padding row loads nothing (mask 0, address of the plane itself): all lanes the padding code.
-        const int64_t ih = int64_t(oh) * g.sh + int64_t(r) * g.dh - g.pt;
-        const bool inside = ih >= 0 && ih < int64_t(g.H);
-        const uintptr_t at = plane + uintptr_t(ih * int64_t(g.W) + block_offset[b]);
-        // Integer addresses: the masked-off lanes may lie before the plane, where no pointer may point.
-        const __m512i bytes = _mm512_xor_si512(
-            _mm512_maskz_loadu_epi8(inside ? block_mask[b] : 0, reinterpret_cast<const void*>(inside ? at : plane)),
-            offset);
-        for (uint32_t q = 0; q < G; ++q)
-          acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(index[q], bytes), weight[r * G + q]);
-      }
-      // Whole vectors: lanes past the row's end land on the next row's first outputs, which its own
-      // store then writes (rows go in order), or on the buffer's slack after the last row.
-      _mm512_storeu_si512(dst + ow, acc);
-    }
-  }
-}
-
 // Input row ih of a block's columns as unsigned bytes (x + 128), padding lanes and rows the padding code
 // 128. A padding row loads nothing (mask 0, at the plane itself). Integer addresses: the masked-off lanes
 // may lie before the plane, where no pointer may point.
@@ -59,6 +23,33 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i offset
   const uintptr_t at = plane + uintptr_t(ih * W + column);
   return _mm512_xor_si512(_mm512_maskz_loadu_epi8(inside ? mask : 0, reinterpret_cast<const void*>(inside ? at : plane)),
                           _mm512_set1_epi8(char(0x80)));
+}
+
+// Every output row of the plane, 16 columns per step, for the kernels without a column kernel: per
+// kernel row, one masked load and per group of taps one permute and one vpdpbusd.
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void rows(
+    const DepthwiseGeometry& geometry, const int8_t* x, const int64_t* block_offset, const uint64_t* block_mask,
+    const __m512i* index, const __m512i* weight, __m512i start, int32_t* out) {
+  // A copy: the int32 stores to out may alias the geometry's fields as far as the compiler knows, and
+  // would make it reload them after every vector.
+  const DepthwiseGeometry g = geometry;
+  const uint32_t R = g.R, G = (g.S + 3) / 4;
+  const uintptr_t plane = reinterpret_cast<uintptr_t>(x);
+  for (uint32_t oh = 0; oh < g.OH; ++oh) {
+    int32_t* dst = out + size_t(oh) * g.OW;
+    for (uint32_t ow = 0, b = 0; ow < g.OW; ow += kBlock, ++b) {
+      __m512i acc = start;
+      for (uint32_t r = 0; r < R; ++r) {
+        const int64_t ih = int64_t(oh) * g.sh + int64_t(r) * g.dh - g.pt;
+        const __m512i bytes = offset_row(plane, ih, g.H, g.W, block_offset[b], block_mask[b]);
+        for (uint32_t q = 0; q < G; ++q)
+          acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(index[q], bytes), weight[r * G + q]);
+      }
+      // Whole vectors: lanes past the row's end land on the next row's first outputs, which its own
+      // store then writes (rows go in order), or on the buffer's slack after the last row.
+      _mm512_storeu_si512(dst + ow, acc);
+    }
+  }
 }
 
 // The common kernels (kR rows of kG tap groups, row stride kSh, no row dilation) column by column: a
@@ -166,7 +157,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void Depthwise
     if (g_.R == 7 && groups_ == 2)
       return (unit ? columns<7, 2, 1> : columns<7, 2, 2>)(g_, x, offsets, masks, index, weight, start, out);
   }
-  rows<0, 0>(g_, x, offsets, masks, index, weight, start, out);
+  rows(g_, x, offsets, masks, index, weight, start, out);
 }
 #else
 bool DepthwiseS8Vnni::applies(Isa, const DepthwiseGeometry&) { return false; }
