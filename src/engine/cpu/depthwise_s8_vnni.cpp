@@ -1,6 +1,7 @@
 #include "depthwise_s8_vnni.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "x86_simd.h"
@@ -52,37 +53,71 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void rows(
   }
 }
 
+// What a column kernel reads: one block's input rows and the channel's vectors, the rows in a ring of
+// kR registers where input row i (counting from the first the block reads) lives in slot i % kR.
+template <uint32_t kR, uint32_t kG>
+struct ColumnState {
+  uintptr_t plane;
+  int64_t H, W, column, next;  // next: the input row to load next
+  uint64_t mask;
+  __m512i ring[kR], idx[kG], wt[kR * kG], start;
+};
+
+// Output row oh of a block, with J = oh % kR known at compile time: its first input row oh * kSh is in
+// slot (J * kSh) % kR, so every ring index below is a constant and the ring stays in registers (a ring
+// rotated by moves, or indexed at run time, went through the stack).
+template <uint32_t kR, uint32_t kG, uint32_t kSh, uint32_t J>
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"), always_inline)) inline void column_row(
+    ColumnState<kR, kG>& s, int32_t* dst) {
+  constexpr uint32_t first = (J * kSh) % kR;
+#pragma GCC unroll 8
+  for (uint32_t t = 0; t < kSh; ++t)
+    s.ring[(first + kR - kSh + t) % kR] = offset_row(s.plane, s.next++, s.H, s.W, s.column, s.mask);
+  __m512i acc = s.start;
+#pragma GCC unroll 8
+  for (uint32_t r = 0; r < kR; ++r)
+#pragma GCC unroll 4
+    for (uint32_t q = 0; q < kG; ++q)
+      acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(s.idx[q], s.ring[(first + r) % kR]), s.wt[r * kG + q]);
+  _mm512_storeu_si512(dst, acc);
+}
+
 // The common kernels (kR rows of kG tap groups, row stride kSh, no row dilation) column by column: a
 // block of 16 output columns walks down the plane with the kR input rows it reads kept in registers,
 // loading kSh new rows per output row. Blocks go right to left, so a row's last block, which stores a
 // whole vector past the row's end, is overwritten by the next row's first block.
+template <uint32_t kR, uint32_t kG, uint32_t kSh, size_t... J>
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"), always_inline)) inline void column_blocks(
+    const DepthwiseGeometry& geometry, const int8_t* x, const int64_t* block_offset, const uint64_t* block_mask,
+    const __m512i* index, const __m512i* weight, __m512i start, int32_t* out, std::index_sequence<J...>) {
+  const DepthwiseGeometry g = geometry;  // a copy: the compiler may not assume out's stores leave it alone
+  ColumnState<kR, kG> s;
+  s.plane = reinterpret_cast<uintptr_t>(x);
+  s.H = g.H;
+  s.W = g.W;
+  s.start = start;
+#pragma GCC unroll 4
+  for (uint32_t q = 0; q < kG; ++q) s.idx[q] = index[q];
+#pragma GCC unroll 16
+  for (uint32_t i = 0; i < kR * kG; ++i) s.wt[i] = weight[i];
+  for (uint32_t b = (g.OW + kBlock - 1) / kBlock; b-- > 0;) {
+    s.column = block_offset[b];
+    s.mask = block_mask[b];
+    s.next = -int64_t(g.pt);
+#pragma GCC unroll 8
+    for (uint32_t r = 0; r + kSh < kR; ++r) s.ring[r] = offset_row(s.plane, s.next++, s.H, s.W, s.column, s.mask);
+    int32_t* dst = out + size_t(b) * kBlock;
+    // kR output rows per trip, each with its ring slots fixed; the last trip stops at the plane's end.
+    for (uint32_t oh = 0; oh < g.OH; oh += kR)
+      (void)((oh + J < g.OH && (column_row<kR, kG, kSh, J>(s, dst + size_t(oh + J) * g.OW), true)) && ...);
+  }
+}
+
 template <uint32_t kR, uint32_t kG, uint32_t kSh>
 __attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) void columns(
-    const DepthwiseGeometry& geometry, const int8_t* x, const int64_t* block_offset, const uint64_t* block_mask,
+    const DepthwiseGeometry& g, const int8_t* x, const int64_t* block_offset, const uint64_t* block_mask,
     const __m512i* index, const __m512i* weight, __m512i start, int32_t* out) {
-  const DepthwiseGeometry g = geometry;  // a copy: the compiler may not assume out's stores leave it alone
-  const uintptr_t plane = reinterpret_cast<uintptr_t>(x);
-  const int64_t H = g.H, W = g.W;
-  __m512i idx[kG], wt[kR * kG];
-  for (uint32_t q = 0; q < kG; ++q) idx[q] = index[q];
-  for (uint32_t i = 0; i < kR * kG; ++i) wt[i] = weight[i];
-  for (uint32_t b = (g.OW + kBlock - 1) / kBlock; b-- > 0;) {
-    const int64_t column = block_offset[b];
-    const uint64_t mask = block_mask[b];
-    __m512i window[kR];
-    int64_t next = -int64_t(g.pt);  // the next input row to load
-    for (uint32_t r = 0; r < kR - kSh; ++r) window[r] = offset_row(plane, next++, H, W, column, mask);
-    int32_t* dst = out + size_t(b) * kBlock;
-    for (uint32_t oh = 0; oh < g.OH; ++oh, dst += g.OW) {
-      for (uint32_t j = 0; j < kSh; ++j) window[kR - kSh + j] = offset_row(plane, next++, H, W, column, mask);
-      __m512i acc = start;
-      for (uint32_t r = 0; r < kR; ++r)
-        for (uint32_t q = 0; q < kG; ++q)
-          acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(idx[q], window[r]), wt[r * kG + q]);
-      _mm512_storeu_si512(dst, acc);
-      for (uint32_t r = 0; r + kSh < kR; ++r) window[r] = window[r + kSh];
-    }
-  }
+  column_blocks<kR, kG, kSh>(g, x, block_offset, block_mask, index, weight, start, out, std::make_index_sequence<kR>{});
 }
 
 }  // namespace
