@@ -276,22 +276,24 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
   }
 }
 
-// The residual operand's lines (for reading) and the output's (for writing) of rows [row, row + rows) at
-// column col: the next column group of a tile's rows.
+// The residual operand's lines (for reading, where there is one) and the output's (for writing) of rows
+// [row, row + rows) at column col: the next column group of a tile's rows. The output's alone pays too:
+// each line written is first read, and a block's rows are more streams than the hardware follows
+// (ResNet-50's 64 -> 256 layer without the add at batch 8: 4.4-5.5 -> 3.2-3.3 ms).
 inline void prefetch_next_lines(const Int8Output& o, size_t row, size_t rows, size_t col) {
   for (size_t r = row; r < row + rows; ++r) {
-    __builtin_prefetch(o.other + r * o.ld + col, 0, 3);
+    if (o.other) __builtin_prefetch(o.other + r * o.ld + col, 0, 3);
     __builtin_prefetch(o.out + r * o.ld + col, 1, 3);
   }
 }
 
-// The residual operand's rows (for reading) and the output's (for writing) of the tile kPrefetchTiles
-// tiles of `tile_rows` below the one at (row, col), a line each (prefetchw where the caller's target
-// has it: every AVX-512 CPU does).
+// The residual operand's rows (for reading, where there is one) and the output's (for writing) of the
+// tile kPrefetchTiles tiles of `tile_rows` below the one at (row, col), a line each (prefetchw where
+// the caller's target has it: every AVX-512 CPU does).
 inline void prefetch_ahead(const Int8Output& o, size_t m, size_t row, size_t col, size_t tile_rows) {
   const size_t r0 = row + kPrefetchTiles * tile_rows, r1 = std::min(m, r0 + tile_rows);
   for (size_t r = r0; r < r1; ++r) {
-    __builtin_prefetch(o.other + r * o.ld + col, 0, 3);
+    if (o.other) __builtin_prefetch(o.other + r * o.ld + col, 0, 3);
     __builtin_prefetch(o.out + r * o.ld + col, 1, 3);
   }
 }
@@ -338,7 +340,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
         int32_t init[kRowsWide];
         tile_rows(a_quads, offset_sums, kq, row, rows, kRowsWide, zero_row.data(), a_rows, init);
         alignas(64) int32_t tile[kRowsWide][kWideCols];
-        if (add && col + kWideCols < wide) prefetch_next_lines(out, row, rows, col + kWideCols);
+        if (col + kWideCols < wide) prefetch_next_lines(out, row, rows, col + kWideCols);
         tile4_wide_avx512(a_rows, bp + col / kPanel * panel_bytes, panel_bytes, kq, init, &tile[0][0], kWideCols);
         emit_tile(tile, out, add ? &*add : nullptr, row, col, rows, kWideCols);
       }
@@ -350,7 +352,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
     int32_t init[kRows512];
     tile_rows(a_quads, offset_sums, kq, t.row, t.rows, kRows512, zero_row.data(), a_rows, init);
     alignas(64) int32_t tile[kRows512][2 * kPanel];
-    if (add) prefetch_ahead(out, m, t.row, t.col, kRows512);
+    prefetch_ahead(out, m, t.row, t.col, kRows512);
     if (t.width == 2 * kPanel) tile2_avx512(a_rows, t.b0, t.b1, kq, init, &tile[0][0], 2 * kPanel);
     else tile1_avx512(a_rows, t.b0, kq, init, &tile[0][0], 2 * kPanel);
     emit_tile(tile, out, add ? &*add : nullptr, t.row, t.col, t.rows, t.cols);
