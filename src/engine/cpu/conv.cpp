@@ -340,7 +340,7 @@ class ConvKernel final : public OpKernel {
             wf_.data(), steps);
       // The AVX-512 FP16 kernels store their results themselves where the chain is channel steps.
       if ((implicit_f32_ || winograd_ || amx_f16_) && dtype_ == DataType::kFloat16 && channel_chain)
-        half_direct_ = true, half_steps_ = std::move(steps);
+        half_direct_ = true, half_steps_ = std::move(steps), half_lanes_ = ChannelLanes(half_steps_, g_.K);
     }
   }
 
@@ -363,6 +363,7 @@ class ConvKernel final : public OpKernel {
       // The GEMM's own stores take the add too where its steps after the add are channel steps (the form
       // guarantees it); otherwise the runs go through store_float.
       if (half_direct_ && !chain->channel_steps(g_.K, half_after_, true)) half_direct_ = false;
+      if (half_direct_) half_after_lanes_ = ChannelLanes(half_after_, g_.K);
       residual_f16_ = std::move(chain);
       return true;
     }
@@ -569,10 +570,12 @@ class ConvKernel final : public OpKernel {
     direct.out = static_cast<uint16_t*>(io.output);
     direct.ld = ohw;
     direct.image_stride = size_t(g_.K) * ohw;
+    direct.lanes = &half_lanes_;
     if (residual_f16_) {
       direct.other = static_cast<const uint16_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]);
       direct.after = half_after_.data();
       direct.n_after = half_after_.size() / g_.K;
+      direct.lanes_after = &half_after_lanes_;
     }
     return direct;
   }
@@ -874,6 +877,7 @@ class ConvKernel final : public OpKernel {
   // FP16 on the implicit GEMM with a chain of channel steps: each channel's steps (and the fused
   // residual add's steps after the add), applied by the GEMM's blocks as they store (HalfOutput).
   std::vector<ChannelStep> half_steps_, half_after_;
+  ChannelLanes half_lanes_, half_after_lanes_;  // the same, sixteen channels a vector (the FP16 lane tiles)
   bool half_direct_ = false;
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "conv_implicit.h"
+#include "conv_lanes_f16_store.h"
 #include "conv_lanes_f32.h"
 #include "cpu_isa.h"
 #include "half_convert.h"
@@ -277,10 +278,21 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   const bool one_by_one = taps == 1 && tap_offsets_[0] == 0;
   // A plain 1x1 convolution's grid is its output: its tiles store through the epilogue themselves.
   const HalfOutput* tiles_store = one_by_one && plain_planes_ && !lanes_ ? direct : nullptr;
+  // The lane tiles of a plain 1x1 convolution store their whole 8-pixel tiles through the epilogue
+  // themselves (conv_lanes_f16_store.h); `stored` counts the block's leading pixels they took.
+  const bool lanes_store = lanes_ && one_by_one && plain_planes_ && direct && direct->lanes &&
+                           (!direct->other || direct->lanes_after);
+  size_t stored = 0;
   if (lanes_) {
     const float* panel = weights_.data() + row0 * kdim;  // row0 is a panel's first row
     for (size_t p = 0; p < pixels; p += lanes_f32::kTilePixels) {
       const size_t width = std::min(lanes_f32::kTilePixels, pixels - p);
+      if (lanes_store && width == lanes_f32::kTilePixels) {
+        const lanes_f32::HalfSink sink{direct, n, row0, rows, pix0 + p};
+        lanes_f32::tile_to_halves_for(rows)(panel, planes + pix0 + p, plane_px_, g_.C, sink);
+        stored = p + width;
+        continue;
+      }
       lane_tile_for<lanes_f32::Tiles>(rows, width)(panel, planes + pix0 + p, plane_px_, g_.C, sums + p, kBlockPixels);
     }
   } else {
@@ -302,9 +314,11 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   }
   if (tiles_store) return;
   if (direct) {
+    if (stored == pixels) return;
     GridRun runs[kBlockPixels];
-    const size_t n_runs = grid_runs(pix0, pixels, wq_, g_.OW, runs);
-    return emit_runs_f16<lanes_f32::kBlockChannels, kBlockPixels>(sums, rows, row0, pixels, runs, n_runs, *direct, n);
+    const size_t n_runs = grid_runs(pix0 + stored, pixels - stored, wq_, g_.OW, runs);
+    return emit_runs_f16<lanes_f32::kBlockChannels, kBlockPixels>(sums + stored, rows, row0, pixels - stored, runs,
+                                                                  n_runs, *direct, n);
   }
   emit_grid_runs(sums, kBlockPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });

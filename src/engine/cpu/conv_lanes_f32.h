@@ -59,12 +59,13 @@ __attribute__((target("avx512f"), always_inline)) inline void store_channel_rows
   }
 }
 
+// c[p][v] = the FMA chain over the input channels of pixel p, output channels 16 v .. 16 v + 15.
 // panel: the block's weights, [C][48] (zero past K); x: plane 0 at the tile's first pixel, planes
-// plane_px floats apart; sums: the block's row 0 at the tile's first pixel, rows ld floats apart.
+// plane_px floats apart.
 template <size_t kP, size_t kV>
-__attribute__((target("avx512f,fma"), noinline)) void tile(const float* panel, const float* x, size_t plane_px,
-                                                         size_t channels, float* sums, size_t ld) {
-  __m512 c[kP][kV];
+__attribute__((target("avx512f,fma"), always_inline)) inline void accumulate(const float* panel, const float* x,
+                                                                           size_t plane_px, size_t channels,
+                                                                           __m512 (&c)[kP][kV]) {
 #pragma GCC unroll 8
   for (size_t p = 0; p < kP; ++p)
 #pragma GCC unroll 3
@@ -81,6 +82,14 @@ __attribute__((target("avx512f,fma"), noinline)) void tile(const float* panel, c
       for (size_t v = 0; v < kV; ++v) c[p][v] = _mm512_fmadd_ps(xp, w[v], c[p][v]);
     }
   }
+}
+
+// The tile's sums into the block's rows: sums is row 0 at the tile's first pixel, rows ld floats apart.
+template <size_t kP, size_t kV>
+__attribute__((target("avx512f,fma"), noinline)) void tile(const float* panel, const float* x, size_t plane_px,
+                                                         size_t channels, float* sums, size_t ld) {
+  __m512 c[kP][kV];
+  accumulate(panel, x, plane_px, channels, c);
   if constexpr (kP == 8) {
 #pragma GCC unroll 3
     for (size_t v = 0; v < kV; ++v) {

@@ -13,6 +13,7 @@ namespace softdla::cpu {
 // Channel k's sums go through steps[k * n_steps, (k + 1) * n_steps) and are stored as fp16 at
 // out[n * image_stride + k * ld + output index]; with `other`, the fused residual add as
 // SdpChain::run_residual_halves runs it (other at the same index, then after[k * n_after, ...)).
+struct ChannelLanes;
 struct HalfOutput {
   const ChannelStep* steps = nullptr;
   size_t n_steps = 0;
@@ -21,6 +22,10 @@ struct HalfOutput {
   const uint16_t* other = nullptr;
   const ChannelStep* after = nullptr;
   size_t n_after = 0;
+  // The same steps laid out sixteen channels a vector (channel_lanes.h), for kernels whose vectors hold
+  // channels (the FP16 lane tiles); null where the caller has not made them.
+  const ChannelLanes* lanes = nullptr;
+  const ChannelLanes* lanes_after = nullptr;
 };
 
 // Rows [0, rows) of a block of sums (row r = channel row0 + r, kWidth floats a row, of which the first
