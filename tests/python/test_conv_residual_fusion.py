@@ -118,10 +118,12 @@ def test_fused_residual_add_over_image_groups(swapped):
 
 # Deep GEMMs over a 7 x 7 grid go on the output-channel lane tiles on AVX-512 VNNI (gemm_lanes_s8.h): 85
 # output channels end on a block of 37 (three vectors, the last partly past K), 20 on two vectors; a
-# 1x1 of stride 2 takes them through im2col. Columns 49 (tiles of 8, then 1) and 49 more for the second
-# image. Exact against NumPy, with the add fused and (the intermediate also an output) without.
+# 1x1 of stride 2 takes them through im2col; 160 deep (the smallest depth they take) with 90 channels (a
+# block of 48 and one of 42). Columns 49 (tiles of 8, then 1) and 49 more for the second image. Exact
+# against NumPy, with the add fused and (the intermediate also an output) without.
 @pytest.mark.parametrize("also_output", [False, True], ids=["fused", "unfused"])
-@pytest.mark.parametrize("geometry,hw", [((512, 85, 1, 1, 0, 1), 7), ((640, 20, 1, 2, 0, 1), 13)])
+@pytest.mark.parametrize("geometry,hw", [((512, 85, 1, 1, 0, 1), 7), ((640, 20, 1, 2, 0, 1), 13),
+                                         ((160, 90, 1, 1, 0, 1), 7)])
 def test_deep_gemm_over_a_small_grid_is_exact(geometry, hw, also_output):
     g, arrays, ref, conv_ref = build(geometry, 21, False, "relu", also_output=also_output, nhw=(2, hw, hw))
     if also_output:

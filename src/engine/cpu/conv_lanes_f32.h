@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 
+#include "lane_rows_avx512.h"
 #include "lane_tile_table.h"
 #include "x86_simd.h"
 
@@ -29,36 +30,6 @@ inline bool pays(size_t K, size_t grid, size_t vector_pixels) {
 }
 
 #ifdef SOFTDLA_X86
-// Eight pixels' sums of 16 channels (a[p]: channel lanes of pixel p) stored as the 16 channels' rows of 8
-// pixels, rows ld floats apart: two 4 x 4 transposes within each 128-bit lane, then each lane's four
-// pixels stored by one extracting store. Where a scatter per vector took about 16 stores' time.
-__attribute__((target("avx512f"), always_inline)) inline void store_channel_rows(const __m512 (&a)[8], float* dst,
-                                                                                size_t ld) {
-  __m512 rows[2][4];  // [pixels 0-3 | 4-7][channel j of each lane's four]: lane i holds channel 4 i + j
-#pragma GCC unroll 2
-  for (size_t h = 0; h < 2; ++h) {
-    const __m512 t0 = _mm512_unpacklo_ps(a[4 * h], a[4 * h + 1]), t1 = _mm512_unpackhi_ps(a[4 * h], a[4 * h + 1]);
-    const __m512 t2 = _mm512_unpacklo_ps(a[4 * h + 2], a[4 * h + 3]);
-    const __m512 t3 = _mm512_unpackhi_ps(a[4 * h + 2], a[4 * h + 3]);
-    rows[h][0] = _mm512_shuffle_ps(t0, t2, 0x44);
-    rows[h][1] = _mm512_shuffle_ps(t0, t2, 0xEE);
-    rows[h][2] = _mm512_shuffle_ps(t1, t3, 0x44);
-    rows[h][3] = _mm512_shuffle_ps(t1, t3, 0xEE);
-  }
-#pragma GCC unroll 4
-  for (size_t j = 0; j < 4; ++j) {
-    float* row = dst + j * ld;
-    _mm_storeu_ps(row, _mm512_extractf32x4_ps(rows[0][j], 0));
-    _mm_storeu_ps(row + 4, _mm512_extractf32x4_ps(rows[1][j], 0));
-    _mm_storeu_ps(row + 4 * ld, _mm512_extractf32x4_ps(rows[0][j], 1));
-    _mm_storeu_ps(row + 4 * ld + 4, _mm512_extractf32x4_ps(rows[1][j], 1));
-    _mm_storeu_ps(row + 8 * ld, _mm512_extractf32x4_ps(rows[0][j], 2));
-    _mm_storeu_ps(row + 8 * ld + 4, _mm512_extractf32x4_ps(rows[1][j], 2));
-    _mm_storeu_ps(row + 12 * ld, _mm512_extractf32x4_ps(rows[0][j], 3));
-    _mm_storeu_ps(row + 12 * ld + 4, _mm512_extractf32x4_ps(rows[1][j], 3));
-  }
-}
-
 // c[p][v] = the FMA chain over the input channels of pixel p, output channels 16 v .. 16 v + 15.
 // panel: the block's weights, [C][48] (zero past K); x: plane 0 at the tile's first pixel, planes
 // plane_px floats apart.

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lane_rows_avx512.h"
 #include "lane_tile_table.h"
 #include "x86_simd.h"
 
@@ -19,12 +20,13 @@ constexpr size_t kBlockRows = 48;   // output channels a block (three vectors of
 constexpr size_t kTileCols = 8;     // columns a tile (half a 16-column panel)
 
 // Whether a GEMM of m rows over n columns, depth k, is faster on lane tiles: they compute m rounded up
-// to 16 rows where the panels compute n rounded up to 16 columns, but each tile's scattered stores and
-// its epilogue from memory cost about what 75 k quads of vpdpbusd do. Measured on Zen 4: a 7 x 7 grid
-// gains from depth 512 (ResNet-50's last stage, 8-45 %) and loses below it (MobileNetV2's 160- and
-// 320-deep layers, 5-15 %); a 14 x 14 grid (6 % of its columns past the end) loses at depth 256.
+// to 16 rows where the panels compute n rounded up to 16 columns, but each tile's transposed stores and
+// its epilogue from memory cost a fixed share. Measured on Zen 4 with the transposed stores: a 7 x 7 grid
+// gains at depth 160 and 320 (MobileNetV2's last stage, 15-20 %) and 512 (ResNet-50's, 15 %); a 14 x 14
+// grid (6 % of its columns past the end) gains nothing at depth 256-1024. (With scattered stores, depths
+// below 512 lost 5-15 %.)
 inline bool pays(size_t m, size_t n, size_t k) {
-  return k >= 512 && n * ((m + 15) / 16 * 16) * 110 < (n + 15) / 16 * 16 * m * 100;
+  return k >= 160 && n * ((m + 15) / 16 * 16) * 110 < (n + 15) / 16 * 16 * m * 100;
 }
 
 #ifdef SOFTDLA_X86
@@ -36,6 +38,12 @@ inline bool pays(size_t m, size_t n, size_t k) {
 // stack on every step.
 __attribute__((target("avx512f,avx512vnni"), always_inline)) inline void dpbusd(__m512i& acc, __m512i x, __m512i w) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+}
+
+// v[p] += s for each p.
+__attribute__((target("avx512f"), always_inline)) inline void add_to_each(__m512i (&v)[8], __m512i s) {
+#pragma GCC unroll 8
+  for (size_t p = 0; p < 8; ++p) v[p] = _mm512_add_epi32(v[p], s);
 }
 
 // Accumulators as named variables (c<column>_<vector>; those past kP or kV unused and dropped).
@@ -63,6 +71,23 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void tile(const
   }
   // The starting sums added last (vpdpbusd wraps, never saturates: the same int32 in any order).
   const __m512i s0 = _mm512_loadu_si512(init), s1 = _mm512_loadu_si512(init + 16), s2 = _mm512_loadu_si512(init + 32);
+  // Whole tiles through a register transpose, partial ones scattered.
+  if constexpr (kP == 8) {
+    __m512i v0[8] = {c0_0, c1_0, c2_0, c3_0, c4_0, c5_0, c6_0, c7_0};
+    add_to_each(v0, s0);
+    store_channel_rows(v0, buf, ld);
+    if constexpr (kV > 1) {
+      __m512i v1[8] = {c0_1, c1_1, c2_1, c3_1, c4_1, c5_1, c6_1, c7_1};
+      add_to_each(v1, s1);
+      store_channel_rows(v1, buf + 16 * ld, ld);
+    }
+    if constexpr (kV > 2) {
+      __m512i v2[8] = {c0_2, c1_2, c2_2, c3_2, c4_2, c5_2, c6_2, c7_2};
+      add_to_each(v2, s2);
+      store_channel_rows(v2, buf + 32 * ld, ld);
+    }
+    return;
+  }
   const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                           _mm512_set1_epi32(int(ld)));
 #define SCATTER(p)                                                                                        \
