@@ -207,6 +207,40 @@ def test_int8_plain_launches_match_cpu(tmp_path):
     assert r.returncode == 0 and "same bytes" in r.stdout, r.stderr + r.stdout
 
 
+def k_tile_block(g):
+    """Two images, reductions that end half-way through a 128-byte k-tile: a 1 x 1 over 64 channels into
+    192 (one 64-byte k-tile) and one over 192 (three), a stride-2 3 x 3 over 192 channels (1,728 bytes)
+    into 64 (256 x 64 tiles), a stride-2 1 x 1 (not pointwise), a residual add fused into a 128 x 128
+    tile, and a 3 x 3 over 256 channels written NCHW as the graph's output."""
+    x = g.input("features", [2, 64, 15, 15])
+    h = g.node("Relu", [g.bn(g.conv(x, 64, 192, k=1, pad=0, bias=False), 192)])
+    h = g.node("Relu", [g.bn(g.conv(h, 192, 192, k=1, pad=0, bias=False), 192)])
+    h = g.node("Relu", [g.bn(g.conv(h, 192, 64, stride=2, bias=False), 64)])
+    h = g.bn(g.conv(h, 64, 256, k=1, pad=0, bias=False), 256)
+    skip = g.bn(g.conv(x, 64, 256, k=1, stride=2, pad=0, bias=False), 256)
+    y = g.node("Relu", [g.node("Add", [h, skip])])
+    return g.node("Relu", [g.bn(g.conv(y, 256, 128, bias=False), 128)])
+
+
+# The INT8 implicit GEMM's two pipelines (conv_igemm.cu): 128-byte k-tiles on 128 x 128 tiles (the
+# default) and 64-byte ones everywhere (SOFTDLA_CUDA_IGEMM=base, read once per process), each with
+# split-K forced to 1, 2 and 8 blocks: a child process per pipeline runs the byte comparison with the
+# CPU backend.
+@pytest.mark.parametrize("pipeline", ["base", "default"])
+def test_int8_pipelines_match_cpu(pipeline, tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t\n"
+            "for splits in ('1', '2', '8'):\n"
+            "    os.environ['SOFTDLA_CUDA_SPLITK'] = splits\n"
+            "    for i, net in enumerate([t.k_tile_block, t.wide_block, t.residual_tail, t.nets.resnet_like]):\n"
+            "        d = os.path.join(sys.argv[2], splits + net.__name__); os.makedirs(d)\n"
+            "        t.assert_int8_same_on_both_backends(net, 17 + i, d)\n"
+            "print('same bytes')")
+    env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "" if pipeline == "default" else pipeline}
+    r = subprocess.run([sys.executable, "-c", code, here, str(tmp_path)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "same bytes" in r.stdout, r.stderr + r.stdout
+
+
 def run_hybrid(loadable_path, packed, tmp_path, *extra, env=None):
     input_path = os.path.join(tmp_path, "input.bin")
     with open(input_path, "wb") as f:

@@ -44,11 +44,19 @@ struct FastChain {
 
 // The tile's shared memory with the windowed epilogue's side region after it: the tile's channel
 // windows, then (fused) the other input's tile, both fetched with cp.async while the reduction runs.
-template <int BM, int BN>
-struct TileShape : igemm::TileShape<BM, BN> {
+// Where that would leave no room for two blocks an SM (the deeper pipeline of 128-byte k-tiles), the
+// other input's tile goes into the pipeline's memory past the parked accumulators instead, fetched once
+// the reduction is done (while the accumulators are parked and summed).
+template <int BM, int BN, int KT = 64, int Stages = igemm::kStages>
+struct TileShape : igemm::TileShape<BM, BN, KT, Stages> {
+  using Base = igemm::TileShape<BM, BN, KT, Stages>;
   static constexpr int kWindowBytes = BN * int(sizeof(num::RequantWindow));
   static constexpr int kOperandBytes = BM * BN;
-  static constexpr int kWindowSmemBytes = igemm::TileShape<BM, BN>::kSmemBytes + kWindowBytes + kOperandBytes;
+  static constexpr int kTwoBlockBytes = 113 * 1024;  // 228 KB an SM, 1 KB of it reserved per block
+  static constexpr bool kOperandInSide = Base::kSmemBytes + kWindowBytes + kOperandBytes <= kTwoBlockBytes;
+  static_assert(kOperandInSide || Base::kParkBytes + kOperandBytes <= Base::kSmemBytes, "room for the operand");
+  static constexpr int kOperandOffset = kOperandInSide ? Base::kSmemBytes + kWindowBytes : Base::kParkBytes;
+  static constexpr int kWindowSmemBytes = Base::kSmemBytes + kWindowBytes + (kOperandInSide ? kOperandBytes : 0);
 };
 
 // Four int32 values saturated to int8 and packed, value 0 in the lowest byte.
@@ -154,19 +162,30 @@ struct Windows4 {
 // every channel's requantization window, NHWC output, a fused op only as a residual window): the latter
 // keeps four channels' parameters in registers and works on 4-byte groups. `fused` there: 0 none, 1 the
 // convolution computes the residual add's first input (x), 2 its second (e); the other is read.
+// KT, Stages: the pipeline (igemm::TileShape).
 constexpr int kEpiGeneral = 0, kEpiWindow = 1;
-template <int BM, int BN, int kTap, int kEpi>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
 __global__ void __launch_bounds__(kBlockThreads, 2)  // two blocks per SM: at most 128 registers
 igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g, int output_nhwc,
              int fast_form, FastChain fast, const num::RequantWindow* __restrict windows, int flags,
              num::ResidualWindow residual,
              const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops, int fused,
              const __grid_constant__ DevChain next, const __grid_constant__ Operands next_ops) {
-  using Tile = TileShape<BM, BN>;
+  using Tile = TileShape<BM, BN, KT, Stages>;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x;
   const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  // The fused residual add's other input for the tile, 16 bytes a thread at a time, into `dst`.
+  auto fetch_operand = [&](uint32_t dst) {
+    const int8_t* operand = static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]);
+    constexpr int kChunks = BN / 16;
+    for (int i = tid; i < BM * kChunks; i += kBlockThreads) {
+      const uint32_t row = i / kChunks, c = n0 + (i % kChunks) * 16, m = m0 + row;
+      const bool ok = m < g.M && c < g.K;
+      cp_async16(dst + row * BN + (i % kChunks) * 16, ok ? operand + uint64_t(m) * g.K + c : operand, ok);
+    }
+  };
   // The windowed epilogue's inputs, fetched first (their own cp.async group) so that the epilogue
   // starts without a trip to memory.
   if constexpr (kEpi == kEpiWindow) {
@@ -180,21 +199,24 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   // what earlier kernels wrote, so wait here for them to complete (a no-op for a plain launch).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if constexpr (kEpi == kEpiWindow) {
-    const uint32_t side = smem_base + Tile::kSmemBytes;
-    if (fused) {
-      const int8_t* operand = static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]);
-      constexpr int kChunks = BN / 16;
-      for (int i = tid; i < BM * kChunks; i += kBlockThreads) {
-        const uint32_t row = i / kChunks, c = n0 + (i % kChunks) * 16, m = m0 + row;
-        const bool ok = m < g.M && c < g.K;
-        cp_async16(side + Tile::kWindowBytes + row * BN + (i % kChunks) * 16, ok ? operand + uint64_t(m) * g.K + c : operand, ok);
-      }
-    }
+    if (Tile::kOperandInSide && fused) fetch_operand(smem_base + Tile::kOperandOffset);
     cp_async_commit();
   }
-
-  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap>(
-      reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem);
+  // Otherwise the other input's tile is fetched between the reduction and the parking.
+  auto before_park = [&] {
+    if constexpr (kEpi == kEpiWindow && !Tile::kOperandInSide) {
+      if (fused) fetch_operand(smem_base + Tile::kOperandOffset);
+      cp_async_commit();
+    }
+  };
+  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap, KT, Stages>(
+      reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, before_park);
+  if constexpr (kEpi == kEpiWindow && !Tile::kOperandInSide) {
+    if (fused) {
+      igemm::cp_async_wait<0>();
+      __syncthreads();
+    }
+  }
   const int row_begin = share.begin, row_end = share.end, splits = int(gridDim.z);
   // ---- epilogue: every thread takes channel groups or runs of a row of the parked int32 accumulators,
   // so the SDP chain runs on contiguous channels and each store is 4 or 16 bytes. ----
@@ -209,7 +231,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       const uint8_t* side_smem = smem + Tile::kSmemBytes;
       Windows4 q;
       q.load(reinterpret_cast<const num::RequantWindow*>(side_smem) + group * 4);
-      const uint32_t* other_tile = reinterpret_cast<const uint32_t*>(side_smem + Tile::kWindowBytes);
+      const uint32_t* other_tile = reinterpret_cast<const uint32_t*>(smem + Tile::kOperandOffset);
       const int row_limit = min(row_end, int(g.M - m0));
       // One copy of the loop per sign case, so that the short forms are straight-line code.
       auto rows = [&](auto conv_nonnegative, auto add_form) {
@@ -299,13 +321,13 @@ void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, 
   check_launch("space_to_depth_kernel");
 }
 
-template <int BM, int BN, int kTap, int kEpi>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
 void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
             const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
             const DevChain& chain, const Operands& ops, int fused, const DevChain& next, const Operands& next_ops,
             cudaStream_t stream) {
-  using Tile = TileShape<BM, BN>;
-  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi>, g, splits,
+  using Tile = TileShape<BM, BN, KT, Stages>;
+  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages>, g, splits,
                               kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes, stream, x, w, y, g,
                               int(output_nhwc), int(fast_form), fast, windows, flags, residual, chain, ops, fused,
                               next, next_ops);
@@ -317,14 +339,37 @@ void allow_shared_memory() {
   auto allow = [](auto* kernel, int bytes) {
     SOFTDLA_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   };
-  allow(igemm_kernel<128, 128, 16, kEpiGeneral>, TileShape<128, 128>::kSmemBytes);
-  allow(igemm_kernel<256, 64, 16, kEpiGeneral>, TileShape<256, 64>::kSmemBytes);
-  allow(igemm_kernel<128, 128, 4, kEpiGeneral>, TileShape<128, 128>::kSmemBytes);
-  allow(igemm_kernel<256, 64, 4, kEpiGeneral>, TileShape<256, 64>::kSmemBytes);
-  allow(igemm_kernel<128, 128, 16, kEpiWindow>, TileShape<128, 128>::kWindowSmemBytes);
-  allow(igemm_kernel<256, 64, 16, kEpiWindow>, TileShape<256, 64>::kWindowSmemBytes);
-  allow(igemm_kernel<128, 128, 4, kEpiWindow>, TileShape<128, 128>::kWindowSmemBytes);
-  allow(igemm_kernel<256, 64, 4, kEpiWindow>, TileShape<256, 64>::kWindowSmemBytes);
+  auto pipeline = [&](auto bm, auto bn, auto kt, auto stages) {
+    constexpr int BM = decltype(bm)::value, BN = decltype(bn)::value, KT = decltype(kt)::value,
+                  S = decltype(stages)::value;
+    using Tile = TileShape<BM, BN, KT, S>;
+    auto taps = [&](auto tap) {
+      constexpr int kTap = decltype(tap)::value;
+      allow(igemm_kernel<BM, BN, kTap, kEpiGeneral, KT, S>, Tile::kSmemBytes);
+      allow(igemm_kernel<BM, BN, kTap, kEpiWindow, KT, S>, Tile::kWindowSmemBytes);
+    };
+    taps(std::integral_constant<int, 4>{}), taps(std::integral_constant<int, 16>{});
+  };
+  using std::integral_constant;
+  pipeline(integral_constant<int, 128>{}, integral_constant<int, 128>{}, integral_constant<int, 64>{},
+           integral_constant<int, 4>{});
+  pipeline(integral_constant<int, 128>{}, integral_constant<int, 128>{}, integral_constant<int, 128>{},
+           integral_constant<int, 3>{});
+  pipeline(integral_constant<int, 256>{}, integral_constant<int, 64>{}, integral_constant<int, 64>{},
+           integral_constant<int, 4>{});
+}
+
+// 128 x 128 tiles reduce over 128-byte k-tiles in three stages (half the barriers and loop overhead of
+// 64-byte ones per product), except where the whole reduction is one 64-byte k-tile; 256 x 64 tiles keep
+// 64-byte k-tiles in four stages (measured: 128-byte ones in two stages, and loaders sharing one
+// address per 64 bytes, did not pay; docs/PERFORMANCE.md). SOFTDLA_CUDA_IGEMM=base, read once, takes
+// 64-byte k-tiles everywhere (tests, and the before/after comparison).
+bool wide_k_tiles() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_IGEMM");
+    return !(v && std::string(v) == "base");
+  }();
+  return on;
 }
 
 }  // namespace
@@ -459,21 +504,29 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
   // The windowed epilogue needs every channel's window, an NHWC output, and a fused op (if any) in the
   // residual window form.
   const bool window = windows_.get() && output_nhwc_ && (!fused || residual_);
+  const bool wide = wide_k_tiles() && g_->kpad > 64;
+  const int flags = window_flags_ |
+                    (residual_ && (residual_->out.shifts & num::RequantWindow::kNonNegative) ? kAddNonNegative : 0) |
+                    (residual_ && residual_->x_product ? kAddPlainX : 0);
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int BM = decltype(tile_tag)::value ? 256 : 128, BN = decltype(tile_tag)::value ? 64 : 128;
-    launch<BM, BN, decltype(tap_tag)::value, decltype(epi_tag)::value>(
-        x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
-        window_flags_ | (residual_ && (residual_->out.shifts & num::RequantWindow::kNonNegative) ? kAddNonNegative : 0) |
-            (residual_ && residual_->x_product ? kAddPlainX : 0),
-        residual_ ? *residual_ : num::ResidualWindow{}, chain_.chain(), ops, fused, next, next_ops, stream);
+    auto run = [&](auto kt, auto stages) {
+      launch<BM, BN, decltype(tap_tag)::value, decltype(epi_tag)::value, decltype(kt)::value, decltype(stages)::value>(
+          x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(), flags,
+          residual_ ? *residual_ : num::ResidualWindow{}, chain_.chain(), ops, fused, next, next_ops, stream);
+    };
+    using std::integral_constant;
+    if constexpr (BM == 128)
+      if (wide) return run(integral_constant<int, 128>{}, integral_constant<int, 3>{});
+    run(integral_constant<int, 64>{}, integral_constant<int, 4>{});
   };
   auto with_epilogue = [&](auto tile_tag, auto tap_tag) {
     window ? go(tile_tag, tap_tag, std::integral_constant<int, kEpiWindow>{})
            : go(tile_tag, tap_tag, std::integral_constant<int, kEpiGeneral>{});
   };
   auto with_tap = [&](auto tile_tag) {
-    g_->Cp == 4 ? with_epilogue(tile_tag, std::integral_constant<int, 4>{})  // only chosen with the fast chain
-                : with_epilogue(tile_tag, std::integral_constant<int, 16>{});
+    if (g_->Cp == 4) return with_epilogue(tile_tag, std::integral_constant<int, 4>{});  // only with the fast chain
+    with_epilogue(tile_tag, std::integral_constant<int, 16>{});
   };
   tile_ ? with_tap(std::true_type{}) : with_tap(std::false_type{});
 }

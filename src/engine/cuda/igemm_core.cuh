@@ -4,14 +4,15 @@
 // kernel (conv_igemm.cu, mma m16n8k32 s8 -> s32) and the FP16 kernel (conv_igemm_f16.cu, mma m16n8k16
 // f16 -> f32) each add their own prologue and SDP epilogue around igemm_accumulate().
 //
-// Everything here counts the reduction in bytes: a k-tile is 64 bytes of (tap r, tap s, channel c) with
-// the channels padded to Cp bytes, so one 16-byte run is one pixel's channels at one tap. A 64-byte row
-// is 64 int8 or 32 fp16 values; the two mma shapes read the same bytes of it into the same fragment
+// Everything here counts the reduction in bytes: a k-tile is KT = 64 or 128 bytes of (tap r, tap s,
+// channel c) with the channels padded to Cp bytes, so one 16-byte run is one pixel's channels at one tap.
+// 64 bytes are 64 int8 or 32 fp16 values; the two mma shapes read the same bytes into the same fragment
 // registers (m16n8k32 s8 and m16n8k16 f16 both take 16 rows x 32 bytes of A and 8 rows x 32 bytes of B),
 // so the shared-memory layout, the swizzle and every ldmatrix are shared.
 //
-// A block computes BM pixels x BN channels with 8 warps of 64 x 32, four cp.async stages,
-// XOR-swizzled shared memory for conflict-free ldmatrix. Split-K: a cluster of 2-8 blocks shares one
+// A block computes BM pixels x BN channels with 8 warps of 64 x 32, a cp.async pipeline (four stages of
+// 64-byte k-tiles by default; the INT8 kernel's 128 x 128 tiles take three of 128 bytes, one barrier per
+// four k-steps instead of two), XOR-swizzled shared memory for conflict-free ldmatrix. Split-K: a cluster of 2-8 blocks shares one
 // output tile, each reducing a slice of the k-tiles; the partial accumulators are summed through
 // distributed shared memory and each block of the cluster runs the epilogue on its share of the rows.
 #pragma once
@@ -40,15 +41,17 @@ struct IgemmGeometry {
 
 namespace igemm {
 
-constexpr int kStages = 4;
+constexpr int kStages = 4;  // the default pipeline: 64-byte k-tiles, four stages
 constexpr int kBlockThreads = 256;
 
-template <int BM, int BN>
+// KT: bytes of the reduction per k-tile (64 or 128), Stages: cp.async stages in flight.
+template <int BM, int BN, int KT = 64, int Stages = kStages>
 struct TileShape {
   static constexpr int kWarpsN = BN / 32;
   static_assert((BM / 64) * kWarpsN == 8, "8 warps of 64 x 32");
-  static constexpr int kStageBytes = (BM + BN) * 64;
-  static constexpr int kPipelineBytes = kStages * kStageBytes;
+  static_assert(KT == 64 || KT == 128, "k-tiles of 64 or 128 bytes");
+  static constexpr int kStageBytes = (BM + BN) * KT;
+  static constexpr int kPipelineBytes = Stages * kStageBytes;
   // Parked accumulators: 4-byte words, rows padded by 8 words (16-byte aligned, and the 8-byte stores
   // of one warp land in as few wavefronts as their 256 bytes allow).
   static constexpr int kParkStride = BN + 8;
@@ -56,10 +59,14 @@ struct TileShape {
   static constexpr int kSmemBytes = kPipelineBytes > kParkBytes ? kPipelineBytes : kParkBytes;
 };
 
-// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a tile of 64-byte rows. Rows 2i and 2i+1
-// share a 128-byte bank line; XOR-ing the chunk with (row / 2) % 4 spreads an 8-row ldmatrix over all banks.
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of KT-byte rows, XOR-swizzled so that an
+// 8-row ldmatrix (8 rows, one chunk) touches every bank once. 64-byte rows: rows 2i and 2i+1 share a
+// 128-byte bank line, the chunk is XOR-ed with (row / 2) % 4. 128-byte rows: one row per bank line,
+// the chunk is XOR-ed with row % 8.
+template <int KT = 64>
 __device__ __forceinline__ uint32_t swizzle(uint32_t row, uint32_t chunk) {
-  return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+  if constexpr (KT == 64) return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+  else return row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
@@ -140,33 +147,46 @@ struct TileRows {
   int begin, end;
 };
 
+// Nothing to do between the reduction and the parking (the default of igemm_accumulate's hook).
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
 // The convolution's accumulators for the block's tile (pixels m0.., channels n0..), left in shared
 // memory as Mma::Acc parked[BM][kParkStride] (split-K: summed over the cluster in each block's rows).
 // kTap: bytes of one tap's channels when below 16 (Cp == kTap: each 16-byte run spans 16 / kTap taps),
-// else 16. The caller has waited for the previous kernel (griddepcontrol.wait) and may have committed
-// cp.async groups of its own, which complete here too. After the return the pipeline's memory is the
-// parking space; with split-K the caller ends with cluster_wait() (no block leaves while another may
-// still read its parking space).
-template <class Mma, int BM, int BN, int kTap>
+// else 16. KT, Stages: as TileShape (a k-tile may reach past kpad by 64 bytes: zeros there, and its
+// second half is skipped).
+// The caller has waited for the previous kernel (griddepcontrol.wait) and may have committed cp.async
+// groups of its own, which complete here too. `before_park` runs once the pipeline's memory is free,
+// before the accumulators are parked (it may start cp.async copies into the pipeline's memory past
+// kParkBytes, which the caller waits for). After the return the pipeline's memory is the parking space;
+// with split-K the caller ends with cluster_wait() (no block leaves while another may still read its
+// parking space).
+template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, class Hook = NoHook>
 __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x, const uint8_t* __restrict w,
-                                                     const IgemmGeometry& g, uint8_t* smem) {
-  using Tile = TileShape<BM, BN>;
+                                                     const IgemmGeometry& g, uint8_t* smem,
+                                                     const Hook& before_park = Hook{}) {
+  using Tile = TileShape<BM, BN, KT, Stages>;
   using Acc = typename Mma::Acc;
+  static_assert(kTap == 4 || kTap == 8 || kTap == 16, "tap widths");
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
   const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const uint32_t ohw = g.OH * g.OW;
 
-  // ---- loaders: thread owns 16-byte chunk (tid % 4) of rows tid / 4 + 64 i ----
-  constexpr int kARows = BM / 64, kBRows = BN / 64;
-  const uint32_t chunk = tid & 3, row0 = tid >> 2;
+  // ---- loaders: thread owns 16-byte chunk tid % kChunks of rows tid / kChunks + kRowStep * i ----
+  constexpr int kChunks = KT / 16, kRowStep = kBlockThreads / kChunks;
+  constexpr int kARows = BM / kRowStep, kBRows = BN / kRowStep;
+  static_assert(BM % kRowStep == 0 && BN % kRowStep == 0, "whole loader passes");
+  const uint32_t chunk = uint32_t(tid) % kChunks, row0 = uint32_t(tid) / kChunks;
   const uint8_t* a_image[kARows];
   int32_t a_ih0[kARows], a_iw0[kARows];
   bool a_ok[kARows];
 #pragma unroll
   for (int i = 0; i < kARows; ++i) {
-    const uint32_t m = m0 + row0 + 64 * i;
+    const uint32_t m = m0 + row0 + kRowStep * i;
     a_ok[i] = m < g.M;
     const uint32_t mm = a_ok[i] ? m : 0;
     if (g.pointwise) {  // the row itself (no division, no bounds per tap)
@@ -179,21 +199,22 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
     }
   }
   // Split-K: block z of the cluster reduces k-tiles [kt_begin, kt_end).
-  const int ktiles_all = int(g.kpad / 64), splits = int(gridDim.z), rank = int(blockIdx.z);
+  const int ktiles_all = int((g.kpad + KT - 1) / KT), splits = int(gridDim.z), rank = int(blockIdx.z);
   const int kt_begin = ktiles_all * rank / splits, kt_end = ktiles_all * (rank + 1) / splits;
   const int ktiles = kt_end - kt_begin;
   TapCursor cur{0, 0, 0};
-  if (!g.pointwise) cur.advance(uint32_t(kt_begin) * 64 + chunk * 16, g);
+  if (!g.pointwise) cur.advance(uint32_t(kt_begin) * KT + chunk * 16, g);
 
   auto load_stage = [&](int slot, int kt) {
-    const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_smem = a_smem + BM * 64;
+    const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_smem = a_smem + BM * KT;
+    const uint32_t k_here = uint32_t(kt) * KT + chunk * 16;  // this thread's byte of the reduction
     if constexpr (kTap == 16) {
       if (g.pointwise) {
-        const uint32_t c = uint32_t(kt) * 64 + chunk * 16;  // the reduction is the row's channels
+        const uint32_t c = k_here;  // the reduction is the row's channels
 #pragma unroll
         for (int i = 0; i < kARows; ++i) {
           const bool ok = a_ok[i] && c < g.Cp;
-          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), ok ? a_image[i] + c : x, ok);
+          cp_async16(a_smem + swizzle<KT>(row0 + kRowStep * i, chunk), ok ? a_image[i] + c : x, ok);
         }
       } else {
         const bool in_k = cur.r < g.R;
@@ -203,31 +224,32 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
           const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
           const bool ok = a_ok[i] && in_k && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
           const uint8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * g.Cp + cur.c : x;
-          cp_async16(a_smem + swizzle(row0 + 64 * i, chunk), src, ok);
+          cp_async16(a_smem + swizzle<KT>(row0 + kRowStep * i, chunk), src, ok);
         }
       }
     } else {
 #pragma unroll
       for (int j = 0; j < 16 / kTap; ++j) {
-        const uint32_t tap = (uint32_t(kt) * 64 + chunk * 16 + j * kTap) / kTap, r = tap / g.S, s = tap % g.S;
+        const uint32_t tap = (k_here + j * kTap) / kTap, r = tap / g.S, s = tap % g.S;
         const int32_t dy = int32_t(r * g.dh), dx = int32_t(s * g.dw);
 #pragma unroll
         for (int i = 0; i < kARows; ++i) {
           const int32_t ih = a_ih0[i] + dy, iw = a_iw0[i] + dx;
           const bool ok = a_ok[i] && r < g.R && ih >= 0 && ih < int32_t(g.H) && iw >= 0 && iw < int32_t(g.W);
           const uint8_t* src = ok ? a_image[i] + (uint32_t(ih) * g.W + uint32_t(iw)) * kTap : x;
-          cp_async_small<kTap>(a_smem + swizzle(row0 + 64 * i, chunk) + j * kTap, src, ok);
+          cp_async_small<kTap>(a_smem + swizzle<KT>(row0 + kRowStep * i, chunk) + j * kTap, src, ok);
         }
       }
     }
+    // Weights: rows of kpad bytes; a 128-byte k-tile may reach past kpad (a multiple of 64): zeros there.
+    const bool k_ok = KT == 64 || k_here < g.kpad;
 #pragma unroll
     for (int i = 0; i < kBRows; ++i) {
-      const uint32_t n = n0 + row0 + 64 * i;
-      const bool ok = n < g.K;
-      const uint8_t* src = ok ? w + uint64_t(n) * g.kpad + uint32_t(kt) * 64 + chunk * 16 : w;
-      cp_async16(b_smem + swizzle(row0 + 64 * i, chunk), src, ok);
+      const uint32_t n = n0 + row0 + kRowStep * i;
+      const bool ok = n < g.K && k_ok;
+      cp_async16(b_smem + swizzle<KT>(row0 + kRowStep * i, chunk), ok ? w + uint64_t(n) * g.kpad + k_here : w, ok);
     }
-    if (!g.pointwise) cur.advance(64, g);
+    if (!g.pointwise) cur.advance(KT, g);
   };
 
   Acc acc[4][4][4];
@@ -239,29 +261,35 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
       for (int v = 0; v < 4; ++v) acc[i][j][v] = 0;
 
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < Stages - 1; ++s) {
     if (s < ktiles) load_stage(s, kt_begin + s);
     cp_async_commit();
   }
 
+  int read_slot = 0, write_slot = Stages - 1;  // kt % Stages and (kt + Stages - 1) % Stages
   for (int kt = 0; kt < ktiles; ++kt) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<Stages - 2>();
     __syncthreads();  // stage kt visible to all; stage kt-1 fully consumed
-    const int next_kt = kt + kStages - 1;
-    if (next_kt < ktiles) load_stage(next_kt % kStages, kt_begin + next_kt);
+    const int next_kt = kt + Stages - 1;
+    if (next_kt < ktiles) load_stage(write_slot, kt_begin + next_kt);
     cp_async_commit();
 
-    const uint32_t a_smem = smem_base + (kt % kStages) * Tile::kStageBytes, b_smem = a_smem + BM * 64;
+    const uint32_t a_smem = smem_base + read_slot * Tile::kStageBytes, b_smem = a_smem + BM * KT;
+    read_slot = read_slot == Stages - 1 ? 0 : read_slot + 1;
+    write_slot = write_slot == Stages - 1 ? 0 : write_slot + 1;
+    // A 128-byte k-tile whose second half lies past kpad holds zeros there: its two k-steps are skipped.
+    const int ksteps = KT == 64 || uint32_t(kt_begin + kt) * KT + 64 < g.kpad ? KT / 32 : 2;
 #pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
+    for (int ks = 0; ks < KT / 32; ++ks) {
+      if (ks >= ksteps) break;
       uint32_t a[4][4], b[4][2];
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        ldmatrix_x4(a_smem + swizzle(warp_m * 64 + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
+        ldmatrix_x4(a_smem + swizzle<KT>(warp_m * 64 + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         uint32_t r[4];
-        ldmatrix_x4(b_smem + swizzle(warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), r);
+        ldmatrix_x4(b_smem + swizzle<KT>(warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), r);
         b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
       }
 #pragma unroll
@@ -272,6 +300,7 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
   }
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's memory becomes the epilogue's parking space
+  before_park();
   // The next kernel may be scheduled once every block got this far (it still waits for this one to
   // finish before it reads anything): its launch and set-up overlap this grid's last epilogues.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
