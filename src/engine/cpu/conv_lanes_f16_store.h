@@ -35,21 +35,17 @@ namespace detail {
 // Word permutes of the 16-bit transposes. Four vectors of two pixels' 16 channels (pixel 2 j in words
 // 0-15, 2 j + 1 in 16-31) <-> four vectors of four channels' 8 pixels (channel 4 k + c at words 8 c ..
 // 8 c + 7): a permute of each pair of sources and a blend of the two results.
-constexpr std::array<uint16_t, 32> to_rows_index(size_t k) {  // lane 8 c + p <- pixel p % 4 of its pair
+template <class Source>
+constexpr std::array<uint16_t, 32> word_index(Source source) {  // lane -> the source word it takes
   std::array<uint16_t, 32> idx{};
-  for (size_t lane = 0; lane < 32; ++lane) {
-    const size_t c = lane / 8, p = lane % 8;
-    idx[lane] = uint16_t((p % 4) / 2 * 32 + p % 2 * 16 + 4 * k + c);
-  }
+  for (size_t lane = 0; lane < 32; ++lane) idx[lane] = uint16_t(source(lane));
   return idx;
 }
+constexpr std::array<uint16_t, 32> to_rows_index(size_t k) {  // lane 8 c + p <- pixel p % 4 of its pair
+  return word_index([k](size_t lane) { return (lane % 8 % 4) / 2 * 32 + lane % 2 * 16 + 4 * k + lane / 8; });
+}
 constexpr std::array<uint16_t, 32> to_pixels_index(size_t j) {  // lane 16 q + c <- channel c % 8 of its pair
-  std::array<uint16_t, 32> idx{};
-  for (size_t lane = 0; lane < 32; ++lane) {
-    const size_t q = lane / 16, c = lane % 16;
-    idx[lane] = uint16_t((c % 8) / 4 * 32 + c % 4 * 8 + 2 * j + q);
-  }
-  return idx;
+  return word_index([j](size_t lane) { return (lane % 8) / 4 * 32 + lane % 4 * 8 + 2 * j + lane / 16; });
 }
 inline constexpr std::array<std::array<uint16_t, 32>, 4> kToRows{to_rows_index(0), to_rows_index(1), to_rows_index(2),
                                                                   to_rows_index(3)};
