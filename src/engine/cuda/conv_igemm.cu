@@ -512,8 +512,8 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
     constexpr int BM = decltype(tile_tag)::value ? 256 : 128, BN = decltype(tile_tag)::value ? 64 : 128;
     auto run = [&](auto kt, auto stages) {
       launch<BM, BN, decltype(tap_tag)::value, decltype(epi_tag)::value, decltype(kt)::value, decltype(stages)::value>(
-          x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(), flags,
-          residual_ ? *residual_ : num::ResidualWindow{}, chain_.chain(), ops, fused, next, next_ops, stream);
+          x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
+          flags, residual_ ? *residual_ : num::ResidualWindow{}, chain_.chain(), ops, fused, next, next_ops, stream);
     };
     using std::integral_constant;
     if constexpr (BM == 128)

@@ -12,9 +12,10 @@
 //
 // A block computes BM pixels x BN channels with 8 warps of 64 x 32, a cp.async pipeline (four stages of
 // 64-byte k-tiles by default; the INT8 kernel's 128 x 128 tiles take three of 128 bytes, one barrier per
-// four k-steps instead of two), XOR-swizzled shared memory for conflict-free ldmatrix. Split-K: a cluster of 2-8 blocks shares one
-// output tile, each reducing a slice of the k-tiles; the partial accumulators are summed through
-// distributed shared memory and each block of the cluster runs the epilogue on its share of the rows.
+// four k-steps instead of two), XOR-swizzled shared memory for conflict-free ldmatrix. Split-K: a
+// cluster of 2-8 blocks shares one output tile, each reducing a slice of the k-tiles; the partial
+// accumulators are summed through distributed shared memory and each block of the cluster runs the
+// epilogue on its share of the rows.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -289,7 +290,8 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         uint32_t r[4];
-        ldmatrix_x4(b_smem + swizzle<KT>(warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), r);
+        const uint32_t b_row = warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b_smem + swizzle<KT>(b_row, 2 * ks + ((lane >> 3) & 1)), r);
         b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
       }
 #pragma unroll
