@@ -270,3 +270,72 @@ def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, stride, resi
         assert out == results["portable"], f"{isa} differs from portable"
     got = np.frombuffer(results["portable"], np.float16).reshape(n, k, oh, ow).astype(np.float64)
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("post", ["bias_clip", "scale_prelu_bias"])
+@pytest.mark.parametrize("c,h,w,r,s,stride,pad,dil", [
+    (13, 9, 10, 3, 3, 1, 1, 1),   # a partial group of 8 (AVX2) and of 16 (AVX-512)
+    (24, 14, 14, 3, 3, 2, 1, 1),  # stride 2; a block of 16 and one of 8 channels
+    (40, 7, 7, 3, 3, 1, 1, 1),    # 7-wide rows: every row a partial group of pixels and of columns
+    (9, 11, 23, 5, 5, 2, 2, 1),   # 5 x 5 of stride 2, 23 columns: a row tail of 7
+    (20, 12, 17, 3, 3, 1, 2, 2),  # dilation 2
+    (8, 6, 5, 7, 7, 1, 3, 1),     # a 7 x 7 kernel on a 6 x 5 plane: padding taps everywhere
+    (17, 5, 19, 1, 3, 1, 0, 1),   # a 1 x 3 kernel, no padding
+])
+def test_fp16_depthwise_identical_on_every_float_path(c, h, w, r, s, stride, pad, dil, post, tmp_path):
+    """FP16 depthwise convolutions: the channel-block kernels (depthwise_f16_blocks.h: sixteen channels a
+    vector on AVX-512, eight on AVX2) against the portable plane-by-plane loop (std::fma): one FMA per tap
+    in (r, s) order from zero, padding taps included, the chain's steps and the fp16 store as in
+    SdpChain, so the same bits on every path (two images, so the last plane's row tail is read at the
+    tensor's end), NaN, -0, values at the clip bounds and sums past the fp16 range included; and within
+    fp16 rounding of NumPy where the inputs are finite."""
+    from sdla_testkit import formats as F
+    from sdla_testkit import reference as R
+    from sdla_testkit import writer
+    rng = np.random.default_rng(c * h + w + r)
+    n = 2
+    oh = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
+    ow = (w + 2 * pad - dil * (s - 1) - 1) // stride + 1
+    x = rng.uniform(-2, 2, (n, c, h, w)).astype(np.float16)
+    wt = rng.uniform(-1, 1, (c, 1, r, s)).astype(np.float16)
+    if post == "bias_clip":
+        bias = rng.uniform(-1, 1, c).astype(np.float32)
+        bias[1] = 60000.0  # channel 1 saturates to 65504 (then clipped to 6)
+        ref_steps = [("bias", {"values": bias}), ("clip", {"lo": 0.0, "hi": 6.0})]
+    else:
+        scale = rng.uniform(-2, 2, c).astype(np.float32)
+        scale[2] = 1e5  # channel 2 past the fp16 range
+        ref_steps = [("scale", {"values": scale}), ("prelu", {"values": rng.uniform(-1, 1, c).astype(np.float32)}),
+                     ("bias", {"values": np.where(np.arange(c) % 2 == 0, -0.0, 0.5).astype(np.float32)})]
+    steps = [writer.sdp_step(kind, fvalues=p["values"]) if "values" in p else writer.sdp_step(kind, lo=p["lo"], hi=p["hi"])
+             for kind, p in ref_steps]
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.float16)
+    y = g.tensor("y", (n, c, oh, ow), np.float16)
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.float16), (stride, stride), (pad, pad, pad, pad),
+                                        (dil, dil), c, writer.sdp(steps)))
+    g.output(y, F.LINEAR)
+    path = tmp_path / "dw.loadable"
+    path.write_bytes(g.serialize())
+
+    def run_all(xv):
+        inp = tmp_path / "in0.bin"
+        inp.write_bytes(F.pack(xv, F.LINEAR, g.target))
+        results = {isa: subprocess.run([sys.executable, "-c", RUN_RAW, str(path), str(inp)], env=_env(isa),
+                                       capture_output=True, check=True).stdout
+                   for isa in PATHS if _active(isa)[0] == isa}
+        assert len(results) >= 2 and len(results["portable"]) == n * c * oh * ow * 2
+        for isa, out in results.items():
+            assert out == results["portable"], f"{isa} differs from portable"
+        return np.frombuffer(results["portable"], np.float16).reshape(n, c, oh, ow).astype(np.float64)
+
+    got = run_all(x)
+    ref = R.sdp_float(R.conv_acc(x, wt, (stride, stride), (pad, pad, pad, pad), (dil, dil), groups=c), ref_steps)
+    ref = np.clip(ref, -65504, 65504).astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+    # Edge values: NaN, -0 and large inputs (sums past 65504) give the same bits on every path.
+    x_edge = x.copy()
+    x_edge[0, 0, 0, :3] = [np.nan, -0.0, 60000.0]
+    x_edge[1, c - 1, h - 1, w - 1] = -np.nan
+    x_edge[1, 3 % c] *= 4000
+    run_all(x_edge)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sdp_chain.h"
+#include "sdp_lanes_avx2.h"
 #include "sdp_lanes_avx512.h"
 #include "x86_simd.h"
 
@@ -47,6 +48,18 @@ __attribute__((target("avx512f"), always_inline)) inline void apply_channel_lane
   for (size_t j = 0; j < n_steps; ++j) {
     const float* o = ops + j * 3 * L;
     const __m512 k = _mm512_loadu_ps(o), lo = _mm512_loadu_ps(o + L), hi = _mm512_loadu_ps(o + 2 * L);
+    step_lanes(kinds[j], k, lo, hi, x);
+  }
+}
+
+// The same on eight AVX2 lanes: channels [8 h, 8 h + 8) of a block, ops = ChannelLanes::block + 8 h.
+template <size_t V>
+__attribute__((target("avx2"), always_inline)) inline void apply_channel_lanes(const SdpKind* kinds, const float* ops,
+                                                                             size_t n_steps, __m256 (&x)[V]) {
+  constexpr size_t L = ChannelLanes::kLanes;
+  for (size_t j = 0; j < n_steps; ++j) {
+    const float* o = ops + j * 3 * L;
+    const __m256 k = _mm256_loadu_ps(o), lo = _mm256_loadu_ps(o + L), hi = _mm256_loadu_ps(o + 2 * L);
     step_lanes(kinds[j], k, lo, hi, x);
   }
 }

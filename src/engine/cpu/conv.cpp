@@ -296,9 +296,11 @@ class ConvKernel final : public OpKernel {
         }
       }
       finite_weights_ = std::all_of(wf_.begin(), wf_.end(), [](float v) { return std::isfinite(v); });
-      // The chain as channel steps, for the AVX-512 kernels that run it themselves.
+      // The chain as channel steps, for the kernels that run it themselves (the depthwise blocks on AVX2
+      // and AVX-512, the others on AVX-512).
       std::vector<ChannelStep> steps;
-      const bool channel_chain = has_avx512(active_isa()) && chain_.channel_steps(g_.K, steps);
+      const bool steps_fit = chain_.channel_steps(g_.K, steps);
+      const bool channel_chain = has_avx512(active_isa()) && steps_fit;
       // A fully connected layer: matrix-vector products. Otherwise FP16 on AMX machines: the AMX-BF16
       // implicit GEMM (any stride); on AVX-512: the FMA one (stride 1, or a strided k x k kernel). Each keeps
       // its own copy of the weights.
@@ -331,9 +333,9 @@ class ConvKernel final : public OpKernel {
         implicit_f32_ = std::make_unique<ImplicitConvF32>(implicit, wf_.data());
         wf_ = {};
       }
-      // FP16 depthwise (one output channel per input channel) sixteen channels at a time on AVX-512, its
-      // chain and store fused, where the chain is channel steps.
-      if (depthwise_ && g_.Kg == 1 && dtype_ == DataType::kFloat16 && finite_weights_ && channel_chain &&
+      // FP16 depthwise (one output channel per input channel) sixteen channels at a time on AVX-512, eight on
+      // AVX2, its chain and store fused, where the chain is channel steps.
+      if (depthwise_ && g_.Kg == 1 && dtype_ == DataType::kFloat16 && finite_weights_ && steps_fit &&
           DepthwiseF16Blocks::applies(active_isa()))
         dw_f16_ = std::make_unique<DepthwiseF16Blocks>(
             DepthwiseGeometry{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl}, g_.K,
@@ -881,7 +883,7 @@ class ConvKernel final : public OpKernel {
   bool half_direct_ = false;
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
-  std::unique_ptr<DepthwiseF16Blocks> dw_f16_;  // FP16 depthwise on AVX-512, 16 channels at a time
+  std::unique_ptr<DepthwiseF16Blocks> dw_f16_;  // FP16 depthwise on AVX-512 or AVX2, channel blocks
   std::unique_ptr<DepthwiseS8Vnni> dw_vnni_;  // INT8 depthwise on AVX-512 VNNI + VBMI
   std::vector<float> wf_;
 };

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "half_convert_avx512.h"
+#include "half_convert_f16c.h"
+#include "half_convert.h"
 #include "channel_lanes.h"
 #include "transpose_avx512.h"
 #include "x86_simd.h"
@@ -36,7 +38,7 @@ struct BlockScratch {
 
 bool DepthwiseF16Blocks::applies(Isa isa) {
 #ifdef SOFTDLA_X86
-  return has_avx512(isa);
+  return has_avx512(isa) || (isa >= Isa::kAvx2 && cpu_has_f16c());
 #else
   (void)isa;
   return false;
@@ -45,9 +47,10 @@ bool DepthwiseF16Blocks::applies(Isa isa) {
 
 DepthwiseF16Blocks::DepthwiseF16Blocks(const DepthwiseGeometry& g, uint32_t channels, const float* weights,
                                        const std::vector<ChannelStep>& steps)
-    : g_(g), channels_(channels), blocks_((channels + kLanes - 1) / kLanes), taps_(size_t(g.R) * g.S) {
-  // Every output column of the last whole group of 16 is computed (the extra ones are never stored), so
-  // a ring row reaches the farthest tap of column ceil16(OW) - 1.
+    : g_(g), channels_(channels), blocks_((channels + kLanes - 1) / kLanes), taps_(size_t(g.R) * g.S),
+      wide_(has_avx512(active_isa())) {
+  // Every output column of the last whole group of 16 (AVX-512) or 8 (AVX2) is computed (the extra ones
+  // are never stored), so a ring row reaches the farthest tap of column ceil16(OW) - 1.
   const size_t last_column = (g.OW + kLanes - 1) / kLanes * kLanes - 1;
   padded_width_ = std::max<size_t>(size_t(g.pl) + g.W, last_column * g.sw + size_t(g.S - 1) * g.dw + 1);
   weights_.assign(size_t(blocks_) * taps_ * kLanes, 0.f);
@@ -72,14 +75,25 @@ size_t DepthwiseF16Blocks::units(uint32_t batch, size_t threads) const {
 #ifdef SOFTDLA_X86
 namespace {
 
+// ---- AVX-512: sixteen channels a vector, sixteen output pixels a step (two chains of eight).
+struct Avx512Kernel {
+  static constexpr uint32_t kGroup = 16;
+  static void widen_row(const uint16_t* x, size_t plane, uint32_t valid, const DepthwiseGeometry& g, size_t ih,
+                        const uint16_t* end, float* dst);
+  static void row(const DepthwiseGeometry& g, const float* const* rows, const float* w, const SdpKind* kinds,
+                  const float* ops, size_t n_steps, uint32_t valid, uint16_t* out, size_t plane, BlockScratch& scratch);
+};
+
 __attribute__((target("avx512f"), always_inline)) inline __mmask16 first_lanes(size_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
 
-// Input row ih of channels [k0, k0 + valid) (planes x + k * plane) as fp32 [pl + w][16] of a ring row;
-// the padding columns are left as they are (zeros).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void widen_row(const uint16_t* x, size_t plane, uint32_t valid,
-                                                                  const DepthwiseGeometry& g, size_t ih, float* dst) {
+// Input row ih of channels [0, valid) (planes x + k * plane) as fp32 [pl + w][16] of a ring row; the
+// padding columns are left as they are (zeros).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void Avx512Kernel::widen_row(const uint16_t* x, size_t plane,
+                                                                                uint32_t valid,
+                                                                                const DepthwiseGeometry& g, size_t ih,
+                                                                                const uint16_t*, float* dst) {
   for (size_t w0 = 0; w0 < g.W; w0 += kLanes) {
     const size_t n = std::min<size_t>(kLanes, g.W - w0);
     const __mmask16 m = first_lanes(n);
@@ -125,18 +139,119 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void store_pixels(const flo
   for (uint32_t c = 0; c < valid; ++c) store_halves_avx512(v[c], out + c * plane, m);
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void Avx512Kernel::row(const DepthwiseGeometry& g,
+                                                                          const float* const* rows, const float* w,
+                                                                          const SdpKind* kinds, const float* ops,
+                                                                          size_t n_steps, uint32_t valid,
+                                                                          uint16_t* out, size_t plane,
+                                                                          BlockScratch& scratch) {
+  for (size_t ow = 0; ow < g.OW; ow += kLanes) {
+    eight_pixels(g, rows, ow, w, kinds, ops, n_steps, scratch.stage);
+    if (ow + kPixels < g.OW) eight_pixels(g, rows, ow + kPixels, w, kinds, ops, n_steps, scratch.stage + kPixels);
+    store_pixels(scratch.stage, std::min<size_t>(kLanes, g.OW - ow), valid, out + ow, plane);
+  }
+}
+
+// ---- AVX2 (with F16C and FMA): eight channels a vector, eight output pixels a step, all in registers.
+struct Avx2Kernel {
+  static constexpr uint32_t kGroup = 8;
+  static void widen_row(const uint16_t* x, size_t plane, uint32_t valid, const DepthwiseGeometry& g, size_t ih,
+                        const uint16_t* end, float* dst);
+  static void row(const DepthwiseGeometry& g, const float* const* rows, const float* w, const SdpKind* kinds,
+                  const float* ops, size_t n_steps, uint32_t valid, uint16_t* out, size_t plane, BlockScratch& scratch);
+};
+
+// r[i] lane j -> r[j] lane i.
+__attribute__((target("avx2"), always_inline)) inline void transpose8(__m256 (&r)[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  // t[2q] holds elements (0, 1 | 4, 5) of rows 2q, 2q + 1 interleaved; t[2q + 1] elements (2, 3 | 6, 7).
+  __m256 u[8];
+  for (int h = 0; h < 2; ++h) {  // rows 4h .. 4h + 3
+    const __m256 a = t[4 * h], b = t[4 * h + 1], c = t[4 * h + 2], d = t[4 * h + 3];
+    u[4 * h + 0] = _mm256_shuffle_ps(a, c, 0x44);  // element 0 | 4 of the four rows
+    u[4 * h + 1] = _mm256_shuffle_ps(a, c, 0xee);  // 1 | 5
+    u[4 * h + 2] = _mm256_shuffle_ps(b, d, 0x44);  // 2 | 6
+    u[4 * h + 3] = _mm256_shuffle_ps(b, d, 0xee);  // 3 | 7
+  }
+  for (int m = 0; m < 4; ++m) {
+    r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+    r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+  }
+}
+
+// The first n (1 to 8) halves of a row from src; a whole 16-byte load where it ends before `end` (the
+// extra lanes are columns never stored), else a copy.
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load_halves(const uint16_t* src, size_t n,
+                                                                            const uint16_t* end) {
+  if (src + 8 <= end) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  alignas(16) uint16_t part[8] = {};
+  std::memcpy(part, src, n * sizeof(uint16_t));
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+}
+
+// The first n (1 to 8) of eight halves to out, in whole pieces of 4, 2 and 1.
+__attribute__((target("avx2"), always_inline)) inline void store_first_halves(__m128i h, size_t n, uint16_t* out) {
+  if (n == 8) return _mm_storeu_si128(reinterpret_cast<__m128i*>(out), h);
+  if (n & 4) _mm_storel_epi64(reinterpret_cast<__m128i*>(out), h), h = _mm_srli_si128(h, 8), out += 4;
+  if (n & 2) _mm_storeu_si32(out, h), h = _mm_srli_si128(h, 4), out += 2;
+  if (n & 1) *out = uint16_t(_mm_cvtsi128_si32(h));
+}
+
+__attribute__((target("avx2,f16c"))) void Avx2Kernel::widen_row(const uint16_t* x, size_t plane, uint32_t valid,
+                                                              const DepthwiseGeometry& g, size_t ih,
+                                                              const uint16_t* end, float* dst) {
+  for (size_t w0 = 0; w0 < g.W; w0 += kGroup) {
+    const size_t n = std::min<size_t>(kGroup, g.W - w0);
+    __m256 v[8];
+    for (uint32_t c = 0; c < 8; ++c)
+      v[c] = c < valid ? load_halves(x + c * plane + ih * g.W + w0, n, end) : _mm256_setzero_ps();
+    transpose8(v);
+    float* d = dst + (g.pl + w0) * kGroup;
+    for (size_t j = 0; j < n; ++j) _mm256_store_ps(d + j * kGroup, v[j]);
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void Avx2Kernel::row(const DepthwiseGeometry& g, const float* const* rows,
+                                                            const float* w0, const SdpKind* kinds, const float* ops,
+                                                            size_t n_steps, uint32_t valid, uint16_t* out,
+                                                            size_t plane, BlockScratch&) {
+  const size_t step = size_t(g.sw) * kGroup;
+  for (size_t ow = 0; ow < g.OW; ow += kPixels) {
+    // The FMA chain over the taps in (r, s) order, as on AVX-512; a block's weights are 16 lanes a tap.
+    __m256 acc[kPixels];
+    for (size_t p = 0; p < kPixels; ++p) acc[p] = _mm256_setzero_ps();
+    const float* w = w0;
+    for (uint32_t r = 0; r < g.R; ++r) {
+      const float* row = rows[r] + ow * step;
+      for (uint32_t s = 0; s < g.S; ++s, w += kLanes) {
+        const __m256 wv = _mm256_loadu_ps(w);
+        const float* x = row + size_t(s) * g.dw * kGroup;
+        for (size_t p = 0; p < kPixels; ++p) acc[p] = _mm256_fmadd_ps(_mm256_load_ps(x + p * step), wv, acc[p]);
+      }
+    }
+    apply_channel_lanes(kinds, ops, n_steps, acc);
+    transpose8(acc);  // acc[c]: channel c's eight pixels
+    const size_t n = std::min<size_t>(kPixels, g.OW - ow);
+    for (uint32_t c = 0; c < valid; ++c) store_first_halves(to_halves_f16c(acc[c]), n, out + c * plane + ow);
+  }
+}
+
 }  // namespace
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void DepthwiseF16Blocks::run(const uint16_t* x, uint16_t* y,
-                                                                                uint32_t batch, size_t threads,
-                                                                                size_t begin, size_t end) const {
+// Each unit's block in groups of K::kGroup channels: the group's ring of widened input rows, then its
+// output rows one by one.
+template <class K>
+void DepthwiseF16Blocks::run_groups(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin,
+                                    size_t end) const {
   thread_local BlockScratch scratch;
   const DepthwiseGeometry& g = g_;
   const uint32_t n_bands = bands(batch, threads);
-  const size_t span = size_t(g.R - 1) * g.dh + 1, row_floats = padded_width_ * kLanes;
+  const size_t span = size_t(g.R - 1) * g.dh + 1, row_floats = padded_width_ * K::kGroup;
   const size_t in_plane = size_t(g.H) * g.W, out_plane = size_t(g.OH) * g.OW;
+  const uint16_t* x_end = x + size_t(batch) * channels_ * in_plane;
   float* ring = BlockScratch::aligned(scratch.ring_storage, span * row_floats);
-  const float* zero = BlockScratch::aligned(scratch.zero_storage, row_floats);
+  const float* zero = BlockScratch::aligned(scratch.zero_storage, padded_width_ * kLanes);
   std::vector<const float*>& rows = scratch.rows;
   rows.resize(g.R);
   for (size_t unit = begin; unit < end; ++unit) {
@@ -144,39 +259,45 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DepthwiseF16Blocks::ru
     const uint32_t image = uint32_t(unit / n_bands / blocks_);
     const uint32_t k0 = block * uint32_t(kLanes), valid = std::min<uint32_t>(uint32_t(kLanes), channels_ - k0);
     const uint32_t oh0 = uint32_t(size_t(g.OH) * band / n_bands), oh1 = uint32_t(size_t(g.OH) * (band + 1) / n_bands);
-    const uint16_t* xb = x + (size_t(image) * channels_ + k0) * in_plane;
-    uint16_t* yb = y + (size_t(image) * channels_ + k0) * out_plane;
-    const float* w = weights_.data() + size_t(block) * taps_ * kLanes;
-    const float* ops = lanes_.block(block);
-    // The ring rows' padding columns are zeros: another layer may have used the scratch with other widths.
-    scratch.slot_row.assign(span, -1);
-    for (size_t i = 0; i < span; ++i) {
-      float* row = ring + i * row_floats;
-      std::memset(row, 0, size_t(g.pl) * kLanes * sizeof(float));
-      std::memset(row + (size_t(g.pl) + g.W) * kLanes, 0, (padded_width_ - g.pl - g.W) * kLanes * sizeof(float));
-    }
-    for (uint32_t oh = oh0; oh < oh1; ++oh) {
-      for (uint32_t r = 0; r < g.R; ++r) {
-        const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
-        if (ih < 0 || ih >= int64_t(g.H)) {
-          rows[r] = zero;
-          continue;
-        }
-        const size_t slot = size_t(ih) % span;
-        float* row = ring + slot * row_floats;
-        if (scratch.slot_row[slot] != ih) {
-          widen_row(xb, in_plane, valid, g, size_t(ih), row);
-          scratch.slot_row[slot] = ih;
-        }
-        rows[r] = row;
+    for (uint32_t c0 = 0; c0 < valid; c0 += K::kGroup) {
+      const uint32_t group_valid = std::min<uint32_t>(K::kGroup, valid - c0);
+      const uint16_t* xb = x + (size_t(image) * channels_ + k0 + c0) * in_plane;
+      uint16_t* yb = y + (size_t(image) * channels_ + k0 + c0) * out_plane;
+      const float* w = weights_.data() + size_t(block) * taps_ * kLanes + c0;
+      const float* ops = lanes_.block(block) + c0;
+      // The ring rows' padding columns are zeros: another layer may have used the scratch with other widths.
+      scratch.slot_row.assign(span, -1);
+      for (size_t i = 0; i < span; ++i) {
+        float* row = ring + i * row_floats;
+        std::memset(row, 0, size_t(g.pl) * K::kGroup * sizeof(float));
+        std::memset(row + (size_t(g.pl) + g.W) * K::kGroup, 0, (padded_width_ - g.pl - g.W) * K::kGroup * sizeof(float));
       }
-      for (size_t ow = 0; ow < g.OW; ow += kLanes) {
-        eight_pixels(g, rows.data(), ow, w, lanes_.kinds.data(), ops, lanes_.n_steps, scratch.stage);
-        if (ow + kPixels < g.OW) eight_pixels(g, rows.data(), ow + kPixels, w, lanes_.kinds.data(), ops, lanes_.n_steps, scratch.stage + kPixels);
-        store_pixels(scratch.stage, std::min<size_t>(kLanes, g.OW - ow), valid, yb + size_t(oh) * g.OW + ow, out_plane);
+      for (uint32_t oh = oh0; oh < oh1; ++oh) {
+        for (uint32_t r = 0; r < g.R; ++r) {
+          const int64_t ih = int64_t(oh) * g.sh - g.pt + int64_t(r) * g.dh;
+          if (ih < 0 || ih >= int64_t(g.H)) {
+            rows[r] = zero;
+            continue;
+          }
+          const size_t slot = size_t(ih) % span;
+          float* row = ring + slot * row_floats;
+          if (scratch.slot_row[slot] != ih) {
+            K::widen_row(xb, in_plane, group_valid, g, size_t(ih), x_end, row);
+            scratch.slot_row[slot] = ih;
+          }
+          rows[r] = row;
+        }
+        K::row(g, rows.data(), w, lanes_.kinds.data(), ops, lanes_.n_steps, group_valid, yb + size_t(oh) * g.OW,
+               out_plane, scratch);
       }
     }
   }
+}
+
+void DepthwiseF16Blocks::run(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin,
+                             size_t end) const {
+  if (wide_) return run_groups<Avx512Kernel>(x, y, batch, threads, begin, end);
+  run_groups<Avx2Kernel>(x, y, batch, threads, begin, end);
 }
 #else
 void DepthwiseF16Blocks::run(const uint16_t*, uint16_t*, uint32_t, size_t, size_t, size_t) const {}

@@ -1,5 +1,6 @@
-// FP16 depthwise convolution sixteen channels at a time on AVX-512 (one input channel per output
-// channel), with its SDP chain of channel steps and the fp16 store fused into the same pass.
+// FP16 depthwise convolution sixteen channels at a time on AVX-512, eight on AVX2 with F16C (one input
+// channel per output channel), with its SDP chain of channel steps and the fp16 store fused into the same
+// pass.
 //
 // Why: the plane-by-plane kernel (depthwise_f32_plane) widens each plane into a padded fp32 copy, runs
 // 16 output columns per vector, stores fp32 sums and then runs the chain and the fp16 store as two more
@@ -8,12 +9,13 @@
 // every lane is used whatever the plane's width, each tap's weights are one vector, and the steps take
 // each channel's operand in its own lane.
 //
-// Layout: for each block of sixteen channels, the input rows a band of output rows needs are widened and
-// transposed into a ring of padded rows of [column][16 channels] fp32 (zero columns and a zero row for the
-// padding); eight output pixels are computed at a time, each the FMA chain over the taps in (r, s) order
-// from zero with the padding taps included as zeros, exactly as depthwise_f32_plane does per element, so
-// the results are the same bits; then the chain's steps, the rounding to fp16 (numerics.h) and a
-// transpose back to the channels' planes.
+// Layout: for each block of sixteen channels (on AVX2, each half of it in turn), the input rows a band of
+// output rows needs are widened and transposed into a ring of padded rows of [column][16 channels] fp32
+// ([column][8 channels] on AVX2; zero columns and a zero row for the padding); eight output pixels are
+// computed at a time, each the FMA chain over the taps in (r, s) order from zero with the padding taps
+// included as zeros, exactly as depthwise_f32_plane does per element, so the results are the same bits
+// on every path; then the chain's steps, the rounding to fp16 (numerics.h) and a transpose back to the
+// channels' planes.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,7 @@ namespace softdla::cpu {
 
 class DepthwiseF16Blocks {
  public:
-  // Whether the CPU and the layer suit it: the AVX-512 path, and a chain of at most kMaxChannelSteps
+  // Whether the CPU and the layer suit it: the AVX-512 path, or AVX2 with F16C, and a chain of at most kMaxChannelSteps
   // channel steps (the caller passes them); any geometry.
   static bool applies(Isa isa);
   // weights: [channels][R][S] fp32 (the fp16 weights widened, all finite); steps: [channels][n_steps]
@@ -45,11 +47,14 @@ class DepthwiseF16Blocks {
 
  private:
   uint32_t bands(uint32_t batch, size_t threads) const;
+  template <class Kernel>
+  void run_groups(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin, size_t end) const;
   DepthwiseGeometry g_;
   uint32_t channels_, blocks_;
   size_t taps_, padded_width_;  // padded_width_: columns of a ring row
   std::vector<float> weights_;  // [block][tap][16]
   ChannelLanes lanes_;          // the chain's steps, sixteen channels a vector
+  bool wide_;                   // the AVX-512 kernels, else the AVX2 ones
 };
 
 }  // namespace softdla::cpu

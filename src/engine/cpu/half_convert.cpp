@@ -1,6 +1,7 @@
 #include "half_convert.h"
 
 #include "half_convert_avx512.h"
+#include "half_convert_f16c.h"
 #include "numerics.h"
 #include "x86_simd.h"
 
@@ -28,19 +29,8 @@ __attribute__((target("avx,f16c"))) size_t halves_to_floats_f16c(const uint16_t*
 }
 
 __attribute__((target("avx,f16c"))) size_t floats_to_halves_f16c(const float* in, uint16_t* out, size_t i, size_t n) {
-  const __m256 max = _mm256_set1_ps(65504.f), min = _mm256_set1_ps(-65504.f);
-  const __m256 sign = _mm256_set1_ps(-0.f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
-  for (; i + 8 <= n; i += 8) {
-    __m256 x = _mm256_loadu_ps(in + i);
-    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    // min/max return their second operand when it is NaN, so NaN survives the clamp; then make it
-    // the canonical quiet NaN (0x7e00 | sign in fp16), as the scalar rule does. The select is
-    // and/andnot/or: GCC 12 turns _mm256_blendv_ps under target("avx") into a branch per lane.
-    x = _mm256_max_ps(min, _mm256_min_ps(max, x));
-    const __m256 canonical = _mm256_or_ps(qnan, _mm256_and_ps(x, sign));
-    x = _mm256_or_ps(_mm256_and_ps(nan, canonical), _mm256_andnot_ps(nan, x));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-  }
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), to_halves_f16c(_mm256_loadu_ps(in + i)));
   return i;
 }
 
