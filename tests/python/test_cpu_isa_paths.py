@@ -139,8 +139,8 @@ def test_fp16_networks_identical_on_fma_paths(net, tmp_path):
 
 @pytest.mark.parametrize("post", ["bias_relu", "scale_clip", "prelu_bias"])
 def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
-    """The fused FP16 epilogue (SDP steps and the fp16 store in registers, AVX-512 only) against the
-    step-by-step passes (avx2): the same bits for signed zeros, NaN, values at the clip bounds, and sums
+    """The fused FP16 epilogue (SDP steps and the fp16 store in registers: AVX-512 tiles, one pass over
+    the sums on AVX2) against the step-by-step scalar passes (portable): the same bits for signed zeros, NaN, values at the clip bounds, and sums
     past the fp16 range, through a 1x1 convolution that passes its input through (weight 1)."""
     from sdla_testkit import formats as F
     from sdla_testkit import writer
@@ -148,8 +148,8 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
         _skip_unless_runs(isa)
     c, h, w = 3, 5, 37
     x = np.random.default_rng(5).standard_normal((1, c, h, w)).astype(np.float16)
-    flat = x.reshape(-1)
-    flat[:12] = np.array([0.0, -0.0, np.nan, -np.nan, 2.0, -2.0, 65504, -65504, 6.0, 1e-7, -1e-7, 0.5], np.float16)
+    # The edge values in every channel, so each meets every channel's operands (PReLU's negative slope on -0).
+    x[0, :, 0, :12] = np.array([0.0, -0.0, np.nan, -np.nan, 2.0, -2.0, 65504, -65504, 6.0, 1e-7, -1e-7, 0.5], np.float16)
     wt = np.zeros((c, c, 1, 1), np.float16)
     for i in range(c):
         wt[i, i] = 1
@@ -157,7 +157,7 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
                            writer.sdp_step("relu")],
              "scale_clip": [writer.sdp_step("scale", fvalues=np.array([3.0, -1.0, 0.5], np.float32)),
                             writer.sdp_step("clip", lo=-2.0, hi=6.0)],
-             "prelu_bias": [writer.sdp_step("prelu", fvalues=np.array([0.25, -3.0, 1e5], np.float32)),
+             "prelu_bias": [writer.sdp_step("prelu", fvalues=np.array([-0.25, -3.0, 1e5], np.float32)),
                             writer.sdp_step("bias", fvalues=np.array([-0.0, 0.0, 1.0], np.float32))]}[post]
     g = writer.Graph()
     xi = g.input("x", x.shape, np.float16)
@@ -169,9 +169,9 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
     inp = tmp_path / "in0.bin"
     inp.write_bytes(F.pack(x, F.LINEAR, g.target))
     results = {isa: subprocess.run([sys.executable, "-c", RUN_RAW, str(path), str(inp)], env=_env(isa),
-                                   capture_output=True, check=True).stdout for isa in ("avx2", "avx512vnni")}
+                                   capture_output=True, check=True).stdout for isa in ("portable", "avx2", "avx512vnni")}
     assert len(results["avx2"]) == x.size * 2
-    assert results["avx512vnni"] == results["avx2"]
+    assert results["avx512vnni"] == results["avx2"] == results["portable"]
 
 
 @pytest.mark.parametrize("post", ["bias_relu", "scale_prelu_clip"])

@@ -190,14 +190,6 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 load_halves(co
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
 }
 
-// The first n (1 to 8) of eight halves to out, in whole pieces of 4, 2 and 1.
-__attribute__((target("avx2"), always_inline)) inline void store_first_halves(__m128i h, size_t n, uint16_t* out) {
-  if (n == 8) return _mm_storeu_si128(reinterpret_cast<__m128i*>(out), h);
-  if (n & 4) _mm_storel_epi64(reinterpret_cast<__m128i*>(out), h), h = _mm_srli_si128(h, 8), out += 4;
-  if (n & 2) _mm_storeu_si32(out, h), h = _mm_srli_si128(h, 4), out += 2;
-  if (n & 1) *out = uint16_t(_mm_cvtsi128_si32(h));
-}
-
 __attribute__((target("avx2,f16c"))) void Avx2Kernel::widen_row(const uint16_t* x, size_t plane, uint32_t valid,
                                                               const DepthwiseGeometry& g, size_t ih,
                                                               const uint16_t* end, float* dst) {

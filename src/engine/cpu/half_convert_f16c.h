@@ -1,6 +1,7 @@
 // The F16C fp32 -> fp16 conversion of half_convert.h for 8 lanes, for kernels that convert in registers:
 // numerics.h's rule exactly (RNE, saturation to +-65504, NaN as the canonical quiet NaN with its sign).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "x86_simd.h"
@@ -19,6 +20,15 @@ __attribute__((target("avx,f16c"), always_inline)) inline __m128i to_halves_f16c
   const __m256 canonical = _mm256_or_ps(qnan, _mm256_and_ps(x, sign));
   x = _mm256_or_ps(_mm256_and_ps(nan, canonical), _mm256_andnot_ps(nan, x));
   return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+}
+
+// The first n (1 to 8) of eight halves to out, in whole pieces of 8, or of 4, 2 and 1 (no byte past
+// the n-th is written: the next ones may be another thread's).
+__attribute__((target("avx2"), always_inline)) inline void store_first_halves(__m128i h, size_t n, uint16_t* out) {
+  if (n == 8) return _mm_storeu_si128(reinterpret_cast<__m128i*>(out), h);
+  if (n & 4) _mm_storel_epi64(reinterpret_cast<__m128i*>(out), h), h = _mm_srli_si128(h, 8), out += 4;
+  if (n & 2) _mm_storeu_si32(out, h), h = _mm_srli_si128(h, 4), out += 2;
+  if (n & 1) *out = uint16_t(_mm_cvtsi128_si32(h));
 }
 #endif
 

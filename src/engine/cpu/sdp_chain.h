@@ -51,8 +51,8 @@ class SdpChain {
   void run_float(float* v, size_t count, uint32_t n, uint32_t c, size_t hw0, Operands ops) const;
 
   // run_float, then the fp16 store of the results into out, in one pass (registers only), for chains
-  // of per-channel steps (bias, scale, PReLU, ReLU, clip) on AVX-512: the same bits as run_float and
-  // floats_to_halves. False, having done nothing, for any other chain or path.
+  // of per-channel steps (bias, scale, PReLU, ReLU, clip) on AVX-512, or AVX2 with F16C: the same bits
+  // as run_float and floats_to_halves. False, having done nothing, for any other chain or path.
   bool run_float_to_halves(const float* v, size_t count, uint32_t c, uint16_t* out) const;
 
   // A residual add's chain (an element-wise add of a second tensor of the output's shape first, then
