@@ -139,6 +139,48 @@ inline std::optional<RequantWindow> make_requant_window(int32_t b, int32_t lo, i
   return w;
 }
 
+// The same window in the short (kNonNegative) rounding where that gives the same bytes although the
+// product may be negative: rshift_rhaz's sign term changes a result only at an exact tie of a negative
+// product, p = (a + b) * m = 2^(s - 1) mod 2^s with p < 0, so a window where no accumulator in [lo, hi]
+// lands on one rounds every product as floor((p + 2^(s - 1)) / 2^s). The ties are the solutions of a
+// linear congruence in a (found exactly; more than 2^16 of them in the window is taken as "has ties").
+// Returns whether the window was changed (the GPU epilogue; tests/cpp/numerics_test.cpp checks it).
+inline bool fold_rounding_sign(RequantWindow& w) {
+  if (w.shifts & RequantWindow::kNonNegative) return false;
+  const unsigned s = w.shifts & 255u;
+  const uint64_t mask = s >= 64 ? ~uint64_t(0) : (uint64_t(1) << s) - 1;
+  const int64_t m = w.mult, b = w.bias_mult, half = w.half;  // p(a) = a * m + b
+  auto tie_at = [&](int64_t a) { const int64_t p = a * m + b; return p < 0 && (uint64_t(p) & mask) == uint64_t(half); };
+  bool ties = false;
+  if (m == 0) {
+    ties = tie_at(w.lo);
+  } else {
+    // a * m = half - b (mod 2^s): with m = 2^v * odd, solvable when 2^v divides the right side; then
+    // a = rhs / 2^v * odd^-1 (mod 2^(s - v)).
+    const uint64_t rhs = (uint64_t(half) - uint64_t(b)) & mask;
+    unsigned v = 0;
+    while (!((uint64_t(m) >> v) & 1)) ++v;
+    if (v >= s) {
+      ties = rhs == 0 && (tie_at(w.lo) || tie_at(w.hi));  // p = b (mod 2^s) everywhere; p is monotone in a
+    } else if (!(rhs & ((uint64_t(1) << v) - 1))) {
+      const unsigned k = s - v;
+      const uint64_t odd = uint64_t(m) >> v, kmask = (uint64_t(1) << k) - 1;
+      uint64_t inv = odd;  // Newton's iteration: each step doubles the correct low bits (3 to start)
+      for (int i = 0; i < 5; ++i) inv *= 2 - odd * inv;
+      const uint64_t a0 = ((rhs >> v) * inv) & kmask;
+      // The first solution at or above lo, then every 2^k up to hi.
+      int64_t a = int64_t(w.lo) + int64_t((a0 - uint64_t(int64_t(w.lo))) & kmask);
+      for (int n = 0; a <= int64_t(w.hi) && !ties; ++n, a += int64_t(kmask + 1)) {
+        ties = n >= (1 << 16) || tie_at(a);
+        if (k >= 40) break;  // 2^k past any window of int32 accumulators
+      }
+    }
+  }
+  if (ties) return false;
+  w.bias_mult += w.half, w.half = 0, w.shifts |= RequantWindow::kNonNegative;
+  return true;
+}
+
 // ---- The residual add: [Scale] EltAdd [ReLU | Clip] then requantization on two int8 tensors ----
 //
 //     out = sat8(rshift_rhaz(clamp(sat32(S(x) + T(e)), lo, hi) * m, s))

@@ -1,6 +1,7 @@
 // Worked examples of every rounding and saturation rule in docs/NUMERICS.md.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -209,6 +210,51 @@ TEST(Numerics, RequantWindowTiesEveryAccumulator) {
                   << "acc " << a + d << " b " << b << " m " << m << " s " << s;
             }
         }
+}
+
+// fold_rounding_sign: a window it changes gives the direct form's bytes for every accumulator of the
+// window and around it (small shifts and multipliers with many factors of two make ties frequent; the
+// builder-like ones rarely have any), and it changes some windows and leaves those with ties.
+TEST(Numerics, FoldedRoundingSignKeepsTheBytes) {
+  uint64_t state = 0x13198a2e03707344ull;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(state >> 32);
+  };
+  int folded = 0, kept = 0;
+  for (int c = 0; c < 4000; ++c) {
+    const unsigned s = c % 2 ? 1 + next() % 14 : 30 + next() % 16;
+    int32_t m = c % 2 ? int32_t(1 + next() % 97) << (next() % 12) : int32_t((1u << 30) + next() % (1u << 30));
+    if (c % 3 == 0) m = -m;
+    if (c % 101 == 0) m = 0;
+    const int32_t b = c % 4 == 0 ? 0 : int32_t(next() % 20001) - 10000;
+    int32_t lo = INT32_MIN, hi = INT32_MAX;
+    if (c % 5 == 1) lo = int32_t(next() % 1000) - 500, hi = lo + int32_t(next() % 100000);
+    const auto w = make_requant_window(b, lo, hi, m, s);
+    if (!w || (w->shifts & RequantWindow::kNonNegative)) continue;
+    RequantWindow f = *w;
+    if (!fold_rounding_sign(f)) {
+      ++kept;
+      continue;
+    }
+    ++folded;
+    ASSERT_TRUE(f.shifts & RequantWindow::kNonNegative);
+    // Every accumulator of the window when it is small, else its ends and random ones inside.
+    const int64_t first = std::max<int64_t>(int64_t(f.lo) - 50, INT32_MIN);
+    const int64_t last = std::min<int64_t>(int64_t(f.hi) + 50, INT32_MAX);
+    std::vector<int64_t> accs;
+    if (last - first <= 300000) {
+      for (int64_t a = first; a <= last; ++a) accs.push_back(a);
+    } else {
+      for (int i = 0; i < 20000; ++i) accs.push_back(first + int64_t(next() % uint64_t(last - first + 1)));
+      for (int64_t d = 0; d < 2000; ++d) accs.push_back(first + d), accs.push_back(last - d);
+    }
+    for (int64_t a : accs)
+      ASSERT_EQ(sat8(requant_window_nonnegative(int32_t(a), f)), requant_direct(int32_t(a), b, lo, hi, m, s))
+          << "acc " << a << " b " << b << " lo " << lo << " hi " << hi << " m " << m << " s " << s;
+  }
+  EXPECT_GT(folded, 500);
+  EXPECT_GT(kept, 50);
 }
 
 // The residual add's window form (requant_window.h) over every (x, e) pair of int8 values, for the

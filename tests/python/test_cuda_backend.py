@@ -225,8 +225,11 @@ def k_tile_block(g):
 # The INT8 implicit GEMM's two pipelines (conv_igemm.cu): 128-byte k-tiles on 128 x 128 tiles (the
 # default) and 64-byte ones everywhere (SOFTDLA_CUDA_IGEMM=base, read once per process), each with
 # split-K forced to 1, 2 and 8 blocks: a child process per pipeline runs the byte comparison with the
-# CPU backend.
-@pytest.mark.parametrize("pipeline", ["base", "default"])
+# CPU backend. `exact-add`: the default pipeline with fused residual adds kept in their exact window
+# form (SOFTDLA_CUDA_ADD=exact) instead of the shared-scale one; `full-requant`: every channel's
+# requantization as make_requant_window gives it (SOFTDLA_CUDA_REQUANT=full: no folded rounding sign,
+# no high-word form).
+@pytest.mark.parametrize("pipeline", ["base", "default", "exact-add", "full-requant"])
 def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t\n"
@@ -236,7 +239,9 @@ def test_int8_pipelines_match_cpu(pipeline, tmp_path):
             "        d = os.path.join(sys.argv[2], splits + net.__name__); os.makedirs(d)\n"
             "        t.assert_int8_same_on_both_backends(net, 17 + i, d)\n"
             "print('same bytes')")
-    env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "" if pipeline == "default" else pipeline}
+    env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "base" if pipeline == "base" else "",
+           "SOFTDLA_CUDA_ADD": "exact" if pipeline == "exact-add" else "",
+           "SOFTDLA_CUDA_REQUANT": "full" if pipeline == "full-requant" else ""}
     r = subprocess.run([sys.executable, "-c", code, here, str(tmp_path)], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "same bytes" in r.stdout, r.stderr + r.stdout
 

@@ -5,9 +5,11 @@
 //
 // The SDP chain runs exactly (the same integer steps as the CPU backend) in one of two epilogues:
 //  - windowed (the usual case: bias, ReLU/Clip, requantization, NHWC output): each thread keeps four
-//    channels' requant windows (requant_window.h) in registers and stores 4-byte groups; a fused
-//    residual add is evaluated in the same arithmetic form, its other input fetched into shared memory
-//    during the reduction;
+//    channels' requant windows (requant_window.h) in registers and stores 4-byte groups. Windows with no
+//    negative rounding tie take the short rounding (fold_rounding_sign), and with every shift of 32 or
+//    more the value is the product's high word. A fused residual add on one shared scale (what the
+//    builder gives) runs in the CPU backend's 32-bit form of it (SharedAdd), otherwise in the window
+//    form; its other input is fetched into shared memory during the reduction;
 //  - general (any chain, NCHW output): 16-channel runs through the step interpreter of sdp_device.cuh.
 //
 // Launches are programmatic dependents of the previous kernel (griddepcontrol), so a block's set-up
@@ -22,6 +24,7 @@
 #include "sdp_forms.h"
 #include "kernel.h"  // eltwise_operand_slot
 #include "requant_window.h"
+#include "int8_requant.h"  // the CPU backend's search for the residual add's shared-scale form
 
 namespace softdla::gpu {
 
@@ -32,8 +35,10 @@ using igemm::kBlockThreads;
 using igemm::cp_async16;
 using igemm::cp_async_commit;
 // Flags of the windowed epilogue: every channel's window has kNonNegative; the fused residual add's
-// output window has it; the add's first input is rescaled by a plain product.
-constexpr int kConvNonNegative = 1, kAddNonNegative = 2, kAddPlainX = 4;
+// output window has it; the add's first input is rescaled by a plain product; the add runs in its
+// shared-scale form (SharedAdd, conv_igemm.h; the two flags before it then do not matter); with
+// kConvNonNegative, every channel's shift is 32 or more.
+constexpr int kConvNonNegative = 1, kAddNonNegative = 2, kAddPlainX = 4, kAddShared = 8, kConvHigh = 16;
 
 struct FastChain {
   const int32_t* bias;   // per output channel (zeros without a bias step)
@@ -65,6 +70,19 @@ __device__ __forceinline__ uint32_t pack_sat4(int32_t v0, int32_t v1, int32_t v2
   asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;\n" : "=r"(high) : "r"(v3), "r"(v2));
   asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;\n" : "=r"(out) : "r"(v1), "r"(v0), "r"(high));
   return out;
+}
+
+// The residual add in its shared-scale form on four of this convolution's rescaled values (before their
+// int8 saturation) and the four packed int8 values of the other input at the same positions: the result
+// depends on x + e alone, so which input the convolution computes does not matter.
+__device__ __forceinline__ uint32_t shared_add4(const SharedAdd& s, const int32_t (&mine)[4], uint32_t other) {
+  int32_t r[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int32_t u = min(max(mine[k], -128), 127) + int32_t(int8_t(other >> (8 * k)));
+    r[k] = min(max(((u * s.mult + s.add) >> s.shift), s.lo), s.hi);
+  }
+  return pack_sat4(r[0], r[1], r[2], r[3]);
 }
 
 // The residual add (requant_window.h) on four packed int8 values of this convolution and the four
@@ -148,12 +166,17 @@ struct Windows4 {
 #pragma unroll
     for (int k = 0; k < 4; ++k) q[k] = w[k];
   }
-  template <bool kNonNegative>  // every channel's window has kNonNegative
+  // kConv: 0 any window, 1 every window has kNonNegative, 2 that and every shift is 32 or more (the
+  // value is the high word of the product, shifted by the rest: no funnel shift).
+  template <int kConv>
+  __device__ int32_t value(int32_t a, int k) const {
+    if constexpr (kConv == 2)
+      return int32_t(uint32_t(uint64_t(num::window_product(a, q[k])) >> 32)) >> ((q[k].shifts >> 8) & 255u);
+    else return kConv ? num::requant_window_nonnegative(a, q[k]) : num::requant_window_value(a, q[k]);
+  }
+  template <int kConv>
   __device__ uint32_t apply(int4 acc) const {
-    auto value = [&](int32_t a, int k) {
-      return kNonNegative ? num::requant_window_nonnegative(a, q[k]) : num::requant_window_value(a, q[k]);
-    };
-    return pack_sat4(value(acc.x, 0), value(acc.y, 1), value(acc.z, 2), value(acc.w, 3));
+    return pack_sat4(value<kConv>(acc.x, 0), value<kConv>(acc.y, 1), value<kConv>(acc.z, 2), value<kConv>(acc.w, 3));
   }
 };
 
@@ -168,7 +191,7 @@ template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
 __global__ void __launch_bounds__(kBlockThreads, 2)  // two blocks per SM: at most 128 registers
 igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g, int output_nhwc,
              int fast_form, FastChain fast, const num::RequantWindow* __restrict windows, int flags,
-             num::ResidualWindow residual,
+             num::ResidualWindow residual, SharedAdd shared,
              const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops, int fused,
              const __grid_constant__ DevChain next, const __grid_constant__ Operands next_ops) {
   using Tile = TileShape<BM, BN, KT, Stages>;
@@ -234,26 +257,38 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       const uint32_t* other_tile = reinterpret_cast<const uint32_t*>(smem + Tile::kOperandOffset);
       const int row_limit = min(row_end, int(g.M - m0));
       // One copy of the loop per sign case, so that the short forms are straight-line code.
-      auto rows = [&](auto conv_nonnegative, auto add_form) {
+      auto rows = [&](auto conv_form, auto add_form) {
 #pragma unroll 2
         for (int r = row_begin + tid / kGroups; r < row_limit; r += kGroupRows) {
-          uint32_t out = q.template apply<decltype(conv_nonnegative)::value>(
-              *reinterpret_cast<const int4*>(parked + r * Tile::kParkStride + group * 4));
-          if (fused)
-            out = residual4<decltype(add_form)::value>(residual, out, other_tile[r * (BN / 4) + group], fused == 2);
+          constexpr int kConv = decltype(conv_form)::value;
+          const int4 acc = *reinterpret_cast<const int4*>(parked + r * Tile::kParkStride + group * 4);
+          uint32_t out;
+          if constexpr (decltype(add_form)::value == kAddShared) {
+            const int32_t mine[4] = {q.template value<kConv>(acc.x, 0), q.template value<kConv>(acc.y, 1),
+                                     q.template value<kConv>(acc.z, 2), q.template value<kConv>(acc.w, 3)};
+            out = shared_add4(shared, mine, other_tile[r * (BN / 4) + group]);  // kAddShared: always fused
+          } else {
+            out = q.template apply<kConv>(acc);
+            if (fused)
+              out = residual4<decltype(add_form)::value>(residual, out, other_tile[r * (BN / 4) + group], fused == 2);
+          }
           *reinterpret_cast<uint32_t*>(y + uint64_t(m0 + r) * g.K + ch) = out;
         }
       };
-      auto with_add_form = [&](auto conv_nonnegative) {
+      auto with_add_form = [&](auto conv_form) {
         using std::integral_constant;
+        if (flags & kAddShared) return rows(conv_form, integral_constant<int, kAddShared>{});
         switch (flags & (kAddNonNegative | kAddPlainX)) {
-          case 0: return rows(conv_nonnegative, integral_constant<int, 0>{});
-          case kAddNonNegative: return rows(conv_nonnegative, integral_constant<int, kAddNonNegative>{});
-          case kAddPlainX: return rows(conv_nonnegative, integral_constant<int, kAddPlainX>{});
-          default: return rows(conv_nonnegative, integral_constant<int, kAddNonNegative | kAddPlainX>{});
+          case 0: return rows(conv_form, integral_constant<int, 0>{});
+          case kAddNonNegative: return rows(conv_form, integral_constant<int, kAddNonNegative>{});
+          case kAddPlainX: return rows(conv_form, integral_constant<int, kAddPlainX>{});
+          default: return rows(conv_form, integral_constant<int, kAddNonNegative | kAddPlainX>{});
         }
       };
-      flags & kConvNonNegative ? with_add_form(std::true_type{}) : with_add_form(std::false_type{});
+      using std::integral_constant;
+      if (!(flags & kConvNonNegative)) with_add_form(integral_constant<int, 0>{});
+      else if (flags & kConvHigh) with_add_form(integral_constant<int, 2>{});
+      else with_add_form(integral_constant<int, 1>{});
     }
   } else {
     const uint32_t run = tid % kRuns, ch0 = n0 + run * 16;  // this thread's channels, the same in every row
@@ -324,13 +359,13 @@ void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, 
 template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
 void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
             const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
-            const DevChain& chain, const Operands& ops, int fused, const DevChain& next, const Operands& next_ops,
-            cudaStream_t stream) {
+            const SharedAdd& shared, const DevChain& chain, const Operands& ops, int fused, const DevChain& next,
+            const Operands& next_ops, cudaStream_t stream) {
   using Tile = TileShape<BM, BN, KT, Stages>;
   igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages>, g, splits,
                               kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes, stream, x, w, y, g,
-                              int(output_nhwc), int(fast_form), fast, windows, flags, residual, chain, ops, fused,
-                              next, next_ops);
+                              int(output_nhwc), int(fast_form), fast, windows, flags, residual, shared, chain, ops,
+                              fused, next, next_ops);
 }
 
 // Dynamic shared memory above 48 KB needs an opt-in per kernel (set at load time, never while a stream
@@ -368,6 +403,26 @@ bool wide_k_tiles() {
   static const bool on = [] {
     const char* v = std::getenv("SOFTDLA_CUDA_IGEMM");
     return !(v && std::string(v) == "base");
+  }();
+  return on;
+}
+
+// SOFTDLA_CUDA_REQUANT=full, read once, keeps every channel's requantization in the form
+// make_requant_window gives (no fold_rounding_sign, no high-word form): tests and the comparison.
+bool short_requant() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_REQUANT");
+    return !(v && std::string(v) == "full");
+  }();
+  return on;
+}
+
+// SOFTDLA_CUDA_ADD=exact, read once, keeps a fused residual add in its exact window form even where it
+// has the shared-scale one (tests, and the before/after comparison).
+bool shared_scale_adds() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_ADD");
+    return !(v && std::string(v) == "exact");
   }();
   return on;
 }
@@ -447,15 +502,19 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
     bias_ = upload(biases), mult_ = upload(mults), shift_ = upload(shifts);
     // The windowed form when every channel has one (padding channels: all zero, never stored).
     std::vector<num::RequantWindow> windows((K + 127) / 128 * 128, num::RequantWindow{});
-    bool all = true, nonnegative = true;
+    // A window whose products never land on a negative rounding tie takes the short rounding as well
+    // (fold_rounding_sign), and where every shift is 32 or more the value is the product's high word.
+    bool all = true, nonnegative = true, high = true;
     for (uint32_t k = 0; k < K && all; ++k) {
-      const auto window = num::make_requant_window(biases[k], lo_, hi_, mults[k], shifts[k]);
+      auto window = num::make_requant_window(biases[k], lo_, hi_, mults[k], shifts[k]);
+      if (window && short_requant()) num::fold_rounding_sign(*window);
       if (window) windows[k] = *window;
       all = window.has_value();
       nonnegative = nonnegative && all && (window->shifts & num::RequantWindow::kNonNegative);
+      high = high && all && (window->shifts & 255u) >= 32;
     }
     if (all) windows_ = upload(windows);
-    if (all && nonnegative) window_flags_ = kConvNonNegative;
+    if (all && nonnegative) window_flags_ = kConvNonNegative | (high && short_requant() ? kConvHigh : 0);
   }
   // Narrow layers waste half of a 128-channel tile: take 256 pixels x 64 channels instead.
   tile_ = K <= 64 ? 1 : 0;
@@ -481,6 +540,11 @@ bool IgemmConv::fuse_next(const Model& m, const Op& next, size_t input, const Op
   if (input == 1 && !residual) return false;
   fused_.emplace(m, next, *p, &ctx.channels_last);
   residual_ = residual;
+  shared_add_.reset();
+  if (residual && shared_scale_adds()) {
+    const cpu::SharedScaleSum s = cpu::shared_scale_sum(*residual);
+    if (s.ok) shared_add_ = SharedAdd{s.mult, s.add, s.shift, s.lo, s.hi};
+  }
   fused_swapped_ = input == 1;
   output_nhwc_ = ctx.channels_last[next.outputs[0]] != 0;
   return true;
@@ -507,13 +571,14 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
   const bool wide = wide_k_tiles() && g_->kpad > 64;
   const int flags = window_flags_ |
                     (residual_ && (residual_->out.shifts & num::RequantWindow::kNonNegative) ? kAddNonNegative : 0) |
-                    (residual_ && residual_->x_product ? kAddPlainX : 0);
+                    (residual_ && residual_->x_product ? kAddPlainX : 0) | (shared_add_ ? kAddShared : 0);
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int BM = decltype(tile_tag)::value ? 256 : 128, BN = decltype(tile_tag)::value ? 64 : 128;
     auto run = [&](auto kt, auto stages) {
       launch<BM, BN, decltype(tap_tag)::value, decltype(epi_tag)::value, decltype(kt)::value, decltype(stages)::value>(
           x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
-          flags, residual_ ? *residual_ : num::ResidualWindow{}, chain_.chain(), ops, fused, next, next_ops, stream);
+          flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
+          chain_.chain(), ops, fused, next, next_ops, stream);
     };
     using std::integral_constant;
     if constexpr (BM == 128)

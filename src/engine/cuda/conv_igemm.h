@@ -16,6 +16,15 @@ namespace softdla::gpu {
 
 struct IgemmGeometry;  // igemm_core.cuh
 
+// A fused residual add on one shared scale in 32-bit arithmetic (the CPU backend's SharedScaleSum,
+// int8_requant.h): out = clamp(((x + e) * mult + add) >> shift, lo, hi), checked there against the exact
+// form for every pair of int8 operands.
+struct SharedAdd {
+  int32_t mult = 0, add = 0;
+  uint32_t shift = 0;
+  int32_t lo = 0, hi = 0;
+};
+
 // Convolutions this kernel runs exactly: INT8, dense (one group), a reduction short enough that int32
 // sums cannot overflow (C*R*S < 2^17, products are at most 2^14), and fewer than 2^31 output pixels and
 // padded input bytes (32-bit offsets). The others take the im2col + cuBLASLt or direct kernels.
@@ -35,6 +44,7 @@ class IgemmConv final : public GpuOp {
   std::optional<ChainHolder> fused_;
   bool fused_swapped_ = false;  // the convolution computes the fused op's second input, not its first
   std::optional<num::ResidualWindow> residual_;  // the fused op in the windowed epilogue's form
+  std::optional<SharedAdd> shared_add_;          // and in the shared-scale form, where it has one
   bool fast_ = false;        // the chain is bias, then at most one clamp (ReLU/Clip), then requantization
   bool input_nhwc_ = false;  // else converted into scratch first
   bool output_nhwc_ = false;
