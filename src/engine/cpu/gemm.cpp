@@ -16,11 +16,12 @@ namespace {
 constexpr size_t kPairChunk = size_t(1) << 15;
 
 // ---------------------------------------------------------------- portable kernels
+// B row p of the tile at panel + p * ldb: kPanel for a packed panel, the row stride of a row-major B.
 template <size_t R>
-void tile_f32_portable(const float* const* a, const float* panel, size_t k, float (*out)[kPanel]) {
+void tile_f32_portable(const float* const* a, const float* panel, size_t ldb, size_t k, float (*out)[kPanel]) {
   float acc[R][kPanel] = {};
   for (size_t p = 0; p < k; ++p) {
-    const float* b = panel + p * kPanel;
+    const float* b = panel + p * ldb;
     for (size_t r = 0; r < R; ++r)
       for (size_t j = 0; j < kPanel; ++j) acc[r][j] = std::fma(a[r][p], b[j], acc[r][j]);  // as the FMA tiles
   }
@@ -45,13 +46,13 @@ void tile_s8_portable(const int32_t* const* a, const int16_t* panel, size_t q0, 
 // Short row blocks are handled by the caller pointing the missing rows at a zero row.
 constexpr size_t kRowsF32 = 6, kRowsS8 = 6;
 
-__attribute__((target("avx2,fma"))) void tile6_f32_avx2(const float* const* a, const float* panel, size_t k,
+__attribute__((target("avx2,fma"))) void tile6_f32_avx2(const float* const* a, const float* panel, size_t ldb, size_t k,
                                                         float (*out)[kPanel]) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
   for (size_t p = 0; p < k; ++p) {
-    const __m256 b0 = _mm256_loadu_ps(panel + p * kPanel), b1 = _mm256_loadu_ps(panel + p * kPanel + 8);
+    const __m256 b0 = _mm256_loadu_ps(panel + p * ldb), b1 = _mm256_loadu_ps(panel + p * ldb + 8);
     __m256 av = _mm256_broadcast_ss(a0 + p);
     c00 = _mm256_fmadd_ps(av, b0, c00), c01 = _mm256_fmadd_ps(av, b1, c01);
     av = _mm256_broadcast_ss(a1 + p);
@@ -236,13 +237,32 @@ bool has_avx2() { return false; }
 constexpr size_t kRowsF32 = 6, kRowsS8 = 6;
 #endif
 
-void tile_f32(Isa isa, const float* const* a, const float* panel, size_t k, float (*out)[kPanel]) {
+void tile_f32(Isa isa, const float* const* a, const float* panel, size_t ldb, size_t k, float (*out)[kPanel]) {
 #ifdef SOFTDLA_X86
-  if (isa >= Isa::kAvx2 && has_avx2()) return tile6_f32_avx2(a, panel, k, out);
+  if (isa >= Isa::kAvx2 && has_avx2()) return tile6_f32_avx2(a, panel, ldb, k, out);
 #else
   (void)isa;
 #endif
-  tile_f32_portable<kRowsF32>(a, panel, k, out);
+  tile_f32_portable<kRowsF32>(a, panel, ldb, k, out);
+}
+
+// The 6-row tiles over panels of B: panel p at b + p * panel_step, its row q at + q * ldb. Row blocks
+// outermost: a block's six rows of A stay in L1 while B's panels pass (callers keep B within L2).
+void gemm_f32_tiles(Isa isa, const float* a, const float* b, size_t panel_step, size_t ldb, float* c, size_t m,
+                    size_t n, size_t k, size_t ldc) {
+  thread_local std::vector<float> zero_row;
+  zero_row.assign(k, 0.f);
+  for (size_t row = 0; row < m; row += kRowsF32) {
+    const size_t rows = std::min(kRowsF32, m - row);
+    const float* a_rows[kRowsF32];
+    for (size_t r = 0; r < kRowsF32; ++r) a_rows[r] = r < rows ? a + (row + r) * k : zero_row.data();
+    for (size_t p = 0; p < panels(n); ++p) {
+      float tile[kRowsF32][kPanel];
+      tile_f32(isa, a_rows, b + p * panel_step, ldb, k, tile);
+      const size_t cols = std::min(kPanel, n - p * kPanel);
+      for (size_t r = 0; r < rows; ++r) std::memcpy(c + (row + r) * ldc + p * kPanel, tile[r], cols * sizeof(float));
+    }
+  }
 }
 
 void tile_s8(const int32_t* const* a, const int16_t* panel, size_t q0, size_t q1, int32_t (*out)[kPanel]) {
@@ -285,19 +305,12 @@ void gemm_f32(Isa isa, const float* a, const float* bp, float* c, size_t m, size
   // avx512vnni (and every path above it) implies AVX-512F (cpu_isa.cpp checks it), and FMA comes with it.
   if (isa >= Isa::kAvx512Vnni) return gemm_f32_avx512(a, bp, c, m, n, k, ldc);
 #endif
-  thread_local std::vector<float> zero_row;
-  zero_row.assign(k, 0.f);
-  for (size_t row = 0; row < m; row += kRowsF32) {
-    const size_t rows = std::min(kRowsF32, m - row);
-    const float* a_rows[kRowsF32];
-    for (size_t r = 0; r < kRowsF32; ++r) a_rows[r] = r < rows ? a + (row + r) * k : zero_row.data();
-    for (size_t p = 0; p < panels(n); ++p) {
-      float tile[kRowsF32][kPanel];
-      tile_f32(isa, a_rows, bp + p * k * kPanel, k, tile);
-      const size_t cols = std::min(kPanel, n - p * kPanel);
-      for (size_t r = 0; r < rows; ++r) std::memcpy(c + (row + r) * ldc + p * kPanel, tile[r], cols * sizeof(float));
-    }
-  }
+  gemm_f32_tiles(isa, a, bp, k * kPanel, kPanel, c, m, n, k, ldc);
+}
+
+void gemm_f32_rows(Isa isa, const float* a, const float* b, size_t ldb, float* c, size_t m, size_t n, size_t k,
+                   size_t ldc) {
+  gemm_f32_tiles(isa, a, b, kPanel, ldb, c, m, n, k, ldc);
 }
 
 void gemm_s8(const int32_t* ap, const int16_t* bp, int64_t* c, size_t m, size_t n, size_t k, size_t ldc) {

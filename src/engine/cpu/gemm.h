@@ -42,6 +42,11 @@ std::vector<int32_t> pack_a_s8(const int8_t* a, size_t m, size_t k);
 void gemm_f32(const float* a, const float* bp, float* c, size_t m, size_t n, size_t k, size_t ldc);
 // The same on a given path (tests); the CPU must be able to run it.
 void gemm_f32(Isa isa, const float* a, const float* bp, float* c, size_t m, size_t n, size_t k, size_t ldc);
+// The same with B row-major (row stride ldb) instead of packed, on the avx2 and portable paths only (the
+// same FMAs as gemm_f32 on those paths): each row of B is read up to the next multiple of 16 columns past
+// n, so those reads must be in bounds (their values are never used).
+void gemm_f32_rows(Isa isa, const float* a, const float* b, size_t ldb, float* c, size_t m, size_t n, size_t k,
+                   size_t ldc);
 void gemm_s8(const int32_t* ap, const int16_t* bp, int64_t* c, size_t m, size_t n, size_t k, size_t ldc);
 
 }  // namespace softdla::cpu
