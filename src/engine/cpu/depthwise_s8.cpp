@@ -258,22 +258,77 @@ __attribute__((target("avx512f"))) void rows_avx512(const DepthwiseGeometry& g, 
   }
 }
 
+// kRows output rows x 16 columns from ow (two vectors), as block_avx512 does: 2 kRows independent FMA
+// chains over the taps, each tap's source pointer (src[t] + src_offset) and weight precomputed. A row's
+// last block stores its valid columns through a copy (no store past the row: the next row may be
+// written already).
+template <int kRows, class Out>
+__attribute__((target("avx2,fma"), always_inline)) inline void block_avx2(const float* const* src, size_t src_offset,
+                                                                        const float* weights, size_t taps,
+                                                                        size_t row_step, size_t ow, size_t valid,
+                                                                        Out* dst, size_t dst_step) {
+  __m256 acc[kRows][2];
+#pragma GCC unroll 2
+  for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (size_t t = 0; t < taps; ++t) {
+    const __m256 w = _mm256_broadcast_ss(weights + t);
+    const float* x = src[t] + src_offset + ow;
+#pragma GCC unroll 2
+    for (int i = 0; i < kRows; ++i) {
+      acc[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * row_step), w, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * row_step + 8), w, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < kRows; ++i) {
+    alignas(32) Out part[16];
+    Out* to = valid == 16 ? dst + i * dst_step + ow : part;
+    for (int v = 0; v < 2; ++v) {
+      if constexpr (std::is_same_v<Out, float>) _mm256_storeu_ps(to + 8 * v, acc[i][v]);
+      else _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + 8 * v), _mm256_cvttps_epi32(acc[i][v]));  // exact
+    }
+    if (to == part) std::copy_n(part, valid, dst + i * dst_step + ow);
+  }
+}
+
+// Rows wider than 8: blocks of 2 rows x 16 columns.
+template <class Out>
+__attribute__((target("avx2,fma"))) void wide_rows_avx2(const DepthwiseGeometry& g, const PhasedPlane& p,
+                                                        const std::vector<Tap>& taps, Out* out,
+                                                        DepthwiseScratch& scratch) {
+  const size_t n = taps.size(), row_step = size_t(g.sh) * p.phases * p.stride;
+  std::vector<const float*>& src = scratch.src;
+  std::vector<float>& weights = scratch.weights;
+  src.resize(n), weights.resize(n);
+  for (size_t t = 0; t < n; ++t) weights[t] = taps[t].weight;
+  for (uint32_t oh = 0; oh < g.OH; oh += 2) {
+    for (size_t t = 0; t < n; ++t) src[t] = p.at(size_t(oh) * g.sh + taps[t].row_offset, taps[t].phase) + taps[t].column;
+    Out* dst = out + size_t(oh) * g.OW;
+    for (uint32_t ow = 0; ow < g.OW; ow += 16) {
+      const size_t valid = std::min<size_t>(16, g.OW - ow);
+      if (oh + 1 < g.OH) block_avx2<2>(src.data(), 0, weights.data(), n, row_step, ow, valid, dst, g.OW);
+      else block_avx2<1>(src.data(), 0, weights.data(), n, row_step, ow, valid, dst, g.OW);
+    }
+  }
+}
+
+// Rows of 8 or fewer (7 x 7 planes): one vector a row, the taps' addresses computed as it goes (a
+// plane's setup for the blocks above costs more than its 49 outputs).
 template <class Out>
 __attribute__((target("avx2,fma"))) void rows_avx2(const DepthwiseGeometry& g, const PhasedPlane& p,
-                                                   const std::vector<Tap>& taps, Out* out) {
+                                                   const std::vector<Tap>& taps, Out* out, DepthwiseScratch& scratch) {
+  if (g.OW > 8) return wide_rows_avx2(g, p, taps, out, scratch);
   alignas(32) Out tail[8];
   for (uint32_t oh = 0; oh < g.OH; ++oh) {
-    for (uint32_t ow = 0; ow < g.OW; ow += 8) {
-      __m256 acc = _mm256_setzero_ps();
-      for (const Tap& t : taps)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column + ow),
-                              _mm256_set1_ps(t.weight), acc);
-      Out* dst = out + size_t(oh) * g.OW + ow;
-      Out* to = ow + 8 <= g.OW ? dst : tail;
-      if constexpr (std::is_same_v<Out, float>) _mm256_storeu_ps(to, acc);
-      else _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm256_cvttps_epi32(acc));
-      if (to == tail) std::copy_n(tail, g.OW - ow, dst);
-    }
+    __m256 acc = _mm256_setzero_ps();
+    for (const Tap& t : taps)
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(p.at(size_t(oh) * g.sh + t.row_offset, t.phase) + t.column),
+                            _mm256_set1_ps(t.weight), acc);
+    Out* dst = out + size_t(oh) * g.OW;
+    Out* to = g.OW == 8 ? dst : tail;
+    if constexpr (std::is_same_v<Out, float>) _mm256_storeu_ps(to, acc);
+    else _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm256_cvttps_epi32(acc));
+    if (to == tail) std::copy_n(tail, g.OW, dst);
   }
 }
 #endif
@@ -334,7 +389,7 @@ void depthwise_s8_plane(Isa isa, const DepthwiseGeometry& g, const int8_t* x, co
   const std::vector<Tap>& taps = taps_of(g, w, scratch.taps);
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return rows_avx512(g, plane, taps, out, scratch);
-  if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out);
+  if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out, scratch);
 #endif
   (void)isa;
   rows_portable(g, plane, taps, out);
@@ -352,7 +407,7 @@ void depthwise_float_plane(Isa isa, const DepthwiseGeometry& g, const Src* x, co
       taps.push_back({size_t(r) * g.dh, (s * g.dw) % g.sw, (s * g.dw) / g.sw, w[r * g.S + s]});
 #ifdef SOFTDLA_X86
   if (has_avx512(isa)) return rows_avx512(g, plane, taps, out, scratch);
-  if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out);
+  if (isa >= Isa::kAvx2) return rows_avx2(g, plane, taps, out, scratch);
 #endif
   rows_portable(g, plane, taps, out);
 }
