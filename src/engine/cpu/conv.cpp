@@ -416,11 +416,13 @@ class ConvKernel final : public OpKernel {
     // The VNNI kernel takes panels in pairs, and its packed bytes should stay within L2.
     const size_t gran = vnni_ && !fused ? 2 * kPanel : kPanel, budget = vnni_ ? kVnniPackBudget : kIm2colBudget;
     size_t tile = std::max<size_t>(gran, budget / std::max<size_t>(kdim, 1) / gran * gran);
-    // Float tiles: their B (im2col or the widened rows) and their fp32 sums within L2, since the 6-row
-    // GEMM passes over B once per row block and the chain then reads the sums again.
-    // The tiles an image needs at that size are made even (196 columns: one tile, not 192 + 4).
+    // Float tiles: a k block of their B (im2col or the widened rows, kGemmBlockK rows) and their fp32 sums
+    // within L2, since the 6-row GEMM passes over a block of B once per row block and the chain then reads
+    // the sums again. The tiles an image needs at that size are made even (196 columns: one tile, not
+    // 192 + 4).
     if (dtype_ != DataType::kInt8) {
-      const size_t most = std::max<size_t>(gran, kFloatTileBudget / (kdim + g_.Kg) / gran * gran);
+      const size_t depth = std::min(kdim, kGemmBlockK);
+      const size_t most = std::max<size_t>(gran, kFloatTileBudget / (depth + g_.Kg) / gran * gran);
       const size_t count = (ohw + most - 1) / most;
       tile = ((ohw + count - 1) / count + gran - 1) / gran * gran;
     }

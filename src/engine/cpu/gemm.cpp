@@ -17,15 +17,20 @@ constexpr size_t kPairChunk = size_t(1) << 15;
 
 // ---------------------------------------------------------------- portable kernels
 // B row p of the tile at panel + p * ldb: kPanel for a packed panel, the row stride of a row-major B.
+// The tiles continue the sums in `out` (a previous block of k, in order) where `more` is set, else start
+// from zero: either way each element gets one FMA per k in ascending order.
 template <size_t R>
-void tile_f32_portable(const float* const* a, const float* panel, size_t ldb, size_t k, float (*out)[kPanel]) {
+void tile_f32_portable(const float* const* a, const float* panel, size_t ldb, size_t k, bool more, float* out,
+                       size_t ldo) {
   float acc[R][kPanel] = {};
+  if (more)
+    for (size_t r = 0; r < R; ++r) std::memcpy(acc[r], out + r * ldo, sizeof(acc[r]));
   for (size_t p = 0; p < k; ++p) {
     const float* b = panel + p * ldb;
     for (size_t r = 0; r < R; ++r)
       for (size_t j = 0; j < kPanel; ++j) acc[r][j] = std::fma(a[r][p], b[j], acc[r][j]);  // as the FMA tiles
   }
-  std::memcpy(out, acc, sizeof(acc));
+  for (size_t r = 0; r < R; ++r) std::memcpy(out + r * ldo, acc[r], sizeof(acc[r]));
 }
 
 template <size_t R>
@@ -47,9 +52,16 @@ void tile_s8_portable(const int32_t* const* a, const int16_t* panel, size_t q0, 
 constexpr size_t kRowsF32 = 6, kRowsS8 = 6;
 
 __attribute__((target("avx2,fma"))) void tile6_f32_avx2(const float* const* a, const float* panel, size_t ldb, size_t k,
-                                                        float (*out)[kPanel]) {
+                                                        bool more, float* out, size_t ldo) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  if (more) {
+    c00 = _mm256_loadu_ps(out), c01 = _mm256_loadu_ps(out + 8), c10 = _mm256_loadu_ps(out + ldo);
+    c11 = _mm256_loadu_ps(out + ldo + 8), c20 = _mm256_loadu_ps(out + 2 * ldo), c21 = _mm256_loadu_ps(out + 2 * ldo + 8);
+    c30 = _mm256_loadu_ps(out + 3 * ldo), c31 = _mm256_loadu_ps(out + 3 * ldo + 8), c40 = _mm256_loadu_ps(out + 4 * ldo);
+    c41 = _mm256_loadu_ps(out + 4 * ldo + 8), c50 = _mm256_loadu_ps(out + 5 * ldo);
+    c51 = _mm256_loadu_ps(out + 5 * ldo + 8);
+  }
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
   for (size_t p = 0; p < k; ++p) {
     const __m256 b0 = _mm256_loadu_ps(panel + p * ldb), b1 = _mm256_loadu_ps(panel + p * ldb + 8);
@@ -66,12 +78,12 @@ __attribute__((target("avx2,fma"))) void tile6_f32_avx2(const float* const* a, c
     av = _mm256_broadcast_ss(a5 + p);
     c50 = _mm256_fmadd_ps(av, b0, c50), c51 = _mm256_fmadd_ps(av, b1, c51);
   }
-  _mm256_storeu_ps(out[0], c00), _mm256_storeu_ps(out[0] + 8, c01);
-  _mm256_storeu_ps(out[1], c10), _mm256_storeu_ps(out[1] + 8, c11);
-  _mm256_storeu_ps(out[2], c20), _mm256_storeu_ps(out[2] + 8, c21);
-  _mm256_storeu_ps(out[3], c30), _mm256_storeu_ps(out[3] + 8, c31);
-  _mm256_storeu_ps(out[4], c40), _mm256_storeu_ps(out[4] + 8, c41);
-  _mm256_storeu_ps(out[5], c50), _mm256_storeu_ps(out[5] + 8, c51);
+  _mm256_storeu_ps(out, c00), _mm256_storeu_ps(out + 8, c01);
+  _mm256_storeu_ps(out + ldo, c10), _mm256_storeu_ps(out + ldo + 8, c11);
+  _mm256_storeu_ps(out + 2 * ldo, c20), _mm256_storeu_ps(out + 2 * ldo + 8, c21);
+  _mm256_storeu_ps(out + 3 * ldo, c30), _mm256_storeu_ps(out + 3 * ldo + 8, c31);
+  _mm256_storeu_ps(out + 4 * ldo, c40), _mm256_storeu_ps(out + 4 * ldo + 8, c41);
+  _mm256_storeu_ps(out + 5 * ldo, c50), _mm256_storeu_ps(out + 5 * ldo + 8, c51);
 }
 
 // ---------------------------------------------------------------- AVX-512 fp32 kernels
@@ -237,30 +249,48 @@ bool has_avx2() { return false; }
 constexpr size_t kRowsF32 = 6, kRowsS8 = 6;
 #endif
 
-void tile_f32(Isa isa, const float* const* a, const float* panel, size_t ldb, size_t k, float (*out)[kPanel]) {
+// Six rows x 16 columns of C at out (row stride ldo).
+void tile_f32(Isa isa, const float* const* a, const float* panel, size_t ldb, size_t k, bool more, float* out,
+              size_t ldo) {
 #ifdef SOFTDLA_X86
-  if (isa >= Isa::kAvx2 && has_avx2()) return tile6_f32_avx2(a, panel, ldb, k, out);
+  if (isa >= Isa::kAvx2 && has_avx2()) return tile6_f32_avx2(a, panel, ldb, k, more, out, ldo);
 #else
   (void)isa;
 #endif
-  tile_f32_portable<kRowsF32>(a, panel, ldb, k, out);
+  tile_f32_portable<kRowsF32>(a, panel, ldb, k, more, out, ldo);
 }
 
-// The 6-row tiles over panels of B: panel p at b + p * panel_step, its row q at + q * ldb. Row blocks
-// outermost: a block's six rows of A stay in L1 while B's panels pass (callers keep B within L2).
+// The 6-row tiles over panels of B: panel p at b + p * panel_step, its row q at + q * ldb. K is taken in
+// blocks of kGemmBlockK (each element's FMAs stay in k order: a block continues the previous one's sums),
+// and within a block row blocks are outermost: a block's six rows of A (12 KiB) stay in L1 while B's
+// panels stream from L2 (callers keep a block of B within L2). Without the k blocks, a deep layer's A
+// rows and B panel both outgrew L1 (ResNet-50's 3x3 layers: 576 to 4608 deep).
+constexpr size_t kBlockK = kGemmBlockK;
+
 void gemm_f32_tiles(Isa isa, const float* a, const float* b, size_t panel_step, size_t ldb, float* c, size_t m,
                     size_t n, size_t k, size_t ldc) {
   thread_local std::vector<float> zero_row;
   zero_row.assign(k, 0.f);
-  for (size_t row = 0; row < m; row += kRowsF32) {
-    const size_t rows = std::min(kRowsF32, m - row);
-    const float* a_rows[kRowsF32];
-    for (size_t r = 0; r < kRowsF32; ++r) a_rows[r] = r < rows ? a + (row + r) * k : zero_row.data();
-    for (size_t p = 0; p < panels(n); ++p) {
-      float tile[kRowsF32][kPanel];
-      tile_f32(isa, a_rows, b + p * panel_step, ldb, k, tile);
-      const size_t cols = std::min(kPanel, n - p * kPanel);
-      for (size_t r = 0; r < rows; ++r) std::memcpy(c + (row + r) * ldc + p * kPanel, tile[r], cols * sizeof(float));
+  for (size_t k0 = 0; k0 < k || k0 == 0; k0 += kBlockK) {
+    const size_t kc = std::min(kBlockK, k - k0);
+    for (size_t row = 0; row < m; row += kRowsF32) {
+      const size_t rows = std::min(kRowsF32, m - row);
+      const float* a_rows[kRowsF32];
+      for (size_t r = 0; r < kRowsF32; ++r) a_rows[r] = (r < rows ? a + (row + r) * k : zero_row.data()) + k0;
+      for (size_t p = 0; p < panels(n); ++p) {
+        const size_t cols = std::min(kPanel, n - p * kPanel);
+        const float* bk = b + p * panel_step + k0 * ldb;
+        float* out = c + row * ldc + p * kPanel;
+        if (rows == kRowsF32 && cols == kPanel) {  // a whole tile: straight in C
+          tile_f32(isa, a_rows, bk, ldb, kc, k0 > 0, out, ldc);
+          continue;
+        }
+        float tile[kRowsF32][kPanel] = {};  // an edge tile, through a copy
+        if (k0)
+          for (size_t r = 0; r < rows; ++r) std::memcpy(tile[r], out + r * ldc, cols * sizeof(float));
+        tile_f32(isa, a_rows, bk, ldb, kc, k0 > 0, tile[0], kPanel);
+        for (size_t r = 0; r < rows; ++r) std::memcpy(out + r * ldc, tile[r], cols * sizeof(float));
+      }
     }
   }
 }

@@ -15,6 +15,9 @@
 namespace softdla::cpu {
 
 inline constexpr size_t kPanel = 16;
+// The fp32 GEMM of the avx2 and portable paths takes K in blocks of this many (B's rows a block reads are
+// what must stay in cache).
+inline constexpr size_t kGemmBlockK = 512;
 
 inline size_t panels(size_t n) { return (n + kPanel - 1) / kPanel; }
 inline size_t k_pairs(size_t k) { return (k + 1) / 2; }
