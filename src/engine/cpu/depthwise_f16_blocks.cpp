@@ -90,7 +90,7 @@ __attribute__((target("avx512f"), always_inline)) inline __mmask16 first_lanes(s
 
 // Input row ih of channels [0, valid) (planes x + k * plane) as fp32 [pl + w][16] of a ring row; the
 // padding columns are left as they are (zeros).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void Avx512Kernel::widen_row(const uint16_t* x, size_t plane,
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void Avx512Kernel::widen_row(const uint16_t* x, size_t plane,
                                                                                 uint32_t valid,
                                                                                 const DepthwiseGeometry& g, size_t ih,
                                                                                 const uint16_t*, float* dst) {
@@ -102,7 +102,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void Avx512Kernel::widen_ro
       v[c] = c < valid ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + c * plane + ih * g.W + w0)) : _mm512_setzero_ps();
     transpose16(v);
     float* d = dst + (g.pl + w0) * kLanes;
-    for (size_t j = 0; j < n; ++j) _mm512_store_ps(d + j * kLanes, v[j]);
+    // Unrolled with constant indices: as a loop to n, GCC turns the stores into a memcpy from v spilled
+    // to the stack (rep movsq: a third of a 112 x 112 layer).
+#pragma GCC unroll 16
+    for (size_t j = 0; j < 16; ++j)
+      if (j < n) _mm512_store_ps(d + j * kLanes, v[j]);
   }
 }
 
@@ -130,7 +134,7 @@ __attribute__((target("avx512f"), always_inline)) inline void eight_pixels(const
 
 // The staged results of `n` pixels from column ow, sixteen channels, as fp16 into their planes' row
 // (out + c * plane), channels [0, valid).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void store_pixels(const float (*stage)[kLanes], size_t n,
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void store_pixels(const float (*stage)[kLanes], size_t n,
                                                                      uint32_t valid, uint16_t* out, size_t plane) {
   __m512 v[16];
   for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(stage[i]);
@@ -139,7 +143,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void store_pixels(const flo
   for (uint32_t c = 0; c < valid; ++c) store_halves_avx512(v[c], out + c * plane, m);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void Avx512Kernel::row(const DepthwiseGeometry& g,
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void Avx512Kernel::row(const DepthwiseGeometry& g,
                                                                           const float* const* rows, const float* w,
                                                                           const SdpKind* kinds, const float* ops,
                                                                           size_t n_steps, uint32_t valid,
@@ -190,7 +194,7 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 load_halves(co
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
 }
 
-__attribute__((target("avx2,f16c"))) void Avx2Kernel::widen_row(const uint16_t* x, size_t plane, uint32_t valid,
+__attribute__((target("avx2,f16c"))) inline void Avx2Kernel::widen_row(const uint16_t* x, size_t plane, uint32_t valid,
                                                               const DepthwiseGeometry& g, size_t ih,
                                                               const uint16_t* end, float* dst) {
   for (size_t w0 = 0; w0 < g.W; w0 += kGroup) {
@@ -200,11 +204,13 @@ __attribute__((target("avx2,f16c"))) void Avx2Kernel::widen_row(const uint16_t* 
       v[c] = c < valid ? load_halves(x + c * plane + ih * g.W + w0, n, end) : _mm256_setzero_ps();
     transpose8(v);
     float* d = dst + (g.pl + w0) * kGroup;
-    for (size_t j = 0; j < n; ++j) _mm256_store_ps(d + j * kGroup, v[j]);
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; ++j)  // constant indices, as on AVX-512
+      if (j < n) _mm256_store_ps(d + j * kGroup, v[j]);
   }
 }
 
-__attribute__((target("avx2,fma,f16c"))) void Avx2Kernel::row(const DepthwiseGeometry& g, const float* const* rows,
+__attribute__((target("avx2,fma,f16c"))) inline void Avx2Kernel::row(const DepthwiseGeometry& g, const float* const* rows,
                                                             const float* w0, const SdpKind* kinds, const float* ops,
                                                             size_t n_steps, uint32_t valid, uint16_t* out,
                                                             size_t plane, BlockScratch&) {
@@ -232,9 +238,10 @@ __attribute__((target("avx2,fma,f16c"))) void Avx2Kernel::row(const DepthwiseGeo
 }  // namespace
 
 // Each unit's block in groups of K::kGroup channels: the group's ring of widened input rows, then its
-// output rows one by one.
+// output rows one by one. Inlined into each path's entry (run_avx512, run_avx2) with its kernels: calls
+// per row cost a third of a 56 x 56 layer.
 template <class K>
-void DepthwiseF16Blocks::run_groups(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin,
+__attribute__((always_inline)) inline void DepthwiseF16Blocks::run_groups(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin,
                                     size_t end) const {
   thread_local BlockScratch scratch;
   const DepthwiseGeometry& g = g_;
@@ -286,10 +293,21 @@ void DepthwiseF16Blocks::run_groups(const uint16_t* x, uint16_t* y, uint32_t bat
   }
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void DepthwiseF16Blocks::run_avx512(
+    const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin, size_t end) const {
+  run_groups<Avx512Kernel>(x, y, batch, threads, begin, end);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void DepthwiseF16Blocks::run_avx2(const uint16_t* x, uint16_t* y,
+                                                                         uint32_t batch, size_t threads,
+                                                                         size_t begin, size_t end) const {
+  run_groups<Avx2Kernel>(x, y, batch, threads, begin, end);
+}
+
 void DepthwiseF16Blocks::run(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin,
                              size_t end) const {
-  if (wide_) return run_groups<Avx512Kernel>(x, y, batch, threads, begin, end);
-  run_groups<Avx2Kernel>(x, y, batch, threads, begin, end);
+  if (wide_) return run_avx512(x, y, batch, threads, begin, end);
+  run_avx2(x, y, batch, threads, begin, end);
 }
 #else
 void DepthwiseF16Blocks::run(const uint16_t*, uint16_t*, uint32_t, size_t, size_t, size_t) const {}

@@ -49,6 +49,8 @@ class DepthwiseF16Blocks {
   uint32_t bands(uint32_t batch, size_t threads) const;
   template <class Kernel>
   void run_groups(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin, size_t end) const;
+  void run_avx512(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin, size_t end) const;
+  void run_avx2(const uint16_t* x, uint16_t* y, uint32_t batch, size_t threads, size_t begin, size_t end) const;
   DepthwiseGeometry g_;
   uint32_t channels_, blocks_;
   size_t taps_, padded_width_;  // padded_width_: columns of a ring row
