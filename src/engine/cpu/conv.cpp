@@ -516,7 +516,7 @@ class ConvKernel final : public OpKernel {
         im2col_packed<float>(static_cast<const float*>(io.inputs[0]) + chan0, 0, g_.H, g_, col0, cols, b.data(), lay);
       }
       const float* packed = b.data();
-      const float* b_rows = src.data() + (col0 - row0 * g_.W);  // rows_as_b: column col0 of channel 0
+      const float* b_rows = rows_as_b ? src.data() + (col0 - row0 * g_.W) : nullptr;  // column col0, channel 0
       const size_t ldb = rows * g_.W;
       auto rows = [&](size_t r0, size_t r1) {
         thread_local std::vector<float> acc;
