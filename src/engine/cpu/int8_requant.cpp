@@ -236,43 +236,6 @@ NarrowRescale narrow_rescale(const num::Int8Rescale& r) {
   return {};
 }
 
-SharedScaleSum shared_scale_sum(const num::ResidualWindow& w) {
-  const bool nonnegative = w.out.shifts & num::RequantWindow::kNonNegative, plain = w.x_product != 0;
-  auto exact = [&](int32_t x, int32_t e) {
-    if (nonnegative) return sat8_32(plain ? num::residual_window_value<true, true>(x, e, w)
-                                          : num::residual_window_value<true, false>(x, e, w));
-    return sat8_32(plain ? num::residual_window_value<false, true>(x, e, w)
-                         : num::residual_window_value<false, false>(x, e, w));
-  };
-  // g[u + 256]: the result for x + e = u (x as large as it can be); then every pair must agree with it.
-  int8_t g[511];
-  for (int32_t u = -256; u <= 254; ++u) {
-    const int32_t x = std::clamp(u, -128, 127);
-    g[u + 256] = exact(x, u - x);
-  }
-  for (int32_t x = -128; x < 128; ++x)
-    for (int32_t e = -128; e < 128; ++e)
-      if (exact(x, e) != g[x + e + 256]) return {};
-  // The slope of the result in u: x's rescale (a plain product, or mult / 2^shift) times the output's.
-  const double x_scale = plain ? double(w.x_product) : std::ldexp(double(w.x.mult), -int(w.x.shifts & 255u));
-  const double slope = x_scale * std::ldexp(double(w.out.mult), -int(w.out.shifts & 255u));
-  const int32_t lo = g[0], hi = g[510];
-  if (lo > hi) return {};  // a falling result (a negative output multiplier) keeps the exact form
-  for (unsigned s = 24; s >= 1; --s) {
-    const double ideal = std::ldexp(slope, int(s));
-    if (!(std::fabs(ideal) < double(1 << 22))) continue;  // 256 * |mult| + |add| within int32
-    const int64_t base = std::llround(ideal), half = int64_t(1) << (s - 1);
-    for (int64_t m = base - 1; m <= base + 1; ++m)
-      for (int64_t add = half - 2; add <= half + 2; ++add) {
-        bool same = true;
-        for (int32_t u = -256; u <= 254 && same; ++u)
-          same = std::clamp(int32_t((u * m + add) >> s), lo, hi) == g[u + 256];
-        if (same) return {int32_t(m), int32_t(add), s, lo, hi, true};
-      }
-  }
-  return {};
-}
-
 ResidualForm residual_form(const num::ResidualWindow& w) {
   ResidualForm f;
   f.w = w;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cpu_isa.h"
+#include "int8_tables.h"
 #include "requant_window.h"
 
 namespace softdla::cpu {
@@ -21,22 +22,9 @@ struct NarrowRescale {
 };
 NarrowRescale narrow_rescale(const num::Int8Rescale& r);
 
-// A residual add whose result depends on u = x + e alone, in 32-bit arithmetic:
-//
-//     out = clamp((u * mult + add) >> shift, lo, hi)     (u in [-256, 254], the shift arithmetic)
-//
-// The add of two operands on one scale has that form (softdla's builder always gives them one: the DLA
-// adds codes, so both sides of an Add share a calibration group). Found by a search and checked against
-// the exact form for every pair of int8 operands when made; `ok` false when the add depends on x and e
-// apart, or no such constants exist. One add, one 32-bit multiply, an add, a shift and a clamp replace
-// the two rescales, their sum and the output window's 64-bit products.
-struct SharedScaleSum {
-  int32_t mult = 0, add = 0;
-  uint32_t shift = 0;
-  int32_t lo = 0, hi = 0;
-  bool ok = false;
-};
-SharedScaleSum shared_scale_sum(const num::ResidualWindow& w);
+// The shared-scale form of a residual add (int8_tables.h).
+using num::shared_scale_sum;
+using num::SharedScaleSum;
 
 // A residual add's window with its two int8 rescales in the narrow form where they have one, and the
 // shared-scale form where it has that.

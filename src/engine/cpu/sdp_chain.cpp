@@ -11,6 +11,7 @@
 #include "multiversion.h"
 #include "numerics.h"
 #include "half_steps_avx512.h"
+#include "int8_tables.h"
 #include "sdp_lanes_avx2.h"
 #include "sdp_lanes_avx512.h"
 #include "x86_simd.h"
@@ -19,17 +20,6 @@ namespace softdla::cpu {
 
 using num::rescale32;
 using num::sat32;
-
-std::array<int8_t, 256> activation_lut(ActivationLut kind, float in_scale, float out_scale) {
-  std::array<int8_t, 256> table{};
-  for (int q = -128; q <= 127; ++q) {
-    const double x = num::round_to_half(float(q) * in_scale);  // dequantize into fp16
-    const double y = kind == ActivationLut::kSigmoid ? 1.0 / (1.0 + std::exp(-x)) : std::tanh(x);
-    const double h = num::round_to_half(float(y));              // the FP16 result
-    table[size_t(q + 128)] = num::quantize(float(std::round(h / double(out_scale))));
-  }
-  return table;
-}
 
 SdpChain::SdpChain(const Model& m, const Op& op, const SdpParams& p)
     : requant_(p.requant), dtype_(m.tensors[op.outputs[0]].dtype) {
@@ -45,7 +35,7 @@ SdpChain::SdpChain(const Model& m, const Op& op, const SdpParams& p)
   }
   if (p.lut != ActivationLut::kNone) {
     has_lut_ = true;
-    lut_ = activation_lut(p.lut, p.lut_input_scale, m.tensors[op.outputs[0]].scale);
+    lut_ = num::activation_lut(p.lut, p.lut_input_scale, m.tensors[op.outputs[0]].scale);
   }
 }
 

@@ -91,7 +91,4 @@ class SdpChain {
   uint32_t hw_ = 1;
 };
 
-// The 256-entry int8 -> int8 activation table of docs/NUMERICS.md (sigmoid/tanh in FP16).
-std::array<int8_t, 256> activation_lut(ActivationLut kind, float in_scale, float out_scale);
-
 }  // namespace softdla::cpu

@@ -24,7 +24,7 @@
 #include "sdp_forms.h"
 #include "kernel.h"  // eltwise_operand_slot
 #include "requant_window.h"
-#include "int8_requant.h"  // the CPU backend's search for the residual add's shared-scale form
+#include "int8_tables.h"  // the residual add's shared-scale form, found as the CPU backend finds it
 
 namespace softdla::gpu {
 
@@ -542,7 +542,7 @@ bool IgemmConv::fuse_next(const Model& m, const Op& next, size_t input, const Op
   residual_ = residual;
   shared_add_.reset();
   if (residual && shared_scale_adds()) {
-    const cpu::SharedScaleSum s = cpu::shared_scale_sum(*residual);
+    const num::SharedScaleSum s = num::shared_scale_sum(*residual);
     if (s.ok) shared_add_ = SharedAdd{s.mult, s.add, s.shift, s.lo, s.hi};
   }
   fused_swapped_ = input == 1;

@@ -16,8 +16,8 @@ namespace softdla::gpu {
 
 struct IgemmGeometry;  // igemm_core.cuh
 
-// A fused residual add on one shared scale in 32-bit arithmetic (the CPU backend's SharedScaleSum,
-// int8_requant.h): out = clamp(((x + e) * mult + add) >> shift, lo, hi), checked there against the exact
+// A fused residual add on one shared scale in 32-bit arithmetic (num::SharedScaleSum, int8_tables.h):
+// out = clamp(((x + e) * mult + add) >> shift, lo, hi), checked there against the exact
 // form for every pair of int8 operands.
 struct SharedAdd {
   int32_t mult = 0, add = 0;

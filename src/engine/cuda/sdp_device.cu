@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "sdp_chain.h"  // cpu::activation_lut: one table for every backend
+#include "int8_tables.h"  // num::activation_lut: one table for every backend
 #include "sdp_device.cuh"
 
 namespace softdla::gpu {
@@ -49,7 +49,7 @@ ChainHolder::ChainHolder(const Model& m, const Op& op, const SdpParams& p, const
     chain_.req_shift = buffers_.back().as<uint8_t>();
     if (p.lut != ActivationLut::kNone) {
       chain_.has_lut = 1;
-      const auto table = cpu::activation_lut(p.lut, p.lut_input_scale, out.scale);
+      const auto table = num::activation_lut(p.lut, p.lut_input_scale, out.scale);
       std::memcpy(chain_.lut, table.data(), 256);
     }
     // SOFTDLA_CUDA_SDP_PATH (tests): "steps" keeps every chain on the step interpreter, "residual"
