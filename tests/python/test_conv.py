@@ -235,9 +235,12 @@ def test_conv_int8_many_channels(c_in, k, r, stride, pads, dil):
 # A batch whose packed input outgrows one group of images (conv_implicit.cpp packs and runs images in
 # groups of about 512 KiB of packed input): 64 channels at 60 x 60 is about 240 KiB an image, so three
 # images run as a group of two then one (the fused residual add's case: test_conv_residual_fusion.py).
-@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
-def test_conv_int8_batch_in_image_groups(stride):
-    c = dict(n=3, c=64, k=40, h=60, w=60, r=3, s=3, stride=stride, dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=7)
+# The small grids' lane tiles likewise: 256 channels at 14 x 14 pack to about 80 KiB an image, so nine
+# images run as a group of six, then three.
+@pytest.mark.parametrize("stride,cin,hw,n", [((1, 1), 64, 60, 3), ((2, 2), 64, 60, 3), ((1, 1), 256, 14, 9),
+                                             ((2, 2), 256, 14, 9)])
+def test_conv_int8_batch_in_image_groups(stride, cin, hw, n):
+    c = dict(n=n, c=cin, k=40, h=hw, w=hw, r=3, s=3, stride=stride, dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=7)
     rng = np.random.default_rng(c["seed"])
     g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 16), 2 ** 16, 40)}), ("relu", {})])
     np.testing.assert_array_equal(run_graph(g, x), ref)

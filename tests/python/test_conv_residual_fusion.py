@@ -119,11 +119,16 @@ def test_fused_residual_add_over_image_groups(swapped):
 # Deep GEMMs over a 7 x 7 grid go on the output-channel lane tiles on AVX-512 VNNI (gemm_lanes_s8.h): 85
 # output channels end on a block of 37 (three vectors, the last partly past K), 20 on two vectors; a
 # 1x1 of stride 2 takes them through im2col; 160 deep (the smallest depth they take) with 90 channels (a
-# block of 48 and one of 42). Columns 49 (tiles of 8, then 1) and 49 more for the second image. Exact
-# against NumPy, with the add fused and (the intermediate also an output) without.
+# block of 48 and one of 42). Columns 49 (tiles of 8, then 1) and 49 more for the second image. The k x k
+# convolutions over 7 x 7 and 14 x 14 grids take the implicit GEMM's lane tiles (each pixel's quads
+# gathered from the packed planes): 100 channels end on a block of 4, stride 2 reads two phases, 196
+# columns end on a group of 4. Exact against NumPy, with the add fused and (the intermediate also an
+# output) without.
 @pytest.mark.parametrize("also_output", [False, True], ids=["fused", "unfused"])
 @pytest.mark.parametrize("geometry,hw", [((512, 85, 1, 1, 0, 1), 7), ((640, 20, 1, 2, 0, 1), 13),
-                                         ((160, 90, 1, 1, 0, 1), 7)])
+                                         ((160, 90, 1, 1, 0, 1), 7), ((64, 100, 3, 1, 1, 1), 7),
+                                         ((48, 70, 3, 2, 1, 1), 14), ((24, 50, 3, 1, 1, 1), 14),
+                                         ((40, 33, 5, 1, 2, 1), 7)])
 def test_deep_gemm_over_a_small_grid_is_exact(geometry, hw, also_output):
     g, arrays, ref, conv_ref = build(geometry, 21, False, "relu", also_output=also_output, nhw=(2, hw, hw))
     if also_output:

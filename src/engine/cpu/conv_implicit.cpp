@@ -7,6 +7,8 @@
 
 #include "amx_tiles.h"
 #include "cpu_isa.h"
+#include "gemm_lanes_s8.h"
+#include "gemm_vnni.h"
 #include "implicit_grid.h"
 #include "int8_requant_x86.h"
 #include "scratch_buffer.h"
@@ -19,6 +21,14 @@ namespace {
 // x 64 pixels, whole tiles of either.
 constexpr size_t kTileCols = 32;  // the tile buffer's row length (the wider tile)
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
+
+// Whether the lane tiles take a convolution on the AVX-512 VNNI path: where the grid's register tiles
+// (32 pixels wide) compute at least a tenth more pixels than there are outputs (7 x 7 and 14 x 14
+// layers of a 3 x 3 kernel: 64 for 49, 224 for 196; 28 x 28: 864 for 784, left on the grid).
+bool lanes_pay(const ImplicitGeometry& g, size_t grid) {
+  const size_t computed = (grid + kTileCols - 1) / kTileCols * kTileCols;
+  return size_t(g.OH) * g.OW * 10 < computed * 9;
+}
 
 #ifdef SOFTDLA_X86
 #define SOFTDLA_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -187,6 +197,17 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
     offset_sums_[k] = pairs ? 0 : 128 * sum;  // only the unsigned quads carry the +128 offset
   }
   zero_row_.assign(size_t(g.W) + 64, 0);  // vector loads reach a little past a run
+  lanes_ = !pairs && !amx_ && lanes_pay(g, grid_);
+  if (lanes_) {
+    const size_t kq = taps * cq_, B = lanes_s8::kBlockRows;
+    lanes_w_.assign((g.K + B - 1) / B * B * kq, 0);
+    for (size_t k = 0; k < g.K; ++k)
+      for (size_t i = 0; i < kq; ++i) lanes_w_[(k / B * kq + i) * B + k % B] = taps_quads_[k * kq + i];
+    for (size_t t = 0; t < taps; ++t)
+      for (size_t q = 0; q < cq_; ++q) k_off_.push_back(tap_offsets_[t] + q * plane_px_ * 4);
+    for (size_t oh = 0; oh < g.OH; ++oh)
+      for (size_t ow = 0; ow < g.OW; ++ow) pixel_off_.push_back((oh * wq_ + ow) * 4);
+  }
   offset_inits_.assign(size_t(g.K) + kBlockRows, 0);
   for (uint32_t k = 0; k < g.K; ++k) offset_inits_[k] = -offset_sums_[k];
   if (amx_) pack_amx_weights(weights);
@@ -450,6 +471,16 @@ void ImplicitConvS8::block_amx(const uint8_t* packed, uint32_t n, size_t row0, s
 #endif
 }
 
+void ImplicitConvS8::run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t row0) const {
+  const size_t rows = std::min(lanes_s8::kBlockRows, size_t(g_.K) - row0), kq = k_off_.size();
+  Int8Output o = direct;
+  o.windows += row0;
+  o.out += image * o.image_stride + row0 * o.ld;
+  if (o.other) o.other += image * o.image_stride + row0 * o.ld;
+  gemm_lanes_s8_gather(lanes_w_.data() + row0 * kq, offset_sums_.data() + row0, packed, pixel_off_.data(),
+                       k_off_.data(), rows, pixel_off_.size(), kq, o);
+}
+
 void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool,
                          const Epilogue& epilogue, const Int8Output* direct) const {
   if (!writes_int8()) direct = nullptr;
@@ -467,6 +498,15 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
         pack(x + n * image_stride, data + slot * image_bytes, u0, u1);
       },
       [&](size_t n0, size_t count) {
+        if (lanes_ && direct) {
+          // Blocks of 48 output channels outermost (a chunk's units share their weights), then images.
+          const size_t blocks = (g_.K + lanes_s8::kBlockRows - 1) / lanes_s8::kBlockRows;
+          pool.parallel_for(blocks * count, [&](size_t b, size_t e) {
+            for (size_t u = b; u < e; ++u)
+              run_lanes(data + (u % count) * image_bytes, n0 + u % count, *direct, (u / count) * lanes_s8::kBlockRows);
+          });
+          return;
+        }
         const size_t columns = count * pixel_blocks;  // the group's pixel blocks
         // Row blocks outermost: a chunk's units share their weights.
         pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "lane_rows_avx512.h"
 #include "lane_tile_table.h"
@@ -30,9 +31,6 @@ inline bool pays(size_t m, size_t n, size_t k) {
 }
 
 #ifdef SOFTDLA_X86
-// w: the block's weights, [kq][48] quads (zero past m); b: the panel's quads at the tile's first column
-// (quad q of column j at b[q * 16 + j]); init: the block's 48 starting sums; buf: the block's row 0 at
-// the tile's first column, rows ld words apart.
 // acc += x (unsigned bytes) . w (signed bytes), four products a lane. Written as asm with the
 // accumulator tied: with the intrinsic, GCC 12 copied 24 accumulators through other registers and the
 // stack on every step.
@@ -46,22 +44,38 @@ __attribute__((target("avx512f"), always_inline)) inline void add_to_each(__m512
   for (size_t p = 0; p < 8; ++p) v[p] = _mm512_add_epi32(v[p], s);
 }
 
+// Where a tile's activation quads come from. Panel: the packed B panel at the tile's first column
+// (quad q of column p at b[q * 16 + p]). Gather: column p's quads at cols[p] + k_off[q] (bytes), any
+// address per column and per quad (the implicit convolution's packed planes, conv_implicit.cpp).
+struct PanelSource {
+  const int32_t* b;
+  __attribute__((always_inline)) int32_t at(size_t q, size_t p) const { return b[q * 16 + p]; }
+};
+struct GatherSource {
+  const uint8_t* cols[8];
+  const size_t* k_off;
+  __attribute__((always_inline)) int32_t at(size_t q, size_t p) const {
+    int32_t v;
+    std::memcpy(&v, cols[p] + k_off[q], 4);
+    return v;
+  }
+};
+
 // Accumulators as named variables (c<column>_<vector>; those past kP or kV unused and dropped).
 #define SOFTDLA_LANE_COLS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-template <size_t kP, size_t kV>
-__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void tile(const int32_t* w, const int32_t* b,
-                                                                         size_t kq, const int32_t* init,
-                                                                         int32_t* buf, size_t ld) {
+template <size_t kP, size_t kV, class Source>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline void tile_from(
+    const int32_t* w, const Source& src, size_t kq, const int32_t* init, int32_t* buf, size_t ld) {
 #define DECLARE(p) __m512i c##p##_0 = _mm512_setzero_si512(), c##p##_1 = c##p##_0, c##p##_2 = c##p##_0;
   SOFTDLA_LANE_COLS8(DECLARE)
 #undef DECLARE
-  for (size_t q = 0; q < kq; ++q, w += kBlockRows, b += 16) {
+  for (size_t q = 0; q < kq; ++q, w += kBlockRows) {
     const __m512i w0 = _mm512_loadu_si512(w);
     const __m512i w1 = kV > 1 ? _mm512_loadu_si512(w + 16) : w0;
     const __m512i w2 = kV > 2 ? _mm512_loadu_si512(w + 32) : w0;
 #define STEP(p)                                                             \
   if constexpr (p < kP) {                                                   \
-    const __m512i x = _mm512_set1_epi32(b[p]);                              \
+    const __m512i x = _mm512_set1_epi32(src.at(q, p));                      \
     dpbusd(c##p##_0, x, w0);                                                \
     if constexpr (kV > 1) dpbusd(c##p##_1, x, w1);                          \
     if constexpr (kV > 2) dpbusd(c##p##_2, x, w2);                          \
@@ -101,10 +115,35 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void tile(const
 }
 #undef SOFTDLA_LANE_COLS8
 
+// w: the block's weights, [kq][48] quads (zero past m); b: the panel's quads at the tile's first column;
+// init: the block's 48 starting sums; buf: the block's row 0 at the tile's first column, rows ld words apart.
+template <size_t kP, size_t kV>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void tile(const int32_t* w, const int32_t* b,
+                                                                         size_t kq, const int32_t* init,
+                                                                         int32_t* buf, size_t ld) {
+  tile_from<kP, kV>(w, PanelSource{b}, kq, init, buf, ld);
+}
+
+// The same with each column's quads gathered: column p's quad q at cols[p] + k_off[q].
+template <size_t kP, size_t kV>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) void tile_gather(const int32_t* w,
+                                                                                const uint8_t* const* cols,
+                                                                                const size_t* k_off, size_t kq,
+                                                                                const int32_t* init, int32_t* buf,
+                                                                                size_t ld) {
+  GatherSource src{{}, k_off};
+  for (size_t p = 0; p < 8; ++p) src.cols[p] = cols[p < kP ? p : 0];
+  tile_from<kP, kV>(w, src, kq, init, buf, ld);
+}
+
 // The tile instances, for lane_tile_for (lane_tile_table.h).
 struct Tiles {
   template <size_t kP, size_t kV>
   static constexpr auto fn = &tile<kP, kV>;
+};
+struct GatherTiles {
+  template <size_t kP, size_t kV>
+  static constexpr auto fn = &tile_gather<kP, kV>;
 };
 
 #endif

@@ -387,6 +387,32 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_lanes_
   }
 }
 
+// gemm_lanes_s8_gather on AVX-512 VNNI: as gemm_lanes_s8_avx512, each tile's columns gathered.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_lanes_gather_avx512(
+    const int32_t* lanes, const int32_t* offset_sums, const uint8_t* base, const size_t* col_off,
+    const size_t* k_off, size_t m, size_t n, size_t kq, const Int8Output& out) {
+  constexpr size_t B = lanes_s8::kBlockRows, kGroup = 4 * kPanel;
+  std::optional<Residual512> add;
+  if (out.residual) add.emplace(*out.residual);
+  alignas(64) int32_t sums[B][kGroup];
+  for (size_t row = 0; row < m; row += B) {
+    const size_t rows = std::min(B, m - row);
+    alignas(64) int32_t init[B] = {};
+    for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
+    const int32_t* w = lanes + row * kq;
+    for (size_t col = 0; col < n; col += kGroup) {
+      const size_t cols = std::min(kGroup, n - col);
+      for (size_t c = 0; c < cols; c += lanes_s8::kTileCols) {
+        const size_t width = std::min(lanes_s8::kTileCols, cols - c);
+        const uint8_t* ptrs[lanes_s8::kTileCols];
+        for (size_t p = 0; p < width; ++p) ptrs[p] = base + col_off[col + c + p];
+        lane_tile_for<lanes_s8::GatherTiles>(rows, width)(w, ptrs, k_off, kq, init, &sums[0][c], kGroup);
+      }
+      emit_tile(sums, out, add ? &*add : nullptr, row, col, rows, cols);
+    }
+  }
+}
+
 // gemm_vnni_s8 on AMX tiles: each 32 x 32 block requantized (and added to the residual) as it leaves
 // the tiles, never stored as int32.
 void gemm_amx_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n,
@@ -486,6 +512,15 @@ void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint
   gemm_s8_avx512(a_quads, offset_sums, bp, m, n, k, out);
 #else
   (void)a_quads, (void)offset_sums, (void)bp, (void)m, (void)n, (void)k, (void)out, (void)lanes;
+#endif
+}
+
+void gemm_lanes_s8_gather(const int32_t* lanes, const int32_t* offset_sums, const uint8_t* base, const size_t* col_off,
+                          const size_t* k_off, size_t m, size_t n, size_t kq, const Int8Output& out) {
+#ifdef SOFTDLA_X86
+  gemm_lanes_gather_avx512(lanes, offset_sums, base, col_off, k_off, m, n, kq, out);
+#else
+  (void)lanes, (void)offset_sums, (void)base, (void)col_off, (void)k_off, (void)m, (void)n, (void)kq, (void)out;
 #endif
 }
 

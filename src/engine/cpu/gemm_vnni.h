@@ -62,4 +62,11 @@ bool gemm_vnni_s8_applies(Isa isa);
 void gemm_vnni_s8(const int32_t* a_quads, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
                   const Int8Output& out, const int32_t* lanes = nullptr);
 
+// The fused GEMM on lane tiles (AVX-512 VNNI) with its columns gathered: column j's quad q (4 bytes of
+// activations + 128) at base + col_off[j] + k_off[q], any address each, for the implicit convolution's
+// small grids (conv_implicit.h). lanes: rows [0, m) as [ceil(m / 48)][kq][48] quads (zero past m); the
+// results go where `out` says (row r, column j), as gemm_vnni_s8's do.
+void gemm_lanes_s8_gather(const int32_t* lanes, const int32_t* offset_sums, const uint8_t* base, const size_t* col_off,
+                          const size_t* k_off, size_t m, size_t n, size_t kq, const Int8Output& out);
+
 }  // namespace softdla::cpu
