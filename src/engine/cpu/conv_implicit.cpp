@@ -22,12 +22,19 @@ namespace {
 constexpr size_t kTileCols = 32;  // the tile buffer's row length (the wider tile)
 constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 
-// Whether the lane tiles take a convolution on the AVX-512 VNNI path: where the grid's register tiles
-// (32 pixels wide) compute at least a tenth more pixels than there are outputs (7 x 7 and 14 x 14
-// layers of a 3 x 3 kernel: 64 for 49, 224 for 196; 28 x 28: 864 for 784, left on the grid).
-bool lanes_pay(const ImplicitGeometry& g, size_t grid) {
-  const size_t computed = (grid + kTileCols - 1) / kTileCols * kTileCols;
-  return size_t(g.OH) * g.OW * 10 < computed * 9;
+// Whether the lane tiles take a convolution on the AVX-512 VNNI path: measured at least as fast as the
+// grid's 8 x 32 tiles on ResNet's 3 x 3 layers at every size (Zen 4, one thread: 56 x 56 1.00-1.03,
+// 28 x 28 1.08-1.15, 14 x 14 1.16, 7 x 7 1.3 times the speed), the small grids because the grid computes
+// outputs it drops (64 grid pixels for 49 outputs at 7 x 7, 224 for 196 at 14 x 14). Below 16 output
+// channels most of each lane vector would be padding.
+bool lanes_pay(const ImplicitGeometry& g) { return g.K >= 16; }
+
+// Output pixels a lane-tile work unit takes: whole tiles, at most about 512 (a unit's packed input in
+// L2), in at least `parts` parts where the pixels allow.
+size_t lane_unit_columns(size_t pixels, size_t parts) {
+  const size_t tiles = (pixels + lanes_s8::kTileCols - 1) / lanes_s8::kTileCols;
+  const size_t units = std::max((pixels + 511) / 512, std::min(parts, tiles));
+  return ((pixels + units - 1) / units + lanes_s8::kTileCols - 1) / lanes_s8::kTileCols * lanes_s8::kTileCols;
 }
 
 #ifdef SOFTDLA_X86
@@ -197,7 +204,7 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
     offset_sums_[k] = pairs ? 0 : 128 * sum;  // only the unsigned quads carry the +128 offset
   }
   zero_row_.assign(size_t(g.W) + 64, 0);  // vector loads reach a little past a run
-  lanes_ = !pairs && !amx_ && lanes_pay(g, grid_);
+  lanes_ = !pairs && !amx_ && lanes_pay(g);
   if (lanes_) {
     const size_t kq = taps * cq_, B = lanes_s8::kBlockRows;
     lanes_w_.assign((g.K + B - 1) / B * B * kq, 0);
@@ -471,14 +478,15 @@ void ImplicitConvS8::block_amx(const uint8_t* packed, uint32_t n, size_t row0, s
 #endif
 }
 
-void ImplicitConvS8::run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t row0) const {
+void ImplicitConvS8::run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t row0,
+                               size_t col0, size_t cols) const {
   const size_t rows = std::min(lanes_s8::kBlockRows, size_t(g_.K) - row0), kq = k_off_.size();
   Int8Output o = direct;
   o.windows += row0;
-  o.out += image * o.image_stride + row0 * o.ld;
-  if (o.other) o.other += image * o.image_stride + row0 * o.ld;
-  gemm_lanes_s8_gather(lanes_w_.data() + row0 * kq, offset_sums_.data() + row0, packed, pixel_off_.data(),
-                       k_off_.data(), rows, pixel_off_.size(), kq, o);
+  o.out += image * o.image_stride + row0 * o.ld + col0;
+  if (o.other) o.other += image * o.image_stride + row0 * o.ld + col0;
+  gemm_lanes_s8_gather(lanes_w_.data() + row0 * kq, offset_sums_.data() + row0, packed, pixel_off_.data() + col0,
+                       k_off_.data(), rows, cols, kq, o);
 }
 
 void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool,
@@ -499,11 +507,19 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
       },
       [&](size_t n0, size_t count) {
         if (lanes_ && direct) {
-          // Blocks of 48 output channels outermost (a chunk's units share their weights), then images.
+          // Blocks of 48 output channels outermost (a chunk's units share their weights), then images,
+          // then each image's output pixels in parts.
+          // Four units a thread at least (ResNet-50's last 3 x 3 layers: 11 blocks of one 49-pixel image).
           const size_t blocks = (g_.K + lanes_s8::kBlockRows - 1) / lanes_s8::kBlockRows;
-          pool.parallel_for(blocks * count, [&](size_t b, size_t e) {
-            for (size_t u = b; u < e; ++u)
-              run_lanes(data + (u % count) * image_bytes, n0 + u % count, *direct, (u / count) * lanes_s8::kBlockRows);
+          const size_t want = (4 * pool.size() + blocks * count - 1) / (blocks * count);
+          const size_t pixels = pixel_off_.size(), part = lane_unit_columns(pixels, want);
+          const size_t parts = (pixels + part - 1) / part, per_block = count * parts;
+          pool.parallel_for(blocks * per_block, [&](size_t b, size_t e) {
+            for (size_t u = b; u < e; ++u) {
+              const size_t image = u % per_block / parts, col0 = u % parts * part;
+              run_lanes(data + image * image_bytes, n0 + image, *direct, u / per_block * lanes_s8::kBlockRows, col0,
+                        std::min(part, pixels - col0));
+            }
           });
           return;
         }

@@ -87,10 +87,12 @@ class ImplicitConvS8 {
   std::vector<int8_t> zero_row_;       // an input row of zeros: what lanes past C read while packing
   std::vector<int32_t> offset_inits_;  // -offset_sums_, then a block of zeros: the tiles' starting sums
   std::vector<size_t> tap_offsets_;    // bytes from a grid pixel's packed position to its tap's input
-  // Small grids (7 x 7, 14 x 14) on lane tiles (gemm_lanes_s8_gather): output channels on the lanes,
-  // each output pixel's quads gathered from the packed planes, so no grid column is computed and dropped
-  // (a 7 x 7 3 x 3 layer computes 64 grid pixels for 49 outputs, a 14 x 14 one 224 for 196).
-  void run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t row0) const;
+  // The AVX-512 VNNI path's lane tiles (gemm_lanes_s8_gather): output channels on the lanes, each output
+  // pixel's quads gathered from the packed planes, so no grid column is computed and dropped (a 7 x 7
+  // 3 x 3 layer's grid is 64 pixels for 49 outputs, a 14 x 14 one's 224 for 196). One unit: output
+  // channels [row0, row0 + 48) of image `image` (packed at `packed`), output pixels [col0, col0 + cols).
+  void run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t row0, size_t col0,
+                 size_t cols) const;
   bool lanes_ = false;
   std::vector<int32_t> lanes_w_;   // [ceil(K / 48)][taps * cq][48] weight quads, output channels on the lanes
   std::vector<size_t> k_off_;      // per (tap, quad) of a row of taps_quads_: bytes from a pixel's packed position
