@@ -508,8 +508,8 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
       [&](size_t n0, size_t count) {
         if (lanes_ && direct) {
           // Blocks of 48 output channels outermost (a chunk's units share their weights), then images,
-          // then each image's output pixels in parts.
-          // Four units a thread at least (ResNet-50's last 3 x 3 layers: 11 blocks of one 49-pixel image).
+          // then each image's output pixels in parts: four units a thread at least (ResNet-50's last 3 x 3
+          // layers at batch 1 are 11 blocks of one 49-pixel image).
           const size_t blocks = (g_.K + lanes_s8::kBlockRows - 1) / lanes_s8::kBlockRows;
           const size_t want = (4 * pool.size() + blocks * count - 1) / (blocks * count);
           const size_t pixels = pixel_off_.size(), part = lane_unit_columns(pixels, want);

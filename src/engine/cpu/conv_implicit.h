@@ -9,8 +9,10 @@
 // P + (r dh / sh) Wq + s dw / sw of phase (r dh % sh, s dw % sw): every tap is the same 1x1 product with
 // its B shifted by a constant, so a register tile of 32 grid pixels loads 64 contiguous bytes per channel
 // quad and tap. The grid's last columns of each row are computed and dropped (3 % of a 56-wide 3x3
-// layer). Exact as gemm_vnni.h: the +128 offset is taken back with the weight sums, and int32 cannot
-// overflow while K <= kVnniMaxK.
+// layer, 23 % of a 7-wide one). On AVX-512 VNNI the int8 results come from lane tiles instead
+// (run_lanes): 48 output channels on the vector lanes and each output pixel's quads broadcast from its own
+// packed position, so only outputs are computed. Exact as gemm_vnni.h: the +128 offset is taken back with
+// the weight sums, and int32 cannot overflow while K <= kVnniMaxK.
 #pragma once
 #include <cstddef>
 #include <cstdint>
