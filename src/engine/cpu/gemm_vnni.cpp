@@ -359,58 +359,55 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,prfchw"))) void gemm
   });
 }
 
-// gemm_vnni_s8 on lane tiles (gemm_lanes_s8.h): blocks of 48 output channels outermost (their weights
-// read once), the columns in groups of 64 inside, each group's sums through the tile epilogue.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_lanes_s8_avx512(
-    const int32_t* lanes, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
-    const Int8Output& out) {
-  constexpr size_t B = lanes_s8::kBlockRows, kGroup = 4 * kPanel;
-  const size_t kq = k_quads(k), panel_words = kq * kPanel;
+// The lane-tile GEMMs' driver: blocks of 48 output channels outermost (their weights read once), the
+// columns in groups of kLaneGroup inside; tile(w, rows, j, width, init, sums) computes the tile of
+// `width` columns from column j into the group's sums, which then leave through the tile epilogue.
+constexpr size_t kLaneGroup = 4 * kPanel;
+template <class Tile>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void lane_blocks(
+    const int32_t* lanes, const int32_t* offset_sums, size_t m, size_t n, size_t kq, const Int8Output& out,
+    const Tile& tile) {
+  constexpr size_t B = lanes_s8::kBlockRows;
   std::optional<Residual512> add;
   if (out.residual) add.emplace(*out.residual);
-  alignas(64) int32_t sums[B][kGroup];
+  alignas(64) int32_t sums[B][kLaneGroup];
   for (size_t row = 0; row < m; row += B) {
     const size_t rows = std::min(B, m - row);
     alignas(64) int32_t init[B] = {};
     for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
     const int32_t* w = lanes + row * kq;  // row is a block's first row: its block starts at row * kq
-    for (size_t col = 0; col < n; col += kGroup) {
-      const size_t cols = std::min(kGroup, n - col);
-      for (size_t c = 0; c < cols; c += lanes_s8::kTileCols) {  // a tile stays inside its 16-column panel
-        const size_t j = col + c;
-        const int32_t* b = reinterpret_cast<const int32_t*>(bp) + j / kPanel * panel_words + j % kPanel;
-        const size_t width = std::min(lanes_s8::kTileCols, cols - c);
-        lane_tile_for<lanes_s8::Tiles>(rows, width)(w, b, kq, init, &sums[0][c], kGroup);
-      }
+    for (size_t col = 0; col < n; col += kLaneGroup) {
+      const size_t cols = std::min(kLaneGroup, n - col);
+      for (size_t c = 0; c < cols; c += lanes_s8::kTileCols)
+        tile(w, rows, col + c, std::min(lanes_s8::kTileCols, cols - c), init, &sums[0][c]);
       emit_tile(sums, out, add ? &*add : nullptr, row, col, rows, cols);
     }
   }
 }
 
-// gemm_lanes_s8_gather on AVX-512 VNNI: as gemm_lanes_s8_avx512, each tile's columns gathered.
+// gemm_vnni_s8 on lane tiles (gemm_lanes_s8.h), the activations from the packed panels.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_lanes_s8_avx512(
+    const int32_t* lanes, const int32_t* offset_sums, const uint8_t* bp, size_t m, size_t n, size_t k,
+    const Int8Output& out) {
+  const size_t kq = k_quads(k), panel_words = kq * kPanel;
+  lane_blocks(lanes, offset_sums, m, n, kq, out,
+              [&](const int32_t* w, size_t rows, size_t j, size_t width, const int32_t* init, int32_t* sums) {
+                // A tile stays inside its 16-column panel (groups start on a panel, tiles are 8 wide).
+                const int32_t* b = reinterpret_cast<const int32_t*>(bp) + j / kPanel * panel_words + j % kPanel;
+                lane_tile_for<lanes_s8::Tiles>(rows, width)(w, b, kq, init, sums, kLaneGroup);
+              });
+}
+
+// gemm_lanes_s8_gather on AVX-512 VNNI: each tile's columns gathered.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void gemm_lanes_gather_avx512(
     const int32_t* lanes, const int32_t* offset_sums, const uint8_t* base, const size_t* col_off,
     const size_t* k_off, size_t m, size_t n, size_t kq, const Int8Output& out) {
-  constexpr size_t B = lanes_s8::kBlockRows, kGroup = 4 * kPanel;
-  std::optional<Residual512> add;
-  if (out.residual) add.emplace(*out.residual);
-  alignas(64) int32_t sums[B][kGroup];
-  for (size_t row = 0; row < m; row += B) {
-    const size_t rows = std::min(B, m - row);
-    alignas(64) int32_t init[B] = {};
-    for (size_t r = 0; r < rows; ++r) init[r] = -offset_sums[row + r];
-    const int32_t* w = lanes + row * kq;
-    for (size_t col = 0; col < n; col += kGroup) {
-      const size_t cols = std::min(kGroup, n - col);
-      for (size_t c = 0; c < cols; c += lanes_s8::kTileCols) {
-        const size_t width = std::min(lanes_s8::kTileCols, cols - c);
-        const uint8_t* ptrs[lanes_s8::kTileCols];
-        for (size_t p = 0; p < width; ++p) ptrs[p] = base + col_off[col + c + p];
-        lane_tile_for<lanes_s8::GatherTiles>(rows, width)(w, ptrs, k_off, kq, init, &sums[0][c], kGroup);
-      }
-      emit_tile(sums, out, add ? &*add : nullptr, row, col, rows, cols);
-    }
-  }
+  lane_blocks(lanes, offset_sums, m, n, kq, out,
+              [&](const int32_t* w, size_t rows, size_t j, size_t width, const int32_t* init, int32_t* sums) {
+                const uint8_t* cols[lanes_s8::kTileCols];
+                for (size_t p = 0; p < width; ++p) cols[p] = base + col_off[j + p];
+                lane_tile_for<lanes_s8::GatherTiles>(rows, width)(w, cols, k_off, kq, init, sums, kLaneGroup);
+              });
 }
 
 // gemm_vnni_s8 on AMX tiles: each 32 x 32 block requantized (and added to the residual) as it leaves
