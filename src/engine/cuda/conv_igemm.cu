@@ -20,7 +20,9 @@
 
 #include "channels_last.h"
 #include "conv_igemm.h"
+#include "conv_igemm_stream.h"
 #include "igemm_core.cuh"
+#include "igemm_s8_epilogue.cuh"
 #include "sdp_forms.h"
 #include "kernel.h"  // eltwise_operand_slot
 #include "requant_window.h"
@@ -34,12 +36,7 @@ using Geo = IgemmGeometry;
 using igemm::kBlockThreads;
 using igemm::cp_async16;
 using igemm::cp_async_commit;
-// Flags of the windowed epilogue: every channel's window has kNonNegative; the fused residual add's
-// output window has it; the add's first input is rescaled by a plain product; the add runs in its
-// shared-scale form (SharedAdd, conv_igemm.h; the two flags before it then do not matter); with
-// kConvNonNegative, every channel's shift is 32 or more.
-constexpr int kConvNonNegative = 1, kAddNonNegative = 2, kAddPlainX = 4, kAddShared = 8, kConvHigh = 16;
-
+using namespace igemm_s8;
 struct FastChain {
   const int32_t* bias;   // per output channel (zeros without a bias step)
   const int32_t* mult;   // requantization, per output channel
@@ -63,41 +60,6 @@ struct TileShape : igemm::TileShape<BM, BN, KT, Stages> {
   static constexpr int kOperandOffset = kOperandInSide ? Base::kSmemBytes + kWindowBytes : Base::kParkBytes;
   static constexpr int kWindowSmemBytes = Base::kSmemBytes + kWindowBytes + (kOperandInSide ? kOperandBytes : 0);
 };
-
-// Four int32 values saturated to int8 and packed, value 0 in the lowest byte.
-__device__ __forceinline__ uint32_t pack_sat4(int32_t v0, int32_t v1, int32_t v2, int32_t v3) {
-  uint32_t high, out;
-  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;\n" : "=r"(high) : "r"(v3), "r"(v2));
-  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;\n" : "=r"(out) : "r"(v1), "r"(v0), "r"(high));
-  return out;
-}
-
-// The residual add in its shared-scale form on four of this convolution's rescaled values (before their
-// int8 saturation) and the four packed int8 values of the other input at the same positions: the result
-// depends on x + e alone, so which input the convolution computes does not matter.
-__device__ __forceinline__ uint32_t shared_add4(const SharedAdd& s, const int32_t (&mine)[4], uint32_t other) {
-  int32_t r[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int32_t u = min(max(mine[k], -128), 127) + int32_t(int8_t(other >> (8 * k)));
-    r[k] = min(max(((u * s.mult + s.add) >> s.shift), s.lo), s.hi);
-  }
-  return pack_sat4(r[0], r[1], r[2], r[3]);
-}
-
-// The residual add (requant_window.h) on four packed int8 values of this convolution and the four
-// same-position values of the other input; `swapped`: the convolution computes the add's second input.
-// kForm: kAddNonNegative | kAddPlainX, as residual_window_value's template flags.
-template <int kForm>
-__device__ __forceinline__ uint32_t residual4(const num::ResidualWindow& w, uint32_t mine, uint32_t other, bool swapped) {
-  const uint32_t xs = swapped ? other : mine, es = swapped ? mine : other;
-  int32_t v[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k)
-    v[k] = num::residual_window_value<(kForm & kAddNonNegative) != 0, (kForm & kAddPlainX) != 0>(
-        int32_t(int8_t(xs >> (8 * k))), int32_t(int8_t(es >> (8 * k))), w);
-  return pack_sat4(v[0], v[1], v[2], v[3]);
-}
 
 // chain_int8 as one shared copy (the general path is rare; inlining it 16 times would only grow the kernel).
 __device__ __noinline__ int8_t chain_int8_call(const DevChain& ch, int32_t v, uint32_t n, uint32_t c, uint32_t hw,
@@ -158,27 +120,6 @@ __device__ __forceinline__ void store_run(const int32_t* parked, uint32_t m, uin
       y[(uint64_t(n) * g.K + ch) * ohw + hw] = fused ? chain_int8_call(next, out.b[e], n, ch, hw, next_ops) : out.b[e];
   }
 }
-
-// The windowed requantization of four output channels (requant_window.h), held in registers.
-struct Windows4 {
-  num::RequantWindow q[4];
-  __device__ void load(const num::RequantWindow* w) {  // shared memory
-#pragma unroll
-    for (int k = 0; k < 4; ++k) q[k] = w[k];
-  }
-  // kConv: 0 any window, 1 every window has kNonNegative, 2 that and every shift is 32 or more (the
-  // value is the high word of the product, shifted by the rest: no funnel shift).
-  template <int kConv>
-  __device__ int32_t value(int32_t a, int k) const {
-    if constexpr (kConv == 2)
-      return int32_t(uint32_t(uint64_t(num::window_product(a, q[k])) >> 32)) >> ((q[k].shifts >> 8) & 255u);
-    else return kConv ? num::requant_window_nonnegative(a, q[k]) : num::requant_window_value(a, q[k]);
-  }
-  template <int kConv>
-  __device__ uint32_t apply(int4 acc) const {
-    return pack_sat4(value<kConv>(acc.x, 0), value<kConv>(acc.y, 1), value<kConv>(acc.z, 2), value<kConv>(acc.w, 3));
-  }
-};
 
 // kTap: bytes of one tap's channels when below 16 (Cp == 4: each 16-byte run spans 4 taps), else 16.
 // kEpi: kEpiGeneral (any chain, NHWC or NCHW output, any fused op) or kEpiWindow (the fast chain with
@@ -257,38 +198,16 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       const uint32_t* other_tile = reinterpret_cast<const uint32_t*>(smem + Tile::kOperandOffset);
       const int row_limit = min(row_end, int(g.M - m0));
       // One copy of the loop per sign case, so that the short forms are straight-line code.
-      auto rows = [&](auto conv_form, auto add_form) {
+      with_window_forms(flags, [&](auto conv_form, auto add_form) {
+        constexpr int kConv = decltype(conv_form)::value, kAdd = decltype(add_form)::value;
 #pragma unroll 2
         for (int r = row_begin + tid / kGroups; r < row_limit; r += kGroupRows) {
-          constexpr int kConv = decltype(conv_form)::value;
           const int4 acc = *reinterpret_cast<const int4*>(parked + r * Tile::kParkStride + group * 4);
-          uint32_t out;
-          if constexpr (decltype(add_form)::value == kAddShared) {
-            const int32_t mine[4] = {q.template value<kConv>(acc.x, 0), q.template value<kConv>(acc.y, 1),
-                                     q.template value<kConv>(acc.z, 2), q.template value<kConv>(acc.w, 3)};
-            out = shared_add4(shared, mine, other_tile[r * (BN / 4) + group]);  // kAddShared: always fused
-          } else {
-            out = q.template apply<kConv>(acc);
-            if (fused)
-              out = residual4<decltype(add_form)::value>(residual, out, other_tile[r * (BN / 4) + group], fused == 2);
-          }
+          const uint32_t out = window_group<kConv, kAdd>(q, acc, fused, fused ? other_tile[r * (BN / 4) + group] : 0u,
+                                                         shared, residual);
           *reinterpret_cast<uint32_t*>(y + uint64_t(m0 + r) * g.K + ch) = out;
         }
-      };
-      auto with_add_form = [&](auto conv_form) {
-        using std::integral_constant;
-        if (flags & kAddShared) return rows(conv_form, integral_constant<int, kAddShared>{});
-        switch (flags & (kAddNonNegative | kAddPlainX)) {
-          case 0: return rows(conv_form, integral_constant<int, 0>{});
-          case kAddNonNegative: return rows(conv_form, integral_constant<int, kAddNonNegative>{});
-          case kAddPlainX: return rows(conv_form, integral_constant<int, kAddPlainX>{});
-          default: return rows(conv_form, integral_constant<int, kAddNonNegative | kAddPlainX>{});
-        }
-      };
-      using std::integral_constant;
-      if (!(flags & kConvNonNegative)) with_add_form(integral_constant<int, 0>{});
-      else if (flags & kConvHigh) with_add_form(integral_constant<int, 2>{});
-      else with_add_form(integral_constant<int, 1>{});
+      });
     }
   } else {
     const uint32_t run = tid % kRuns, ch0 = n0 + run * 16;  // this thread's channels, the same in every row
@@ -427,6 +346,16 @@ bool shared_scale_adds() {
   return on;
 }
 
+// SOFTDLA_CUDA_TRIM=off, read once, keeps the shared-scale add's saturation before the add and its upper
+// clamp where they cannot change a byte (kAddInRange, kAddHighSat): tests, and the comparison.
+bool trimmed_adds() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_TRIM");
+    return !(v && std::string(v) == "off");
+  }();
+  return on;
+}
+
 }  // namespace
 
 bool igemm_supports(const Model& m, const Op& op, const ConvParams& p) {
@@ -504,7 +433,7 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
     std::vector<num::RequantWindow> windows((K + 127) / 128 * 128, num::RequantWindow{});
     // A window whose products never land on a negative rounding tie takes the short rounding as well
     // (fold_rounding_sign), and where every shift is 32 or more the value is the product's high word.
-    bool all = true, nonnegative = true, high = true;
+    bool all = true, nonnegative = true, high = true, in_range = true;
     for (uint32_t k = 0; k < K && all; ++k) {
       auto window = num::make_requant_window(biases[k], lo_, hi_, mults[k], shifts[k]);
       if (window && short_requant()) num::fold_rounding_sign(*window);
@@ -512,7 +441,15 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
       all = window.has_value();
       nonnegative = nonnegative && all && (window->shifts & num::RequantWindow::kNonNegative);
       high = high && all && (window->shifts & 255u) >= 32;
+      if (all) {  // the rescaled value is monotone in the clamped accumulator: its ends bound it
+        auto value = [&](int32_t a) {
+          return (window->shifts & num::RequantWindow::kNonNegative) ? num::requant_window_nonnegative(a, *window)
+                                                                     : num::requant_window_value(a, *window);
+        };
+        for (int32_t v : {value(window->lo), value(window->hi)}) in_range = in_range && v >= -128 && v <= 127;
+      }
     }
+    conv_in_range_ = all && in_range;
     if (all) windows_ = upload(windows);
     if (all && nonnegative) window_flags_ = kConvNonNegative | (high && short_requant() ? kConvHigh : 0);
   }
@@ -520,7 +457,11 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   tile_ = K <= 64 ? 1 : 0;
   const uint32_t BM = tile_ ? 256 : 128, BN = tile_ ? 64 : 128;
   splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM));
+  // 1 x 1 over one k-tile with several 128 x 128 tiles a block: the streaming kernel, where the epilogue
+  // is the windowed one (decided at enqueue, after fuse_next).
+  if (fast_ && splits_ == 1 && tile_ == 0) stream_blocks_ = stream_blocks(*g_);
   allow_shared_memory();
+  allow_stream_shared_memory();
 }
 
 IgemmConv::~IgemmConv() = default;
@@ -571,7 +512,15 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
   const bool wide = wide_k_tiles() && g_->kpad > 64;
   const int flags = window_flags_ |
                     (residual_ && (residual_->out.shifts & num::RequantWindow::kNonNegative) ? kAddNonNegative : 0) |
-                    (residual_ && residual_->x_product ? kAddPlainX : 0) | (shared_add_ ? kAddShared : 0);
+                    (residual_ && residual_->x_product ? kAddPlainX : 0) | (shared_add_ ? kAddShared : 0) |
+                    (shared_add_ && trimmed_adds() && conv_in_range_ ? kAddInRange : 0) |
+                    (shared_add_ && trimmed_adds() && shared_add_->hi == 127 ? kAddHighSat : 0);
+  if (window && stream_blocks_ > 0) {
+    const StreamEpilogue e{windows_.as<num::RequantWindow>(), flags, residual_ ? *residual_ : num::ResidualWindow{},
+                           shared_add_ ? *shared_add_ : SharedAdd{},
+                           fused ? static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]) : nullptr, fused};
+    return enqueue_stream(x, weights_.as<int8_t>(), y, *g_, e, stream_blocks_, stream);
+  }
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int BM = decltype(tile_tag)::value ? 256 : 128, BN = decltype(tile_tag)::value ? 64 : 128;
     auto run = [&](auto kt, auto stages) {
