@@ -1,6 +1,6 @@
 """test_int8_pipelines_match_cpu's byte comparison in one process, for running under compute-sanitizer
 (one process: the sanitizer's start-up is paid once). The pipeline is chosen by the environment as in
-that test (SOFTDLA_CUDA_IGEMM, _ADD, _REQUANT, _STREAM).
+that test (SOFTDLA_CUDA_IGEMM, _ADD, _REQUANT, _TRIM).
 
     compute-sanitizer --tool memcheck python3 scripts/sanpipe.py 1,2,8 k_tile_block,wide_block,residual_tail,resnet_like
 """

@@ -9,7 +9,9 @@
 //    negative rounding tie take the short rounding (fold_rounding_sign), and with every shift of 32 or
 //    more the value is the product's high word. A fused residual add on one shared scale (what the
 //    builder gives) runs in the CPU backend's 32-bit form of it (SharedAdd), otherwise in the window
-//    form; its other input is fetched into shared memory during the reduction;
+//    form; its other input is fetched into shared memory during the reduction. The shared-scale form
+//    leaves out its saturation before the add where every channel's rescaled value lies in int8, and its
+//    upper clamp where that is 127 (the saturating pack does it): kAddInRange, kAddHighSat;
 //  - general (any chain, NCHW output): 16-channel runs through the step interpreter of sdp_device.cuh.
 //
 // Launches are programmatic dependents of the previous kernel (griddepcontrol), so a block's set-up
@@ -20,7 +22,6 @@
 
 #include "channels_last.h"
 #include "conv_igemm.h"
-#include "conv_igemm_stream.h"
 #include "igemm_core.cuh"
 #include "igemm_s8_epilogue.cuh"
 #include "sdp_forms.h"
@@ -37,6 +38,7 @@ using igemm::kBlockThreads;
 using igemm::cp_async16;
 using igemm::cp_async_commit;
 using namespace igemm_s8;
+
 struct FastChain {
   const int32_t* bias;   // per output channel (zeros without a bias step)
   const int32_t* mult;   // requantization, per output channel
@@ -457,11 +459,7 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   tile_ = K <= 64 ? 1 : 0;
   const uint32_t BM = tile_ ? 256 : 128, BN = tile_ ? 64 : 128;
   splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM));
-  // 1 x 1 over one k-tile with several 128 x 128 tiles a block: the streaming kernel, where the epilogue
-  // is the windowed one (decided at enqueue, after fuse_next).
-  if (fast_ && splits_ == 1 && tile_ == 0) stream_blocks_ = stream_blocks(*g_);
   allow_shared_memory();
-  allow_stream_shared_memory();
 }
 
 IgemmConv::~IgemmConv() = default;
@@ -515,12 +513,6 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
                     (residual_ && residual_->x_product ? kAddPlainX : 0) | (shared_add_ ? kAddShared : 0) |
                     (shared_add_ && trimmed_adds() && conv_in_range_ ? kAddInRange : 0) |
                     (shared_add_ && trimmed_adds() && shared_add_->hi == 127 ? kAddHighSat : 0);
-  if (window && stream_blocks_ > 0) {
-    const StreamEpilogue e{windows_.as<num::RequantWindow>(), flags, residual_ ? *residual_ : num::ResidualWindow{},
-                           shared_add_ ? *shared_add_ : SharedAdd{},
-                           fused ? static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]) : nullptr, fused};
-    return enqueue_stream(x, weights_.as<int8_t>(), y, *g_, e, stream_blocks_, stream);
-  }
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int BM = decltype(tile_tag)::value ? 256 : 128, BN = decltype(tile_tag)::value ? 64 : 128;
     auto run = [&](auto kt, auto stages) {

@@ -59,7 +59,6 @@ class IgemmConv final : public GpuOp {
   int32_t lo_ = INT32_MIN, hi_ = INT32_MAX;
   int tile_ = 0;  // 0: 128 pixels x 128 channels, 1: 256 x 64
   int splits_ = 1;  // blocks (a cluster) sharing one output tile, each with a slice of the reduction
-  int stream_blocks_ = 0;  // > 0: the streaming 1 x 1 kernel with this many blocks (conv_igemm_stream.h)
 };
 
 }  // namespace softdla::gpu

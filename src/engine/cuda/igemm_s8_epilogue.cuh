@@ -1,6 +1,5 @@
-// The windowed INT8 epilogue's arithmetic on four output channels of one row, shared by the implicit-GEMM
-// kernel (conv_igemm.cu) and the streaming 1 x 1 kernel (conv_igemm_stream.cu): the requantization in
-// its window forms (requant_window.h), the fused residual add in its shared-scale (SharedAdd) or window
+// The windowed INT8 epilogue's arithmetic on four output channels of one row (conv_igemm.cu's row loop):
+// the requantization in its window forms (requant_window.h), the fused residual add in its shared-scale (SharedAdd) or window
 // form, and the saturating pack to four int8 bytes.
 #pragma once
 #include <cstdint>
@@ -92,7 +91,7 @@ struct Windows4 {
 
 // One 4-byte group of the output: the group's accumulators through the requantization and, when
 // `fused`, the residual add with the other input's 4 bytes at the same position (kAdd: kAddShared, or
-// kAddNonNegative | kAddPlainX for the window form). The same steps as conv_igemm.cu's row loop.
+// kAddNonNegative | kAddPlainX for the window form).
 template <int kConv, int kAdd>
 __device__ __forceinline__ uint32_t window_group(const Windows4& q, int4 acc, int fused, uint32_t other,
                                                  const SharedAdd& shared, const num::ResidualWindow& residual) {
