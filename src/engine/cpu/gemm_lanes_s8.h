@@ -1,8 +1,9 @@
-// The INT8 GEMM tile with output channels on the vector lanes (AVX-512 VNNI), for GEMMs of few columns:
-// the 1x1 convolutions over a 7 x 7 or 14 x 14 grid, whose 49 or 196 columns the 16-column panels of
-// gemm_vnni.h compute as 64 or 208. Here a tile is kP columns x 16 kV output channels: each k quad
-// loads kV weight vectors (the quads of 16 channels) and broadcasts kP columns' activation quads from
-// the packed B panel, vpdpbusd multiplying the activations (offset by 128, unsigned) by the weights
+// The INT8 GEMM tile with output channels on the vector lanes (AVX-512 VNNI): for the 1x1 convolutions
+// over a 7 x 7 grid, whose 49 columns the 16-column panels of gemm_vnni.h compute as 64, and for every
+// k x k convolution of the implicit GEMM (conv_implicit.h), whose output pixels it computes without the
+// grid's dropped columns. Here a tile is kP columns x 16 kV output channels: each k quad loads kV weight
+// vectors (the quads of 16 channels) and broadcasts kP columns' activation quads, from the packed B
+// panel (PanelSource) or from each column's own address (GatherSource), vpdpbusd multiplying the activations (offset by 128, unsigned) by the weights
 // (signed) as the panel tiles do, and the sums start from the rows' -128 * sum(w), so each sum is the
 // same exact int32. They leave through a [channel][column] buffer (scattered sixteen channels at a
 // time) and gemm_vnni.cpp's usual tile epilogue.
