@@ -4,8 +4,11 @@
 // of 16 channels) and otherwise use Cp = 4, four taps per 16-byte run.
 //
 // The SDP chain runs exactly (the same integer steps as the CPU backend) in one of two epilogues:
-//  - windowed (the usual case: bias, ReLU/Clip, requantization, NHWC output): each thread keeps four
-//    channels' requant windows (requant_window.h) in registers and stores 4-byte groups. Windows with no
+//  - windowed (the usual case: bias, ReLU/Clip, requantization, NHWC output): without split-K straight
+//    from the mma fragments (each thread's 8 channels are fixed, so it reads their requant windows,
+//    requant_window.h, once; the int8 results are exchanged within each quad of lanes into 16-byte
+//    stores; no parking, no block barrier); with split-K on the parked and summed accumulators, four
+//    channels' windows a thread in registers and 4-byte stores. Windows with no
 //    negative rounding tie take the short rounding (fold_rounding_sign), and with every shift of 32 or
 //    more the value is the product's high word. A fused residual add on one shared scale (what the
 //    builder gives) runs in the CPU backend's 32-bit form of it (SharedAdd), otherwise in the window
@@ -123,6 +126,84 @@ __device__ __forceinline__ void store_run(const int32_t* parked, uint32_t m, uin
   }
 }
 
+// The 16-byte runs of the tile that window_from_fragments gives a thread: row warp_m * 64 + i * 16 +
+// lane / 4 + 8 * (lane % 4 / 2), channels warp_n * 32 + (lane % 2) * 16 .. + 15, for i = 0..3.
+template <int BM, int BN>
+struct FragmentRuns {
+  static constexpr int kWarpsN = BN / 32;
+  int row0, col;
+  __device__ FragmentRuns() {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    row0 = (warp / kWarpsN) * 64 + (lane >> 2) + 8 * ((lane >> 1) & 1);
+    col = (warp % kWarpsN) * 32 + (lane & 1) * 16;
+  }
+  // Where run i of this thread lies in the other input's copy in shared memory: each thread's own runs,
+  // so that no barrier is needed between their fetch and their use, and a warp's 32 runs of one i
+  // contiguous (conflict-free).
+  __device__ static uint32_t slot(int i) { return ((threadIdx.x >> 5) * 4 + i) * 512 + (threadIdx.x & 31) * 16; }
+};
+
+// The fused residual add's other input at this thread's runs (FragmentRuns), into `dst` (BM * BN bytes of
+// shared memory).
+template <int BM, int BN>
+__device__ __forceinline__ void fetch_own_operand(uint32_t dst, const int8_t* operand, const Geo& g, uint32_t m0,
+                                                  uint32_t n0) {
+  const FragmentRuns<BM, BN> runs;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t m = m0 + runs.row0 + i * 16, c = n0 + runs.col;
+    const bool ok = m < g.M && c < g.K;
+    cp_async16(dst + FragmentRuns<BM, BN>::slot(i), ok ? operand + uint64_t(m) * g.K + c : operand, ok);
+  }
+}
+
+// The windowed epilogue without split-K, on the accumulators as the mma left them (igemm_reduce): each
+// thread's 8 channels are fixed, so it reads their windows once (side: the tile's windows in shared
+// memory); the int8 results are exchanged within each quad of lanes (quad_transpose) into 16-byte runs,
+// which take the fused residual add (operand: the other input's runs, fetch_own_operand) and one
+// 16-byte store each. No block barrier, no parking.
+template <int BM, int BN>
+__device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[4][4][4], const uint8_t* side,
+                                                      const uint8_t* operand, const Geo& g, uint32_t m0, uint32_t n0,
+                                                      int flags, int fused, const SharedAdd& shared,
+                                                      const num::ResidualWindow& residual, int8_t* __restrict y) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, quad = lane & 3;
+  const num::RequantWindow* win =
+      reinterpret_cast<const num::RequantWindow*>(side) + (warp % FragmentRuns<BM, BN>::kWarpsN) * 32 + 2 * quad;
+  uint32_t bytes[4][2][2];
+  with_conv_form(flags, [&](auto conv_form) { requant_fragments<decltype(conv_form)::value>(acc, win, bytes); });
+  uint4 run[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) run[i] = quad_transpose(bytes[i], quad);
+  const FragmentRuns<BM, BN> runs;
+  const uint32_t ch = n0 + runs.col;
+  if (ch >= g.K) return;
+  auto store = [&](int i, uint4 v) {
+    const uint32_t m = m0 + runs.row0 + i * 16;
+    if (m >= g.M) return;
+    int8_t* dst = y + uint64_t(m) * g.K + ch;
+    if (ch + 16 <= g.K) {
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {  // a channel count that is a multiple of 4 only: the run's whole groups
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      for (uint32_t k = 0; k < 4 && ch + 4 * k < g.K; ++k) reinterpret_cast<uint32_t*>(dst)[k] = words[k];
+    }
+  };
+  if (!fused) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) store(i, run[i]);
+    return;
+  }
+  igemm::cp_async_wait<0>();  // this thread's own copies of the other input (no other thread reads them)
+  with_run_add_form(flags, [&](auto add_form) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint4 other = *reinterpret_cast<const uint4*>(operand + FragmentRuns<BM, BN>::slot(i));
+      store(i, add_run16<decltype(add_form)::value>(run[i], other, fused == 2, shared, residual));
+    }
+  });
+}
+
 // kTap: bytes of one tap's channels when below 16 (Cp == 4: each 16-byte run spans 4 taps), else 16.
 // kEpi: kEpiGeneral (any chain, NHWC or NCHW output, any fused op) or kEpiWindow (the fast chain with
 // every channel's requantization window, NHWC output, a fused op only as a residual window): the latter
@@ -142,9 +223,10 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x;
   const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  // The fused residual add's other input for the tile, 16 bytes a thread at a time, into `dst`.
+  // The fused residual add's other input.
+  const int8_t* operand = static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]);
+  // Its tile, 16 bytes a thread at a time, into `dst` ([BM][BN], for the epilogue on parked rows).
   auto fetch_operand = [&](uint32_t dst) {
-    const int8_t* operand = static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]);
     constexpr int kChunks = BN / 16;
     for (int i = tid; i < BM * kChunks; i += kBlockThreads) {
       const uint32_t row = i / kChunks, c = n0 + (i % kChunks) * 16, m = m0 + row;
@@ -152,6 +234,9 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       cp_async16(dst + row * BN + (i % kChunks) * 16, ok ? operand + uint64_t(m) * g.K + c : operand, ok);
     }
   };
+  // Without split-K the windowed epilogue runs straight from the mma fragments (window_from_fragments);
+  // with it, on the accumulators parked in shared memory and summed over the cluster.
+  const bool direct = kEpi == kEpiWindow && gridDim.z == 1;
   // The windowed epilogue's inputs, fetched first (their own cp.async group) so that the epilogue
   // starts without a trip to memory.
   if constexpr (kEpi == kEpiWindow) {
@@ -165,8 +250,23 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   // what earlier kernels wrote, so wait here for them to complete (a no-op for a plain launch).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if constexpr (kEpi == kEpiWindow) {
-    if (Tile::kOperandInSide && fused) fetch_operand(smem_base + Tile::kOperandOffset);
+    if (Tile::kOperandInSide && fused) {
+      if (direct) fetch_own_operand<BM, BN>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
+      else fetch_operand(smem_base + Tile::kOperandOffset);
+    }
     cp_async_commit();
+    if (direct) {
+      int32_t acc[4][4][4];
+      igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages>(reinterpret_cast<const uint8_t*>(x),
+                                                                   reinterpret_cast<const uint8_t*>(w), g, smem, acc);
+      if (!Tile::kOperandInSide && fused) {  // into the pipeline's memory, now free
+        fetch_own_operand<BM, BN>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
+        cp_async_commit();
+      }
+      window_from_fragments<BM, BN>(acc, smem + Tile::kSmemBytes, smem + Tile::kOperandOffset, g, m0, n0, flags,
+                                    fused, shared, residual, y);
+      return;
+    }
   }
   // Otherwise the other input's tile is fetched between the reduction and the parking.
   auto before_park = [&] {

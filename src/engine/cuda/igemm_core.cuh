@@ -1,8 +1,9 @@
 // The part of the implicit-GEMM convolution that does not depend on the element type: the loaders that
 // read channels-last activations straight from memory (no im2col buffer), the cp.async pipeline, the
-// tensor-core main loop, the parking of the accumulators in shared memory and the split-K sum. The INT8
-// kernel (conv_igemm.cu, mma m16n8k32 s8 -> s32) and the FP16 kernel (conv_igemm_f16.cu, mma m16n8k16
-// f16 -> f32) each add their own prologue and SDP epilogue around igemm_accumulate().
+// tensor-core main loop (igemm_reduce: the accumulators stay in the mma fragments), the parking of the
+// accumulators in shared memory and the split-K sum (igemm_accumulate). The INT8 kernel (conv_igemm.cu,
+// mma m16n8k32 s8 -> s32) and the FP16 kernel (conv_igemm_f16.cu, mma m16n8k16 f16 -> f32) each add
+// their own prologue and SDP epilogue around these.
 //
 // Everything here counts the reduction in bytes: a k-tile is KT = 64 or 128 bytes of (tap r, tap s,
 // channel c) with the channels padded to Cp bytes, so one 16-byte run is one pixel's channels at one tap.
@@ -153,23 +154,21 @@ struct NoHook {
   __device__ void operator()() const {}
 };
 
-// The convolution's accumulators for the block's tile (pixels m0.., channels n0..), left in shared
-// memory as Mma::Acc parked[BM][kParkStride] (split-K: summed over the cluster in each block's rows).
-// kTap: bytes of one tap's channels when below 16 (Cp == kTap: each 16-byte run spans 16 / kTap taps),
-// else 16. KT, Stages: as TileShape (a k-tile may reach past kpad by 64 bytes: zeros there, and its
-// second half is skipped).
+// The convolution's accumulators for the block's tile (pixels m0.., channels n0..; split-K: this block's
+// slice of the k-tiles) in acc, in the mma fragment layout: acc[i][j] holds rows warp_m * 64 + i * 16 +
+// lane / 4 (+ 8 for elements 2 and 3) and channels warp_n * 32 + j * 8 + 2 * (lane % 4) (+ 1 for the odd
+// elements) of the tile. kTap: bytes of one tap's channels when below 16 (Cp == kTap: each 16-byte run
+// spans 16 / kTap taps), else 16. KT, Stages: as TileShape (a k-tile may reach past kpad by 64 bytes:
+// zeros there, and its second half is skipped).
 // The caller has waited for the previous kernel (griddepcontrol.wait) and may have committed cp.async
-// groups of its own, which complete here too. `before_park` runs once the pipeline's memory is free,
-// before the accumulators are parked (it may start cp.async copies into the pipeline's memory past
-// kParkBytes, which the caller waits for). After the return the pipeline's memory is the parking space;
-// with split-K the caller ends with cluster_wait() (no block leaves while another may still read its
-// parking space).
-template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, class Hook = NoHook>
-__device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x, const uint8_t* __restrict w,
-                                                     const IgemmGeometry& g, uint8_t* smem,
-                                                     const Hook& before_park = Hook{}) {
+// groups of its own, which complete here too. On return every cp.async group is complete, the block has
+// passed a barrier after its last read of the pipeline's memory (free for any use), and the next kernel
+// may be launched.
+template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages>
+__device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const uint8_t* __restrict w,
+                                             const IgemmGeometry& g, uint8_t* smem,
+                                             typename Mma::Acc (&acc)[4][4][4]) {
   using Tile = TileShape<BM, BN, KT, Stages>;
-  using Acc = typename Mma::Acc;
   static_assert(kTap == 4 || kTap == 8 || kTap == 16, "tap widths");
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -253,7 +252,6 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
     if (!g.pointwise) cur.advance(KT, g);
   };
 
-  Acc acc[4][4][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -301,11 +299,30 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
     }
   }
   cp_async_wait<0>();
-  __syncthreads();  // the pipeline's memory becomes the epilogue's parking space
-  before_park();
+  __syncthreads();  // the pipeline's memory is free
   // The next kernel may be scheduled once every block got this far (it still waits for this one to
   // finish before it reads anything): its launch and set-up overlap this grid's last epilogues.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+// igemm_reduce's accumulators parked in shared memory as Mma::Acc parked[BM][kParkStride] (split-K:
+// summed over the cluster in each block's rows), so that an epilogue can take contiguous channels of a
+// row. `after_reduce` runs once the pipeline's memory is free, before the accumulators are parked (it
+// may start cp.async copies into the pipeline's memory past kParkBytes, which the caller waits for).
+// With split-K the caller ends with cluster_wait() (no block leaves while another may still read its
+// parking space).
+template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, class Hook = NoHook>
+__device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x, const uint8_t* __restrict w,
+                                                     const IgemmGeometry& g, uint8_t* smem,
+                                                     const Hook& after_reduce = Hook{}) {
+  using Tile = TileShape<BM, BN, KT, Stages>;
+  using Acc = typename Mma::Acc;
+  Acc acc[4][4][4];
+  igemm_reduce<Mma, BM, BN, kTap, KT, Stages>(x, w, g, smem, acc);
+  after_reduce();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
+  const int splits = int(gridDim.z), rank = int(blockIdx.z);
 
   // ---- the accumulators are parked in shared memory (the pipeline's, now free), so that the epilogue
   // can take contiguous channels of a row; no accumulator is live past this point. ----
