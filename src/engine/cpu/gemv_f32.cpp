@@ -28,15 +28,16 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256 load8(const ui
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
 }
 
-// Output channels [kb, kb + kBlock) of `images` (1 to kImages) images: x[i] their C inputs (fp32).
+// Output channels [kb, kb + kBlock) of `images` (1 to kImages) images: x[i] their C inputs (fp32); wt
+// the weights in blocks (GemvF32::wt_), this block's at wt + kb * c.
 template <size_t Images, class W>
-__attribute__((target("avx512f,fma"))) void block_avx512(const W* wt, size_t kp, size_t c, const float* const* x,
-                                                         size_t kb, float* const* y) {
+__attribute__((target("avx512f,fma"))) void block_avx512(const W* wt, size_t c, const float* const* x, size_t kb,
+                                                         float* const* y) {
   __m512 acc[Images][8];
   for (size_t i = 0; i < Images; ++i)
     for (size_t j = 0; j < 8; ++j) acc[i][j] = _mm512_setzero_ps();
   for (size_t ch = 0; ch < c; ++ch) {
-    const W* w = wt + ch * kp + kb;
+    const W* w = wt + kb * c + ch * kBlock;
     __m512 xb[Images];
     for (size_t i = 0; i < Images; ++i) xb[i] = _mm512_set1_ps(x[i][ch]);
     for (size_t j = 0; j < 8; ++j) {
@@ -49,7 +50,7 @@ __attribute__((target("avx512f,fma"))) void block_avx512(const W* wt, size_t kp,
 }
 
 template <size_t Images, class W>
-__attribute__((target("avx2,fma,f16c"))) void block_avx2(const W* wt, size_t kp, size_t c, const float* const* x,
+__attribute__((target("avx2,fma,f16c"))) void block_avx2(const W* wt, size_t c, const float* const* x,
                                                          size_t kb, float* const* y) {
   // 16 vectors of 8 would outgrow the 16 registers with three images: two passes of 8 vectors.
   for (size_t half = 0; half < kBlock; half += 64) {
@@ -57,7 +58,7 @@ __attribute__((target("avx2,fma,f16c"))) void block_avx2(const W* wt, size_t kp,
     for (size_t i = 0; i < Images; ++i)
       for (size_t j = 0; j < 8; ++j) acc[i][j] = _mm256_setzero_ps();
     for (size_t ch = 0; ch < c; ++ch) {
-      const W* w = wt + ch * kp + kb + half;
+      const W* w = wt + kb * c + ch * kBlock + half;
       __m256 xb[Images];
       for (size_t i = 0; i < Images; ++i) xb[i] = _mm256_set1_ps(x[i][ch]);
       for (size_t j = 0; j < 8; ++j) {
@@ -71,17 +72,17 @@ __attribute__((target("avx2,fma,f16c"))) void block_avx2(const W* wt, size_t kp,
 }
 
 template <size_t Images, class W>
-void block(bool avx512, const W* wt, size_t kp, size_t c, const float* const* x, size_t kb, float* const* y) {
-  if (avx512) block_avx512<Images>(wt, kp, c, x, kb, y);
-  else block_avx2<Images>(wt, kp, c, x, kb, y);
+void block(bool avx512, const W* wt, size_t c, const float* const* x, size_t kb, float* const* y) {
+  if (avx512) block_avx512<Images>(wt, c, x, kb, y);
+  else block_avx2<Images>(wt, c, x, kb, y);
 }
 
 template <class W>
-void block_images(size_t count, bool avx512, const W* wt, size_t kp, size_t c, const float* const* x, size_t kb,
+void block_images(size_t count, bool avx512, const W* wt, size_t c, const float* const* x, size_t kb,
                   float* const* y) {
-  if (count == 3) block<3>(avx512, wt, kp, c, x, kb, y);
-  else if (count == 2) block<2>(avx512, wt, kp, c, x, kb, y);
-  else block<1>(avx512, wt, kp, c, x, kb, y);
+  if (count == 3) block<3>(avx512, wt, c, x, kb, y);
+  else if (count == 2) block<2>(avx512, wt, c, x, kb, y);
+  else block<1>(avx512, wt, c, x, kb, y);
 }
 #endif
 
@@ -106,8 +107,9 @@ GemvF32::GemvF32(const float* weights, size_t k, size_t c, bool halves) : k_(k),
   for (size_t kk = 0; kk < k; ++kk)
     for (size_t ch = 0; ch < c; ++ch) {
       const float v = weights[kk * c + ch];
-      if (keep_halves) wh_[ch * kp_ + kk] = num::float_to_half(v);  // exact: v is an fp16 value
-      else wt_[ch * kp_ + kk] = v;
+      const size_t at = (kk / kBlock * c + ch) * kBlock + kk % kBlock;
+      if (keep_halves) wh_[at] = num::float_to_half(v);  // exact: v is an fp16 value
+      else wt_[at] = v;
     }
 }
 
@@ -123,8 +125,8 @@ void GemvF32::run(const void* x, bool halves, size_t images, float* y, ThreadPoo
   float* yp = ys.data();
   run_gemv_units<kBlock, kImages>(pool, kp_, images, xs.data(), c_, yp, ThreadPool::min_items(c_ * kBlock),
                                   [&](size_t count, const float* const* xi, size_t kb, float* const* yi) {
-                                    if (!wh_.empty()) block_images(count, avx512, wh_.data(), kp_, c_, xi, kb, yi);
-                                    else block_images(count, avx512, wt_.data(), kp_, c_, xi, kb, yi);
+                                    if (!wh_.empty()) block_images(count, avx512, wh_.data(), c_, xi, kb, yi);
+                                    else block_images(count, avx512, wt_.data(), c_, xi, kb, yi);
                                   });
   for (size_t n = 0; n < images; ++n) std::copy_n(yp + n * kp_, k_, y + n * k_);
 #else

@@ -32,7 +32,9 @@ class GemvF32 {
 
  private:
   size_t k_ = 0, c_ = 0, kp_ = 0;  // kp_: K rounded up to whole blocks of output channels
-  std::vector<float> wt_;         // [C][kp_], zeros past K
+  // [kp_ / 128][C][128]: each block of 128 output channels one stream, as a unit reads it (a [C][kp_]
+  // layout read 256 bytes a row 2 KiB apart, which the prefetchers followed badly); zeros past K.
+  std::vector<float> wt_;
   std::vector<uint16_t> wh_;      // the same as fp16 bits, in place of wt_ for an FP16 layer
 };
 

@@ -20,14 +20,14 @@ constexpr size_t kImages = 3;
 // Output channels [kb, kb + kBlock) of `Images` images: xq[i] their inputs as offset quads (one dword per 4
 // input channels), y[i] where their sums go.
 template <size_t Images>
-__attribute__((target("avx512f,avx512vnni"))) void block_vnni(const int8_t* w, size_t kp, size_t quads,
+__attribute__((target("avx512f,avx512vnni"))) void block_vnni(const int8_t* w, size_t quads,
                                                               const int32_t* start, const uint32_t* const* xq,
                                                               size_t kb, int32_t* const* y) {
   __m512i acc[Images][8];
   for (size_t i = 0; i < Images; ++i)
     for (size_t j = 0; j < 8; ++j) acc[i][j] = _mm512_loadu_si512(start + kb + 16 * j);
   for (size_t q = 0; q < quads; ++q) {
-    const int8_t* wq = w + (q * kp + kb) * 4;
+    const int8_t* wq = w + (kb * quads + q * kBlock) * 4;  // GemvS8Vnni::w_'s block of kb, quad q
     __m512i xb[Images];
     for (size_t i = 0; i < Images; ++i) xb[i] = _mm512_set1_epi32(int32_t(xq[i][q]));
     for (size_t j = 0; j < 8; ++j) {
@@ -39,11 +39,11 @@ __attribute__((target("avx512f,avx512vnni"))) void block_vnni(const int8_t* w, s
     for (size_t j = 0; j < 8; ++j) _mm512_storeu_si512(y[i] + kb + 16 * j, acc[i][j]);
 }
 
-void block_images(size_t count, const int8_t* w, size_t kp, size_t quads, const int32_t* start,
-                  const uint32_t* const* xq, size_t kb, int32_t* const* y) {
-  if (count == 3) block_vnni<3>(w, kp, quads, start, xq, kb, y);
-  else if (count == 2) block_vnni<2>(w, kp, quads, start, xq, kb, y);
-  else block_vnni<1>(w, kp, quads, start, xq, kb, y);
+void block_images(size_t count, const int8_t* w, size_t quads, const int32_t* start, const uint32_t* const* xq,
+                  size_t kb, int32_t* const* y) {
+  if (count == 3) block_vnni<3>(w, quads, start, xq, kb, y);
+  else if (count == 2) block_vnni<2>(w, quads, start, xq, kb, y);
+  else block_vnni<1>(w, quads, start, xq, kb, y);
 }
 #endif
 
@@ -67,7 +67,7 @@ GemvS8Vnni::GemvS8Vnni(const int8_t* weights, size_t k, size_t c) : k_(k), c_(c)
     int32_t sum = 0;
     for (size_t ch = 0; ch < c; ++ch) {
       const int8_t v = weights[kk * c + ch];
-      w_[((ch / 4) * kp_ + kk) * 4 + ch % 4] = v;
+      w_[((kk / kBlock * quads_ + ch / 4) * kBlock + kk % kBlock) * 4 + ch % 4] = v;
       sum += v;
     }
     start_[kk] = -128 * sum;
@@ -88,7 +88,7 @@ void GemvS8Vnni::run(const int8_t* x, size_t images, int32_t* sums, ThreadPool& 
   int32_t* yp = ys.data();
   run_gemv_units<kBlock, kImages>(pool, kp_, images, xs.data(), quads_, yp, ThreadPool::min_items(quads_ * kBlock),
                                   [&](size_t count, const uint32_t* const* xi, size_t kb, int32_t* const* yi) {
-                                    block_images(count, w_.data(), kp_, quads_, start_.data(), xi, kb, yi);
+                                    block_images(count, w_.data(), quads_, start_.data(), xi, kb, yi);
                                   });
   for (size_t n = 0; n < images; ++n) std::copy_n(yp + n * kp_, k_, sums + n * k_);
 #else
