@@ -20,6 +20,7 @@ struct Layer {
   uint32_t groups = 1;
   uint32_t batch = 1;
   bool residual = false;  // the residual add (and ReLU) after the convolution, fused into it (INT8 only)
+  bool relu = true;       // false: bias only, as a bottleneck's downsample (its results keep their sign)
 };
 
 // Representative ResNet-50 layers (224x224 input, batch 1 unless named _b8).
@@ -41,6 +42,9 @@ constexpr Layer kLayers[] = {
     {"res4_1x1_1024to256", 1024, 256, 14, 1, 1},  // wide input, small grid: the widened input is L2-sized
     // The bottleneck's last 1x1 convolutions with the residual add fused.
     {"res2_1x1_64to256_add", 64, 256, 56, 1, 1, 1, 1, true},
+    // The downsamples: no ReLU, so their requantization has negative results to round.
+    {"res2_1x1_64to256_linear", 64, 256, 56, 1, 1, 1, 1, false, false},
+    {"res3_1x1s2_256to512_linear", 256, 512, 56, 1, 2, 1, 1, false, false},
     {"res4_1x1_256to1024_add", 256, 1024, 14, 1, 1, 1, 1, true},
     {"res5_1x1_512to2048_add_b8", 512, 2048, 7, 1, 1, 1, 8, true},
     // MobileNetV2 depthwise layers (224x224 input).
@@ -54,6 +58,9 @@ constexpr Layer kLayers[] = {
     // MobileNetV2 1x1 layers: expansions, projections with few channels, the last stage's wide ones.
     {"mbv2_1x1_16to96_112", 16, 96, 112, 1, 1},
     {"mbv2_1x1_144to24_56", 144, 24, 56, 1, 1},
+    {"mbv2_1x1_32to16_112", 32, 16, 112, 1, 1},
+    {"mbv2_1x1_96to24_56", 96, 24, 56, 1, 1},
+    {"mbv2_1x1_192to32_28", 192, 32, 28, 1, 1},
     {"mbv2_1x1_24to144_56", 24, 144, 56, 1, 1},
     {"mbv2_1x1_64to384_14", 64, 384, 14, 1, 1},
     {"mbv2_1x1_576to96_14", 576, 96, 14, 1, 1},
@@ -101,6 +108,7 @@ Model conv_model(const Layer& l, DataType t) {
     bias.fvalues = std::vector<float>(l.k, 0.1f);
   }
   p.post.steps = {bias, relu};
+  if (!l.relu) p.post.steps.pop_back();
   m.ops.push_back({"conv", {0}, {1}, p});
   m.inputs.push_back({0, TensorFormat::kLinear, {}});
   if (l.residual) {

@@ -411,6 +411,34 @@ def test_conv_fp16_io_formats(x_fmt, y_fmt):
     assert R.rel_l2(run_graph(g, x), ref) < 1e-3
 
 
+# Convolutions without ReLU whose products land on negative rounding ties (shift 1-3, small values):
+# those channels must keep the sign-aware rounding, while the others (wide shifts, no tie in the window)
+# take the short one, in one layer; 1x1 (the fused GEMM) and 3x3 (the implicit GEMM), stride 1 and 2.
+@pytest.mark.parametrize("r,stride", [(1, 1), (1, 2), (3, 1), (3, 2)])
+def test_conv_int8_negative_rounding_ties(r, stride):
+    rng = np.random.default_rng(17 + r + stride)
+    n, c_in, k, hw = 1, 24, 40, 14
+    x = rng.integers(-4, 5, (n, c_in, hw, hw)).astype(np.int8)
+    wt = rng.integers(-3, 4, (k, c_in, r, r)).astype(np.int8)
+    bias = rng.integers(-50, 51, k)
+    tied = np.arange(k) % 2 == 0
+    mult = np.where(tied, 1, rng.integers(2 ** 30, 2 ** 31, k))
+    shift = np.where(tied, rng.integers(1, 4, k), 40)
+    pad = r // 2
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.int8, 0.05)
+    oh = (hw + 2 * pad - r) // stride + 1
+    y = g.tensor("y", (n, k, oh, oh), np.int8, 0.1)
+    post = writer.sdp([writer.sdp_step("bias", ivalues=bias)], multiplier=mult, shift=shift)
+    g.op("Conv", [xi], y, g.conv_params(g.constant(wt, np.int8), (stride, stride), (pad,) * 4, (1, 1), 1, post))
+    g.output(y)
+    acc = R.sat32(R.conv_acc(x, wt, (stride, stride), (pad,) * 4, (1, 1), 1, exact=True))
+    ref = R.sdp_int8(acc, [("bias", {"values": bias})], mult, shift)
+    out = run_graph(g, x)
+    assert (ref[:, tied] < 0).any() and (np.abs(ref[:, tied]) < 127).any()
+    np.testing.assert_array_equal(out, ref)
+
+
 def test_conv_int8_accumulator_saturates():
     """256 channels x 32x32 window of (-128)*(-128) sums to 2^32: the accumulator must saturate to
     2^31 - 1 before the output converter (64 after >> 25, where an unsaturated sum would give 127)."""

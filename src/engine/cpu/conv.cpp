@@ -253,6 +253,10 @@ class ConvKernel final : public OpKernel {
       const auto* raw = reinterpret_cast<const int8_t*>(w.data.data());
       vnni_ = !depthwise_ && g_.kdim() <= kVnniMaxK && active_isa() >= Isa::kAvxVnni;
       windows_ = conv_windows(p.post, g_.K);
+      // A window whose accumulators never land on a negative rounding tie (a convolution without ReLU, as
+      // ResNet's downsamples) rounds in the short form: the same bytes, four fewer operations a vector.
+      if (windows_)
+        for (num::RequantWindow& w : *windows_) num::fold_rounding_sign(w);
       // The implicit GEMM: vpdpbusd quads with AVX-512, int16 pairs with AVX2 (and AVX-VNNI CPUs, whose
       // 256-bit path is otherwise im2col); exact while K <= kVnniMaxK either way.
       const Isa isa = active_isa();
