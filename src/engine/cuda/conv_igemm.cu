@@ -558,7 +558,10 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   // Narrow layers waste half of a 128-channel tile: take 256 pixels x 64 channels instead.
   tile_ = K <= 64 ? 1 : 0;
   const uint32_t BM = tile_ ? 256 : 128, BN = tile_ ? 64 : 128;
-  splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM));
+  // Every channel with a window: the windowed epilogue, straight from the fragments without split-K
+  // (unless a fused op or the output layout rules it out, known only later).
+  splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM),
+                                 windows_.get() != nullptr);
   allow_shared_memory();
 }
 

@@ -403,8 +403,9 @@ void launch_tiles(Kernel* kernel, const IgemmGeometry& g, int splits, int smem_b
 
 // How many blocks share one output tile (split-K, a power of two up to 8): the fewest that bring the
 // k-tiles of the busiest SM down the most, counting a cost per block for the epilogue and the
-// reduction. SOFTDLA_CUDA_SPLITK=n forces n (tests).
-inline int choose_splits(uint64_t tiles, int ktiles, int BM) {
+// reduction. `direct`: without split-K the epilogue runs straight from the mma fragments (cheaper than
+// on parked accumulators, which split-K needs). SOFTDLA_CUDA_SPLITK=n forces n (tests).
+inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false) {
   if (const char* forced = std::getenv("SOFTDLA_CUDA_SPLITK")) {
     const int n = std::atoi(forced);
     if (n == 1 || n == 2 || n == 4 || n == 8) return n;
@@ -413,12 +414,15 @@ inline int choose_splits(uint64_t tiles, int ktiles, int BM) {
   SOFTDLA_CUDA(cudaGetDevice(&device));
   SOFTDLA_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const uint64_t slots = uint64_t(sms) * 2;  // two blocks per SM (registers and shared memory)
-  constexpr double kEpilogueTiles = 4;        // an epilogue costs about as much as this many k-tiles
+  // An epilogue costs about as much as this many k-tiles: on parked accumulators, and straight from the
+  // fragments (1 measured best against 2 and 4 on the H200's ResNet-50: docs/PERFORMANCE.md).
+  constexpr double kParkedEpilogueTiles = 4, kDirectEpilogueTiles = 1;
   int best = 1;
   double best_cost = 0;
   for (int s = 1; s <= 8 && s <= BM / 16; s *= 2) {
     const double waves = double((tiles * s + slots - 1) / slots);
-    const double cost = waves * (double((ktiles + s - 1) / s) + kEpilogueTiles + (s > 1 ? 1.0 + s / 4.0 : 0.0));
+    const double epilogue = s == 1 && direct ? kDirectEpilogueTiles : kParkedEpilogueTiles;
+    const double cost = waves * (double((ktiles + s - 1) / s) + epilogue + (s > 1 ? 1.0 + s / 4.0 : 0.0));
     if (s == 1 || cost < best_cost * 0.95) best = s, best_cost = cost;
   }
   return best;
