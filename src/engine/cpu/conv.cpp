@@ -376,7 +376,10 @@ class ConvKernel final : public OpKernel {
       return true;
     }
     const auto window = residual_window(next, *p);
-    if (window) residual_ = residual_form(*window);
+    if (window) {
+      residual_ = residual_form(*window);
+      residual_->conv_in_range = windows_ && windows_in_int8(*windows_);
+    }
     return window.has_value();
   }
 

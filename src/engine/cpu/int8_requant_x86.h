@@ -196,6 +196,12 @@ struct Rescale256 {
   }
 };
 
+// v saturated to int8's range, kept on int32 lanes: a requantized convolution result as the residual
+// add reads it (the same value as narrowing it to int8 and widening it back, in two cheap instructions).
+__attribute__((target("avx512f"), always_inline)) inline __m512i clamp_s8_words(__m512i v) {
+  return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(-128)), _mm512_set1_epi32(127));
+}
+
 // SharedScaleSum on 16 or 8 lanes: (x + e) * mult + add, shifted and clamped.
 struct SharedSum512 {
   __m512i mult, add, lo, hi;
@@ -208,8 +214,24 @@ struct SharedSum512 {
   }
   // The results as int32 lanes, already within int8's range (lo and hi are).
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i x, __m512i e) const {
-    const __m512i r = _mm512_sra_epi32(_mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(x, e), mult), add), shift);
-    return _mm512_min_epi32(_mm512_max_epi32(r, lo), hi);
+    return _mm512_min_epi32(_mm512_max_epi32(sum(x, e), lo), hi);
+  }
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i sum(__m512i x, __m512i e) const {
+    return _mm512_sra_epi32(_mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(x, e), mult), add), shift);
+  }
+  // The convolution's requantized value as the add reads it: saturated to int8.
+  __attribute__((target("avx512f"), always_inline)) __m512i conv_word(__m512i v) const { return clamp_s8_words(v); }
+};
+
+// SharedSum512 where two of its clamps cannot change a byte (ResidualForm::trimmed): every window of the
+// convolution maps its accumulators into int8 already, so its value needs no saturation before the add,
+// and the add's upper bound is 127 or more, which the results' final int8 saturation applies anyway
+// (words then returns values above 127 where the full form returns 127: the same bytes once saturated).
+struct TrimmedSharedSum512 : SharedSum512 {
+  __attribute__((target("avx512f,avx512bw"))) explicit TrimmedSharedSum512(const SharedSum512& s) : SharedSum512(s) {}
+  __attribute__((target("avx512f"), always_inline)) __m512i conv_word(__m512i v) const { return v; }
+  __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i x, __m512i e) const {
+    return _mm512_max_epi32(sum(x, e), lo);
   }
 };
 
@@ -236,13 +258,14 @@ struct Residual512 {
   Rescale512 rx, re;
   SharedSum512 sum;
   __m512i xp;
-  bool plain, shared;
+  bool plain, shared, trimmed;
   __attribute__((target("avx512f,avx512bw"))) explicit Residual512(const ResidualForm& f)
       : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), sum(f.sum), xp(_mm512_set1_epi32(f.w.x_product)),
-        plain(f.w.x_product != 0), shared(f.sum.ok) {}
+        plain(f.w.x_product != 0), shared(f.sum.ok), trimmed(f.sum.ok && f.trimmed()) {}
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
     return _mm512_cvtsepi32_epi8(words(x, e));
   }
+  __attribute__((target("avx512f"), always_inline)) __m512i conv_word(__m512i v) const { return clamp_s8_words(v); }
   // The results as int32 lanes before the int8 saturation.
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m512i words(__m512i x, __m512i e) const {
     if (shared) return sum.words(x, e);
@@ -250,8 +273,8 @@ struct Residual512 {
     return out.words(_mm512_add_epi32(sx, re.apply(e)));
   }
   // Calls fn(add, second) once: add is this add in the form a loop keeps in registers (the shared-scale
-  // sum by value: five vectors, where the whole struct is twenty and a store through an int8 pointer could
-  // alias it; else the struct itself), second is std::bool_constant<conv_second> (the convolution is the
+  // sum, trimmed where it can be, by value: five vectors, where the whole struct is twenty and a store
+  // through an int8 pointer could alias it; else the struct itself), second is std::bool_constant<conv_second> (the convolution is the
   // add's second input).
   template <class Fn>
   __attribute__((target("avx512f,avx512bw"), always_inline)) void with_form(bool conv_second, Fn&& fn) const {
@@ -259,16 +282,12 @@ struct Residual512 {
       if (conv_second) fn(add, std::true_type{});
       else fn(add, std::false_type{});
     };
-    if (shared) in_order(SharedSum512(sum));
+    if (trimmed) in_order(TrimmedSharedSum512(sum));
+    else if (shared) in_order(SharedSum512(sum));
     else in_order(*this);
   }
 };
 
-// v saturated to int8's range, kept on int32 lanes: a requantized convolution result as the residual
-// add reads it (the same value as narrowing it to int8 and widening it back, in two cheap instructions).
-__attribute__((target("avx512f"), always_inline)) inline __m512i clamp_s8_words(__m512i v) {
-  return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(-128)), _mm512_set1_epi32(127));
-}
 
 // 16 convolution sums requantized with `form` (a WindowForm) and added to the add's other input
 // (`theirs`, 16 int8) with `add` (a Residual512::with_form form), as int32 lanes before the final int8
@@ -278,7 +297,7 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i requan
                                                                                            const Add& add,
                                                                                            __m512i sums,
                                                                                            __m128i theirs) {
-  const __m512i a = clamp_s8_words(form.words(sums)), b = _mm512_cvtepi8_epi32(theirs);
+  const __m512i a = add.conv_word(form.words(sums)), b = _mm512_cvtepi8_epi32(theirs);
   return kConvSecond ? add.words(b, a) : add.words(a, b);
 }
 
