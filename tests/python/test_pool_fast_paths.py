@@ -10,7 +10,7 @@ the plane-by-plane loops (the portable and avx2 paths):
   padding;
 - float max pooling over a line padded with -inf, of stride 2 from its even and odd values (16 outputs a
   step), of other strides from every window position: the same shapes in fp16 and fp32, with NaN, both
-  zeros and infinities."""
+  zeros and infinities; fp16 on the halves' order-preserving 16-bit keys (32 a vector)."""
 import numpy as np
 import pytest
 
