@@ -254,7 +254,8 @@ class ConvKernel final : public OpKernel {
       vnni_ = !depthwise_ && g_.kdim() <= kVnniMaxK && active_isa() >= Isa::kAvxVnni;
       windows_ = conv_windows(p.post, g_.K);
       // A window whose accumulators never land on a negative rounding tie (a convolution without ReLU, as
-      // ResNet's downsamples) rounds in the short form: the same bytes, four fewer operations a vector.
+      // ResNet's downsamples) rounds in the short form: the same bytes without the sign term's six
+      // operations a vector (requant_window.h).
       if (windows_)
         for (num::RequantWindow& w : *windows_) num::fold_rounding_sign(w);
       // The implicit GEMM: vpdpbusd quads with AVX-512, int16 pairs with AVX2 (and AVX-VNNI CPUs, whose

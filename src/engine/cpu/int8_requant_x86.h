@@ -261,7 +261,7 @@ struct Residual512 {
   bool plain, shared, trimmed;
   __attribute__((target("avx512f,avx512bw"))) explicit Residual512(const ResidualForm& f)
       : out(f.w.out), rx(f.w.x, f.x), re(f.w.e, f.e), sum(f.sum), xp(_mm512_set1_epi32(f.w.x_product)),
-        plain(f.w.x_product != 0), shared(f.sum.ok), trimmed(f.sum.ok && f.trimmed()) {}
+        plain(f.w.x_product != 0), shared(f.sum.ok), trimmed(f.trimmed()) {}
   __attribute__((target("avx512f,avx512bw"), always_inline)) __m128i apply(__m512i x, __m512i e) const {
     return _mm512_cvtsepi32_epi8(words(x, e));
   }
@@ -274,8 +274,8 @@ struct Residual512 {
   }
   // Calls fn(add, second) once: add is this add in the form a loop keeps in registers (the shared-scale
   // sum, trimmed where it can be, by value: five vectors, where the whole struct is twenty and a store
-  // through an int8 pointer could alias it; else the struct itself), second is std::bool_constant<conv_second> (the convolution is the
-  // add's second input).
+  // through an int8 pointer could alias it; else the struct itself), second is
+  // std::bool_constant<conv_second> (the convolution is the add's second input).
   template <class Fn>
   __attribute__((target("avx512f,avx512bw"), always_inline)) void with_form(bool conv_second, Fn&& fn) const {
     auto in_order = [&](const auto& add) __attribute__((target("avx512f,avx512bw"), always_inline)) {
@@ -287,7 +287,6 @@ struct Residual512 {
     else in_order(*this);
   }
 };
-
 
 // 16 convolution sums requantized with `form` (a WindowForm) and added to the add's other input
 // (`theirs`, 16 int8) with `add` (a Residual512::with_form form), as int32 lanes before the final int8
