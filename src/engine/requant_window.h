@@ -89,6 +89,18 @@ SOFTDLA_HD inline int32_t requant_window_nonnegative(int32_t acc, const RequantW
   return shift_to_word(window_product(acc, w), w.shifts);  // (a + b) * m + 2^(s - 1) >= 0
 }
 
+// Whether the window maps every accumulator into int8 before the saturation (the rescaled value is
+// monotone in the clamped accumulator, so the window's two ends bound it): a fused residual add may then
+// read the convolution's value without saturating it again.
+inline bool window_in_int8(const RequantWindow& w) {
+  for (int32_t a : {w.lo, w.hi}) {
+    const bool nonnegative = w.shifts & RequantWindow::kNonNegative;
+    const int32_t v = nonnegative ? requant_window_nonnegative(a, w) : requant_window_value(a, w);
+    if (v < -128 || v > 127) return false;
+  }
+  return true;
+}
+
 // The channel's window, or nothing when the fast form does not apply (s == 0 or s > 62, or the rescaled
 // ends of the window leave int32 — neither happens with multipliers normalized to [2^30, 2^31)).
 inline std::optional<RequantWindow> make_requant_window(int32_t b, int32_t lo, int32_t hi, int32_t m, unsigned s) {

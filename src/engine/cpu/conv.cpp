@@ -379,7 +379,7 @@ class ConvKernel final : public OpKernel {
     const auto window = residual_window(next, *p);
     if (window) {
       residual_ = residual_form(*window);
-      residual_->conv_in_range = windows_ && windows_in_int8(*windows_);
+      residual_->conv_in_range = windows_ && std::all_of(windows_->begin(), windows_->end(), num::window_in_int8);
     }
     return window.has_value();
   }

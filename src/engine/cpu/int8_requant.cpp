@@ -236,15 +236,6 @@ NarrowRescale narrow_rescale(const num::Int8Rescale& r) {
   return {};
 }
 
-bool windows_in_int8(const std::vector<num::RequantWindow>& windows) {
-  for (const num::RequantWindow& w : windows)
-    for (int32_t a : {w.lo, w.hi}) {
-      const int32_t v = window_value(a, w);
-      if (v < -128 || v > 127) return false;
-    }
-  return true;
-}
-
 ResidualForm residual_form(const num::ResidualWindow& w) {
   ResidualForm f;
   f.w = w;

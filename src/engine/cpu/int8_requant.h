@@ -3,7 +3,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "cpu_isa.h"
 #include "int8_tables.h"
@@ -34,16 +33,13 @@ struct ResidualForm {
   NarrowRescale x, e;
   SharedScaleSum sum;
   // Where the add is fused into a convolution: every channel's requantization window maps the
-  // accumulators into int8 (windows_in_int8), so the convolution's value needs no saturation before the add.
+  // accumulators into int8 (num::window_in_int8), so the convolution's value needs no saturation before the add.
   bool conv_in_range = false;
   // The shared-scale form may leave out that saturation and its own upper clamp (127 or more: the final
   // int8 saturation applies it).
   bool trimmed() const { return sum.ok && conv_in_range && sum.hi >= 127; }
 };
 ResidualForm residual_form(const num::ResidualWindow& w);
-// Whether each window's rescaled value lies within int8 for every accumulator (it is monotone in the
-// accumulator, so the window's two ends bound it).
-bool windows_in_int8(const std::vector<num::RequantWindow>& windows);
 
 // Where a convolution's int8 results go when its kernel requantizes them itself: row (output channel) r,
 // column (output pixel) j of image n requantized with windows[r] into out[n * image_stride + r * ld + j],

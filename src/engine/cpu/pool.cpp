@@ -401,13 +401,16 @@ class PoolKernel final : public OpKernel {
         else
           with_float_storage(dtype_, [&](auto* tag) {
             using T = std::remove_pointer_t<decltype(tag)>;
-            if (p_.kind == PoolKind::kMax && has_avx512(active_isa()) && std::is_same_v<T, uint16_t>)
-              max_plane_halves(static_cast<const uint16_t*>(io.inputs[0]), static_cast<uint16_t*>(io.output), pl);
-            else if (p_.kind == PoolKind::kMax && has_avx512(active_isa()))
-              max_plane_avx512(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
-            else if (p_.kind == PoolKind::kMax)
-              max_plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
-            else plane(static_cast<const T*>(io.inputs[0]), static_cast<T*>(io.output), pl);
+            const T* x = static_cast<const T*>(io.inputs[0]);
+            T* y = static_cast<T*>(io.output);
+            if (p_.kind == PoolKind::kMax && has_avx512(active_isa())) {
+              if constexpr (std::is_same_v<T, uint16_t>) max_plane_halves(x, y, pl);  // fp16: on its 16-bit keys
+              else max_plane_avx512(x, y, pl);
+            } else if (p_.kind == PoolKind::kMax) {
+              max_plane(x, y, pl);
+            } else {
+              plane(x, y, pl);
+            }
           });
       }
     }, ThreadPool::min_items(size_t(out_[2]) * out_[3] * p_.kernel_h * p_.kernel_w));
@@ -499,13 +502,12 @@ class PoolKernel final : public OpKernel {
     }
   }
 
-  // max_plane on AVX-512: the same values (NaN made canonical at the end), vectorised passes, and each
-  // output row converted to the storage type in bulk. The window rows are reduced into a line padded
+  // max_plane of an fp32 plane on AVX-512 (fp16 planes take max_plane_halves): the same values (NaN made
+  // canonical at the end), vectorised passes. The window rows are reduced into a line padded
   // with -inf on both sides (zmax(-inf, v) is v, NaN included, so a window over the padding is the
   // maximum of its inputs, as max_plane's); the windows are then read at the stride: of stride 2 from
   // the line's even and odd values (16 outputs a step), of other strides from every window position.
-  template <class T>
-  void max_plane_avx512(const T* x, T* y, size_t pl) const {
+  void max_plane_avx512(const float* x, float* y, size_t pl) const {
 #ifdef SOFTDLA_X86
     const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3], kw = p_.kernel_w, sw = p_.stride_w;
     const size_t reach = (OW - 1) * sw + kw;  // padded positions the windows read
@@ -531,8 +533,7 @@ class PoolKernel final : public OpKernel {
           o[ow] = v != v ? std::numeric_limits<float>::quiet_NaN() : v;
         }
       }
-      if constexpr (std::is_same_v<T, uint16_t>) floats_to_halves(o, y + oh * OW, OW);
-      else std::copy_n(o, OW, y + oh * OW);
+      std::copy_n(o, OW, y + oh * OW);
     }
 #else
     max_plane(x, y, pl);

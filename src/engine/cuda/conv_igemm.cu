@@ -543,13 +543,7 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
       all = window.has_value();
       nonnegative = nonnegative && all && (window->shifts & num::RequantWindow::kNonNegative);
       high = high && all && (window->shifts & 255u) >= 32;
-      if (all) {  // the rescaled value is monotone in the clamped accumulator: its ends bound it
-        auto value = [&](int32_t a) {
-          return (window->shifts & num::RequantWindow::kNonNegative) ? num::requant_window_nonnegative(a, *window)
-                                                                     : num::requant_window_value(a, *window);
-        };
-        for (int32_t v : {value(window->lo), value(window->hi)}) in_range = in_range && v >= -128 && v <= 127;
-      }
+      in_range = in_range && all && num::window_in_int8(*window);
     }
     conv_in_range_ = all && in_range;
     if (all) windows_ = upload(windows);
