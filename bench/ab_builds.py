@@ -11,6 +11,8 @@ per build and their ratios B/A (below 1: B faster). Use it to measure a change a
 
 Loadables as `bench/cpu_models.py --workdir DIR` leaves them (DIR/<model>_<res>px/b<batch>/softdla_<prec>.loadable,
 its input in input.npy beside it). SOFTDLA_THREADS (default 2) and SOFTDLA_CPU_ISA pass through to both builds.
+`--env-b NAME=VALUE` (repeatable) sets variables for B alone: with the same directory twice it measures a run-time
+switch (`bench/ab_builds.py build build X.loadable --env-b SOFTDLA_AMX_F16=0`).
 """
 import argparse
 import os
@@ -51,32 +53,43 @@ def main():
     ap.add_argument("loadables", nargs="+", help="loadable files, each with input.npy in its directory")
     ap.add_argument("--rounds", type=int, default=10, help="rounds; each runs both builds (default 10)")
     ap.add_argument("--per-round", type=int, default=10, help="timed runs per build and round (default 10)")
+    ap.add_argument("--env-b", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for B's worker alone (repeatable)")
     args = ap.parse_args()
+    env_b = {}
+    for item in args.env_b:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            sys.exit(f"ab_builds: --env-b wants NAME=VALUE, got {item!r}")
+        env_b[name] = value
     procs = {}
-    for d in (args.build_a, args.build_b):
+    for side, d in (("A", args.build_a), ("B", args.build_b)):
         lib = os.path.join(d, "libsoftdla_engine_c.so")
         if not os.path.exists(lib):
             sys.exit(f"ab_builds: {lib} not found; build the softdla_engine_c target in {d} first")
         env = dict(os.environ, SOFTDLA_BUILD_DIR=os.path.abspath(d), SOFTDLA_BACKEND="cpu", OPENBLAS_NUM_THREADS="1")
         env.setdefault("SOFTDLA_THREADS", "2")
-        procs[d] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
+        if side == "B":
+            env.update(env_b)
+        procs[side] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True, env=env)
     print(f"A = {args.build_a}, B = {args.build_b}; {args.rounds} rounds x {args.per_round} runs each, alternated; "
           f"SOFTDLA_THREADS={os.environ.get('SOFTDLA_THREADS', '2')}"
-          + (f", SOFTDLA_CPU_ISA={os.environ['SOFTDLA_CPU_ISA']}" if "SOFTDLA_CPU_ISA" in os.environ else ""))
+          + (f", SOFTDLA_CPU_ISA={os.environ['SOFTDLA_CPU_ISA']}" if "SOFTDLA_CPU_ISA" in os.environ else "")
+          + "".join(f", B with {k}={v}" for k, v in env_b.items()))
     try:
         for path in args.loadables:
-            times = {args.build_a: [], args.build_b: []}
+            times = {"A": [], "B": []}
             for r in range(args.rounds):
-                for d in (args.build_a, args.build_b) if r % 2 == 0 else (args.build_b, args.build_a):
-                    procs[d].stdin.write(f"{os.path.abspath(path)} {args.per_round}\n")
-                    procs[d].stdin.flush()
-                    reply = procs[d].stdout.readline()
+                for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
+                    procs[side].stdin.write(f"{os.path.abspath(path)} {args.per_round}\n")
+                    procs[side].stdin.flush()
+                    reply = procs[side].stdout.readline()
                     if not reply:
-                        sys.exit(f"ab_builds: the worker of {d} stopped on {path}")
-                    times[d] += [float(v) for v in reply.split()]
-            a = np.percentile(times[args.build_a], [10, 50])
-            b = np.percentile(times[args.build_b], [10, 50])
+                        sys.exit(f"ab_builds: build {side}'s worker stopped on {path}")
+                    times[side] += [float(v) for v in reply.split()]
+            a = np.percentile(times["A"], [10, 50])
+            b = np.percentile(times["B"], [10, 50])
             print(f"{path}: A p10 {a[0]:.3f} ms, median {a[1]:.3f} | B p10 {b[0]:.3f}, median {b[1]:.3f} | "
                   f"B/A p10 {b[0] / a[0]:.3f}, median {b[1] / a[1]:.3f}", flush=True)
     finally:
