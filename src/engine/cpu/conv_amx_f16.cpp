@@ -142,7 +142,8 @@ AmxF16Choice amx_f16_choice() {
 
 }  // namespace
 
-bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t taps, bool winograd_alternative) {
+bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t out_channels, uint32_t taps, bool plain_1x1,
+                         bool winograd_alternative) {
   // Below 16 channels most of each 16-channel tile step would be padding: the FMA kernels stay faster
   // (an im2col form over the receptive fields measured no faster on ResNet's RGB first layer either).
   if (groups != 1 || channels < kTile || !cpu_has_amx_bf16() || active_isa() != Isa::kAmx) return false;
@@ -156,8 +157,13 @@ bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t taps, bool
   // AMX (docs/PERFORMANCE.md, tenth CPU session), layer by layer against the AVX-512 FMA kernels: the
   // tiles lose on short reductions (1x1 with 16 to 160 channels: up to 2.3x slower) and win from 256
   // products per output (1x1 from 256 channels, k x k from 32 or so); against Winograd F(2x2, 3x3),
-  // which needs 2.25x fewer products, they win only from 128 channels (64: 1.1-1.4x slower).
-  return winograd_alternative ? channels >= 128 : size_t(channels) * taps >= 256;
+  // which needs 2.25x fewer products, they win only from 128 channels (64: 1.1-1.4x slower). A plain 1x1
+  // convolution splits each input value once for all its output channels (blocked layout, no planes):
+  // from 64 channels into 256 or more the tiles win too (eighteenth CPU session: 64 -> 256 at 56 x 56
+  // 0.75-0.84x the FMA kernel's time, 128 -> 512 at 28 x 28 0.61-0.78x, 160 -> 960 at 7 x 7 0.66-0.87x),
+  // not below (32 -> 192 and 32 -> 256 1.01-1.05x, 24 -> 144 1.08-1.19x) nor at stride 2 (128 -> 256 1.05x).
+  if (winograd_alternative) return channels >= 128;
+  return size_t(channels) * taps >= 256 || (plain_1x1 && channels >= 64 && out_channels >= 256);
 }
 
 AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) {
@@ -198,6 +204,18 @@ AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) 
 // the hi pairs (16 channel rows of 32 pixels) then the lo pairs, kBlockDwords in all.
 void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const {
   const size_t p0 = pb * kUnitPixels, n = std::min(kUnitPixels, grid_ - p0);
+#ifdef SOFTDLA_X86
+  // The block's own lines, kChannelsAhead channels before they are split: one line from each of C planes
+  // is too many streams for the hardware prefetchers, and a batch's input is beyond L2 (ResNet-50's stage-1
+  // 256 -> 64 layer at batch 8 waited on these loads for half its time).
+  static constexpr size_t kChannelsAhead = 16;
+  const auto fetch = [&](size_t c) {
+    const uint16_t* line = x + c * grid_ + p0;
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(line + n - 1), _MM_HINT_T0);
+  };
+  for (size_t c = 0; c < std::min<size_t>(kChannelsAhead, g_.C); ++c) fetch(c);
+#endif
   for (size_t c = 0; c < c_blocks_ * kTile; ++c) {
     uint32_t* hi = block + (c / kTile) * kBlockDwords + (c % kTile) * kUnitPixels;
     uint32_t* lo = hi + kBlockDwords / 2;
@@ -206,6 +224,7 @@ void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb)
     std::fill(lo + m, lo + kUnitPixels, 0u);
     if (m == 0) continue;
 #ifdef SOFTDLA_X86
+    if (c + kChannelsAhead < g_.C) fetch(c + kChannelsAhead);
     split_halves_avx512(x + c * grid_ + p0, hi, lo, m);
     // The next block's 32 halves of this channel (one cache line): a block reads one line from each of
     // C planes, too many streams for the hardware prefetchers once the input is out of cache.
