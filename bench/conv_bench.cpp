@@ -66,6 +66,12 @@ constexpr Layer kLayers[] = {
     {"mbv2_1x1_576to96_14", 576, 96, 14, 1, 1},
     {"mbv2_1x1_160to960_7", 160, 960, 7, 1, 1},
     {"mbv2_1x1_320to1280_7", 320, 1280, 7, 1, 1},
+    {"mbv2_1x1_32to192_28", 32, 192, 28, 1, 1},
+    {"mbv2_1x1_96to576_14", 96, 576, 14, 1, 1},
+    // Short reductions into many output channels (which FP16 kernel AMX CPUs take for them).
+    {"res3_1x1_128to512", 128, 512, 28, 1, 1},
+    {"r18_1x1s2_128to256", 128, 256, 28, 1, 2},
+    {"wide_1x1_32to256_56", 32, 256, 56, 1, 1},
     // Batch 8: the stage-1 and stage-4 layers, whose per-image cost batching should not raise.
     {"res2_3x3_64_b8", 64, 64, 56, 3, 1, 1, 8},
     {"res5_3x3_512_b8", 512, 512, 7, 3, 1, 1, 8},
@@ -74,6 +80,7 @@ constexpr Layer kLayers[] = {
     {"res2_1x1_64to256_b8", 64, 256, 56, 1, 1, 1, 8},
     {"res4_1x1_1024to256_b8", 1024, 256, 14, 1, 1, 1, 8},
     {"res2_1x1_64to256_add_b8", 64, 256, 56, 1, 1, 1, 8, true},
+    {"res3_1x1_128to512_b8", 128, 512, 28, 1, 1, 1, 8},
 };
 
 Model conv_model(const Layer& l, DataType t) {

@@ -34,9 +34,11 @@ class AmxConvF16 {
  public:
   // Whether the path takes this convolution: dense (groups 1), 16 input channels or more, on the amx
   // path of a CPU with AMX-BF16, and (SOFTDLA_AMX_F16=auto, the default) faster there than on the FMA
-  // kernels: a reduction of 256 products per output or more (channels x taps), or 128 channels where
-  // Winograd F(2x2, 3x3) is the alternative. SOFTDLA_AMX_F16=all takes every convolution it can, 0 none.
-  static bool applies(uint32_t groups, uint32_t channels, uint32_t taps, bool winograd_alternative);
+  // kernels: a reduction of 256 products per output or more (channels x taps), 128 channels where
+  // Winograd F(2x2, 3x3) is the alternative, or a plain 1x1 convolution (stride 1, no padding) from 64
+  // channels into 256 or more. SOFTDLA_AMX_F16=all takes every convolution it can, 0 none.
+  static bool applies(uint32_t groups, uint32_t channels, uint32_t out_channels, uint32_t taps, bool plain_1x1,
+                      bool winograd_alternative);
   // weights: [K][C][R][S] fp32 holding finite fp16 values (an infinite weight would meet x_lo = 0 in
   // the lo planes: 0 * inf = NaN where x * inf is not).
   AmxConvF16(const ImplicitGeometry& g, const float* weights);
