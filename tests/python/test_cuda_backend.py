@@ -222,15 +222,17 @@ def k_tile_block(g):
     return g.node("Relu", [g.bn(g.conv(y, 256, 128, bias=False), 128)])
 
 
-# The INT8 implicit GEMM's two pipelines (conv_igemm.cu): 128-byte k-tiles on 128 x 128 tiles (the
-# default) and 64-byte ones everywhere (SOFTDLA_CUDA_IGEMM=base, read once per process), each with
+# The INT8 implicit GEMM's pipelines (conv_igemm.cu), each read once per process: the default (128-byte
+# k-tiles on 128 x 128 tiles, narrow tiles of 32 x 32 warps where wide ones would not fill the GPU,
+# which in these small nets is nearly everywhere), `wide` (no narrow tiles: SOFTDLA_CUDA_NARROW_FILL=0)
+# and `base` (64-byte k-tiles on wide tiles everywhere: SOFTDLA_CUDA_IGEMM=base as well), each with
 # split-K forced to 1, 2 and 8 blocks: a child process per pipeline runs the byte comparison with the
 # CPU backend. `exact-add`: the default pipeline with fused residual adds kept in their exact window
 # form (SOFTDLA_CUDA_ADD=exact) instead of the shared-scale one; `full-requant`: every channel's
 # requantization as make_requant_window gives it (SOFTDLA_CUDA_REQUANT=full: no folded rounding sign,
 # no high-word form; `no-trim`: the shared-scale add with its saturation before the add and its upper clamp
 # kept (SOFTDLA_CUDA_TRIM=off).
-@pytest.mark.parametrize("pipeline", ["base", "default", "exact-add", "full-requant", "no-trim"])
+@pytest.mark.parametrize("pipeline", ["base", "wide", "default", "exact-add", "full-requant", "no-trim"])
 def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t\n"
@@ -241,6 +243,7 @@ def test_int8_pipelines_match_cpu(pipeline, tmp_path):
             "        t.assert_int8_same_on_both_backends(net, 17 + i, d)\n"
             "print('same bytes')")
     env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "base" if pipeline == "base" else "",
+           "SOFTDLA_CUDA_NARROW": "", "SOFTDLA_CUDA_NARROW_FILL": "0" if pipeline in ("base", "wide") else "",
            "SOFTDLA_CUDA_ADD": "exact" if pipeline == "exact-add" else "",
            "SOFTDLA_CUDA_REQUANT": "full" if pipeline == "full-requant" else "",
            "SOFTDLA_CUDA_TRIM": "off" if pipeline == "no-trim" else ""}

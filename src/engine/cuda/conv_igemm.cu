@@ -49,6 +49,15 @@ struct FastChain {
   int32_t lo, hi;        // the clamp of ReLU/Clip (INT32_MIN/MAX without)
 };
 
+// Narrow tiles (warps of 32 x 32: half the accumulators) are built for this many blocks an SM (a cap of
+// 65536 / (256 * n) registers); tiles of 64 x 32 warps for two (128 registers).
+#ifndef SOFTDLA_IGEMM_NARROW_BLOCKS
+#define SOFTDLA_IGEMM_NARROW_BLOCKS 3
+#endif
+constexpr int kNarrowBlocks = SOFTDLA_IGEMM_NARROW_BLOCKS;
+template <int BM, int BN>
+constexpr int blocks_per_sm() { return igemm::TileShape<BM, BN>::kMI == 4 ? 2 : kNarrowBlocks; }
+
 // The tile's shared memory with the windowed epilogue's side region after it: the tile's channel
 // windows, then (fused) the other input's tile, both fetched with cp.async while the reduction runs.
 // Where that would leave no room for two blocks an SM (the deeper pipeline of 128-byte k-tiles), the
@@ -59,8 +68,9 @@ struct TileShape : igemm::TileShape<BM, BN, KT, Stages> {
   using Base = igemm::TileShape<BM, BN, KT, Stages>;
   static constexpr int kWindowBytes = BN * int(sizeof(num::RequantWindow));
   static constexpr int kOperandBytes = BM * BN;
-  static constexpr int kTwoBlockBytes = 113 * 1024;  // 228 KB an SM, 1 KB of it reserved per block
-  static constexpr bool kOperandInSide = Base::kSmemBytes + kWindowBytes + kOperandBytes <= kTwoBlockBytes;
+  // 228 KB an SM, 1 KB of it reserved per block: 113 KB each for two blocks.
+  static constexpr int kBlockBudget = 228 * 1024 / blocks_per_sm<BM, BN>() - 1024;
+  static constexpr bool kOperandInSide = Base::kSmemBytes + kWindowBytes + kOperandBytes <= kBlockBudget;
   static_assert(kOperandInSide || Base::kParkBytes + kOperandBytes <= Base::kSmemBytes, "room for the operand");
   static constexpr int kOperandOffset = kOperandInSide ? Base::kSmemBytes + kWindowBytes : Base::kParkBytes;
   static constexpr int kWindowSmemBytes = Base::kSmemBytes + kWindowBytes + (kOperandInSide ? kOperandBytes : 0);
@@ -126,21 +136,22 @@ __device__ __forceinline__ void store_run(const int32_t* parked, uint32_t m, uin
   }
 }
 
-// The 16-byte runs of the tile that window_from_fragments gives a thread: row warp_m * 64 + i * 16 +
-// lane / 4 + 8 * (lane % 4 / 2), channels warp_n * 32 + (lane % 2) * 16 .. + 15, for i = 0..3.
+// The 16-byte runs of the tile that window_from_fragments gives a thread: row warp_m * kWarpM + i * 16 +
+// lane / 4 + 8 * (lane % 4 / 2), channels warp_n * 32 + (lane % 2) * 16 .. + 15, for i < kMI (kWarpM,
+// kMI: igemm::TileShape's warp rows and m16 fragments).
 template <int BM, int BN>
 struct FragmentRuns {
-  static constexpr int kWarpsN = BN / 32;
+  static constexpr int kWarpsN = BN / 32, kWarpM = BM * kWarpsN / 8, kMI = kWarpM / 16;
   int row0, col;
   __device__ FragmentRuns() {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    row0 = (warp / kWarpsN) * 64 + (lane >> 2) + 8 * ((lane >> 1) & 1);
+    row0 = (warp / kWarpsN) * kWarpM + (lane >> 2) + 8 * ((lane >> 1) & 1);
     col = (warp % kWarpsN) * 32 + (lane & 1) * 16;
   }
   // Where run i of this thread lies in the other input's copy in shared memory: each thread's own runs,
   // so that no barrier is needed between their fetch and their use, and a warp's 32 runs of one i
   // contiguous (conflict-free).
-  __device__ static uint32_t slot(int i) { return ((threadIdx.x >> 5) * 4 + i) * 512 + (threadIdx.x & 31) * 16; }
+  __device__ static uint32_t slot(int i) { return ((threadIdx.x >> 5) * kMI + i) * 512 + (threadIdx.x & 31) * 16; }
 };
 
 // The fused residual add's other input at this thread's runs (FragmentRuns), into `dst` (BM * BN bytes of
@@ -150,7 +161,7 @@ __device__ __forceinline__ void fetch_own_operand(uint32_t dst, const int8_t* op
                                                   uint32_t n0) {
   const FragmentRuns<BM, BN> runs;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < FragmentRuns<BM, BN>::kMI; ++i) {
     const uint32_t m = m0 + runs.row0 + i * 16, c = n0 + runs.col;
     const bool ok = m < g.M && c < g.K;
     cp_async16(dst + FragmentRuns<BM, BN>::slot(i), ok ? operand + uint64_t(m) * g.K + c : operand, ok);
@@ -163,18 +174,20 @@ __device__ __forceinline__ void fetch_own_operand(uint32_t dst, const int8_t* op
 // which take the fused residual add (operand: the other input's runs, fetch_own_operand) and one
 // 16-byte store each. No block barrier, no parking.
 template <int BM, int BN>
-__device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[4][4][4], const uint8_t* side,
+__device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[FragmentRuns<BM, BN>::kMI][4][4],
+                                                      const uint8_t* side,
                                                       const uint8_t* operand, const Geo& g, uint32_t m0, uint32_t n0,
                                                       int flags, int fused, const SharedAdd& shared,
                                                       const num::ResidualWindow& residual, int8_t* __restrict y) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, quad = lane & 3;
   const num::RequantWindow* win =
       reinterpret_cast<const num::RequantWindow*>(side) + (warp % FragmentRuns<BM, BN>::kWarpsN) * 32 + 2 * quad;
-  uint32_t bytes[4][2][2];
-  with_conv_form(flags, [&](auto conv_form) { requant_fragments<decltype(conv_form)::value>(acc, win, bytes); });
-  uint4 run[4];
+  constexpr int kMI = FragmentRuns<BM, BN>::kMI;
+  uint32_t bytes[kMI][2][2];
+  with_conv_form(flags, [&](auto conv_form) { requant_fragments<decltype(conv_form)::value, kMI>(acc, win, bytes); });
+  uint4 run[kMI];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) run[i] = quad_transpose(bytes[i], quad);
+  for (int i = 0; i < kMI; ++i) run[i] = quad_transpose(bytes[i], quad);
   const FragmentRuns<BM, BN> runs;
   const uint32_t ch = n0 + runs.col;
   if (ch >= g.K) return;
@@ -191,13 +204,13 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[4][4]
   };
   if (!fused) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) store(i, run[i]);
+    for (int i = 0; i < kMI; ++i) store(i, run[i]);
     return;
   }
   igemm::cp_async_wait<0>();  // this thread's own copies of the other input (no other thread reads them)
   with_run_add_form(flags, [&](auto add_form) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kMI; ++i) {
       const uint4 other = *reinterpret_cast<const uint4*>(operand + FragmentRuns<BM, BN>::slot(i));
       store(i, add_run16<decltype(add_form)::value>(run[i], other, fused == 2, shared, residual));
     }
@@ -212,7 +225,7 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[4][4]
 // KT, Stages: the pipeline (igemm::TileShape).
 constexpr int kEpiGeneral = 0, kEpiWindow = 1;
 template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
-__global__ void __launch_bounds__(kBlockThreads, 2)  // two blocks per SM: at most 128 registers
+__global__ void __launch_bounds__(kBlockThreads, blocks_per_sm<BM, BN>())
 igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g, int output_nhwc,
              int fast_form, FastChain fast, const num::RequantWindow* __restrict windows, int flags,
              num::ResidualWindow residual, SharedAdd shared,
@@ -256,7 +269,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
     }
     cp_async_commit();
     if (direct) {
-      int32_t acc[4][4][4];
+      int32_t acc[Tile::kMI][4][4];
       igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages>(reinterpret_cast<const uint8_t*>(x),
                                                                    reinterpret_cast<const uint8_t*>(w), g, smem, acc);
       if (!Tile::kOperandInSide && fused) {  // into the pipeline's memory, now free
@@ -377,6 +390,8 @@ void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, 
   check_launch("space_to_depth_kernel");
 }
 
+constexpr int kNarrowStages = 3;  // narrow tiles: 64-byte k-tiles, three stages (48 KB with the side region)
+
 template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
 void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
             const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
@@ -413,6 +428,38 @@ void allow_shared_memory() {
            integral_constant<int, 3>{});
   pipeline(integral_constant<int, 256>{}, integral_constant<int, 64>{}, integral_constant<int, 64>{},
            integral_constant<int, 4>{});
+  // Narrow tiles: channels of at least 16 bytes a tap only.
+  auto narrow = [&](auto bm, auto bn) {
+    constexpr int BM = decltype(bm)::value, BN = decltype(bn)::value;
+    using Tile = TileShape<BM, BN, 64, kNarrowStages>;
+    allow(igemm_kernel<BM, BN, 16, kEpiGeneral, 64, kNarrowStages>, Tile::kSmemBytes);
+    allow(igemm_kernel<BM, BN, 16, kEpiWindow, 64, kNarrowStages>, Tile::kWindowSmemBytes);
+  };
+  narrow(integral_constant<int, 64>{}, integral_constant<int, 128>{});
+  narrow(integral_constant<int, 128>{}, integral_constant<int, 64>{});
+}
+
+// Narrow tiles (64 pixels x 128 channels, 128 x 64 where K <= 64; warps of 32 x 32, three blocks an SM)
+// for convolutions whose wide tiles would leave most of the GPU idle: fewer than narrow_fill() times the
+// SMs' slots for wide blocks (two an SM). Default 1/8: on the H200 that is every ResNet-50 convolution
+// at batch 1 but the stem and layer 1's 1 x 1 convolutions to 256 channels (-7 % latency), and none at
+// batch 32 or 128; 1/4 also took layer 4's reduce and 3 x 3 convolutions at batch 32 (+5 % there), 1
+// most of layers 2-4's (+11 %) (docs/PERFORMANCE.md). SOFTDLA_CUDA_NARROW_FILL=<fraction>, read
+// once (0: never), and SOFTDLA_CUDA_NARROW=<bytes>: narrow tiles also for every reduction of at most that
+// many bytes (default 0; 64, layer 1's one-k-tile 1 x 1 convolutions, measured 1 % slower at batch 128).
+uint32_t narrow_kpad() {
+  static const uint32_t bound = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_NARROW");
+    return v && *v ? uint32_t(std::strtoul(v, nullptr, 10)) : 0u;
+  }();
+  return bound;
+}
+double narrow_fill() {
+  static const double fill = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_NARROW_FILL");
+    return v && *v ? std::strtod(v, nullptr) : 0.125;
+  }();
+  return fill;
 }
 
 // 128 x 128 tiles reduce over 128-byte k-tiles in three stages (half the barriers and loop overhead of
@@ -549,13 +596,19 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
     if (all) windows_ = upload(windows);
     if (all && nonnegative) window_flags_ = kConvNonNegative | (high && short_requant() ? kConvHigh : 0);
   }
-  // Narrow layers waste half of a 128-channel tile: take 256 pixels x 64 channels instead.
-  tile_ = K <= 64 ? 1 : 0;
-  const uint32_t BM = tile_ ? 256 : 128, BN = tile_ ? 64 : 128;
+  // Narrow layers waste half of a 128-channel tile: take 256 pixels x 64 channels instead. Where those
+  // wide tiles would not fill the GPU, narrow ones (narrow_fill), 64 x 128 or 128 x 64.
+  const uint32_t wide_m = K <= 64 ? 256 : 128, wide_n = K <= 64 ? 64 : 128;
+  const uint64_t wide_tiles = uint64_t((g_->M + wide_m - 1) / wide_m) * ((K + wide_n - 1) / wide_n);
+  const bool narrow = g_->Cp >= 16 && (g_->kpad <= narrow_kpad() ||
+                                       double(wide_tiles) < narrow_fill() * 2.0 * igemm::sm_count());
+  tile_ = (K <= 64 ? 1 : 0) + (narrow ? 2 : 0);
+  static constexpr uint32_t kTileM[4] = {128, 256, 64, 128}, kTileN[4] = {128, 64, 128, 64};
+  const uint32_t BM = kTileM[tile_], BN = kTileN[tile_];
   // Every channel with a window: the windowed epilogue, straight from the fragments without split-K
   // (unless a fused op or the output layout rules it out, known only later).
   splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM),
-                                 windows_.get() != nullptr);
+                                 windows_.get() != nullptr, narrow ? kNarrowBlocks : 2);
   allow_shared_memory();
 }
 
@@ -611,7 +664,8 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
                     (shared_add_ && trimmed_adds() && conv_in_range_ ? kAddInRange : 0) |
                     (shared_add_ && trimmed_adds() && shared_add_->hi == 127 ? kAddHighSat : 0);
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
-    constexpr int BM = decltype(tile_tag)::value ? 256 : 128, BN = decltype(tile_tag)::value ? 64 : 128;
+    constexpr int kTile = decltype(tile_tag)::value;
+    constexpr int BM = kTile == 0 ? 128 : kTile == 1 ? 256 : kTile == 2 ? 64 : 128, BN = kTile % 2 ? 64 : 128;
     auto run = [&](auto kt, auto stages) {
       launch<BM, BN, decltype(tap_tag)::value, decltype(epi_tag)::value, decltype(kt)::value, decltype(stages)::value>(
           x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
@@ -619,19 +673,31 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
           chain_.chain(), ops, fused, next, next_ops, stream);
     };
     using std::integral_constant;
-    if constexpr (BM == 128)
-      if (wide) return run(integral_constant<int, 128>{}, integral_constant<int, 3>{});
-    run(integral_constant<int, 64>{}, integral_constant<int, 4>{});
+    if constexpr (kTile >= 2) {
+      return run(integral_constant<int, 64>{}, integral_constant<int, kNarrowStages>{});
+    } else {
+      if constexpr (BM == 128)
+        if (wide) return run(integral_constant<int, 128>{}, integral_constant<int, 3>{});
+      run(integral_constant<int, 64>{}, integral_constant<int, 4>{});
+    }
   };
   auto with_epilogue = [&](auto tile_tag, auto tap_tag) {
     window ? go(tile_tag, tap_tag, std::integral_constant<int, kEpiWindow>{})
            : go(tile_tag, tap_tag, std::integral_constant<int, kEpiGeneral>{});
   };
   auto with_tap = [&](auto tile_tag) {
-    if (g_->Cp == 4) return with_epilogue(tile_tag, std::integral_constant<int, 4>{});  // only with the fast chain
+    constexpr int kTile = decltype(tile_tag)::value;
+    if constexpr (kTile < 2)  // narrow tiles: Cp >= 16 only
+      if (g_->Cp == 4) return with_epilogue(tile_tag, std::integral_constant<int, 4>{});  // only with the fast chain
     with_epilogue(tile_tag, std::integral_constant<int, 16>{});
   };
-  tile_ ? with_tap(std::true_type{}) : with_tap(std::false_type{});
+  using std::integral_constant;
+  switch (tile_) {
+    case 0: return with_tap(integral_constant<int, 0>{});
+    case 1: return with_tap(integral_constant<int, 1>{});
+    case 2: return with_tap(integral_constant<int, 2>{});
+    default: return with_tap(integral_constant<int, 3>{});
+  }
 }
 
 void enqueue_to_channels_last(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, uint32_t HW, uint32_t Cp,

@@ -57,7 +57,7 @@ class IgemmConv final : public GpuOp {
   int window_flags_ = 0;  // kConvNonNegative when every window has kNonNegative
   bool conv_in_range_ = false;  // every channel's rescaled value lies in int8 (windowed epilogue)
   int32_t lo_ = INT32_MIN, hi_ = INT32_MAX;
-  int tile_ = 0;  // 0: 128 pixels x 128 channels, 1: 256 x 64
+  int tile_ = 0;  // 0: 128 pixels x 128 channels, 1: 256 x 64, 2: 64 x 128 and 3: 128 x 64 (narrow warps)
   int splits_ = 1;  // blocks (a cluster) sharing one output tile, each with a slice of the reduction
 };
 

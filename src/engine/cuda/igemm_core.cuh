@@ -50,7 +50,10 @@ constexpr int kBlockThreads = 256;
 template <int BM, int BN, int KT = 64, int Stages = kStages>
 struct TileShape {
   static constexpr int kWarpsN = BN / 32;
-  static_assert((BM / 64) * kWarpsN == 8, "8 warps of 64 x 32");
+  // Warps of kWarpM x 32: 64 rows (four m16 fragments, the usual) or 32 (two: half the accumulator
+  // registers, for tiles of 64 x 128 or 128 x 64 that fit more blocks an SM).
+  static constexpr int kWarpM = BM * kWarpsN / 8, kMI = kWarpM / 16;
+  static_assert(kWarpM == 64 || kWarpM == 32, "8 warps of 64 x 32 or 32 x 32");
   static_assert(KT == 64 || KT == 128, "k-tiles of 64 or 128 bytes");
   static constexpr int kStageBytes = (BM + BN) * KT;
   static constexpr int kPipelineBytes = Stages * kStageBytes;
@@ -155,7 +158,7 @@ struct NoHook {
 };
 
 // The convolution's accumulators for the block's tile (pixels m0.., channels n0..; split-K: this block's
-// slice of the k-tiles) in acc, in the mma fragment layout: acc[i][j] holds rows warp_m * 64 + i * 16 +
+// slice of the k-tiles) in acc, in the mma fragment layout: acc[i][j] (i < kMI) holds rows warp_m * kWarpM + i * 16 +
 // lane / 4 (+ 8 for elements 2 and 3) and channels warp_n * 32 + j * 8 + 2 * (lane % 4) (+ 1 for the odd
 // elements) of the tile. kTap: bytes of one tap's channels when below 16 (Cp == kTap: each 16-byte run
 // spans 16 / kTap taps), else 16. KT, Stages: as TileShape (a k-tile may reach past kpad by 64 bytes:
@@ -167,8 +170,9 @@ struct NoHook {
 template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages>
 __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                              const IgemmGeometry& g, uint8_t* smem,
-                                             typename Mma::Acc (&acc)[4][4][4]) {
+                                             typename Mma::Acc (&acc)[TileShape<BM, BN, KT, Stages>::kMI][4][4]) {
   using Tile = TileShape<BM, BN, KT, Stages>;
+  constexpr int kMI = Tile::kMI;
   static_assert(kTap == 4 || kTap == 8 || kTap == 16, "tap widths");
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -253,7 +257,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
   };
 
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kMI; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -281,10 +285,10 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
 #pragma unroll
     for (int ks = 0; ks < KT / 32; ++ks) {
       if (ks >= ksteps) break;
-      uint32_t a[4][4], b[4][2];
+      uint32_t a[kMI][4], b[4][2];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        ldmatrix_x4(a_smem + swizzle<KT>(warp_m * 64 + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
+      for (int i = 0; i < kMI; ++i)
+        ldmatrix_x4(a_smem + swizzle<KT>(warp_m * Tile::kWarpM + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         uint32_t r[4];
@@ -293,7 +297,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
         b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kMI; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) Mma::run(acc[i][j], a[i], b[j][0], b[j][1]);
     }
@@ -317,7 +321,7 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
                                                      const Hook& after_reduce = Hook{}) {
   using Tile = TileShape<BM, BN, KT, Stages>;
   using Acc = typename Mma::Acc;
-  Acc acc[4][4][4];
+  Acc acc[Tile::kMI][4][4];
   igemm_reduce<Mma, BM, BN, kTap, KT, Stages>(x, w, g, smem, acc);
   after_reduce();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -331,10 +335,10 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
   Acc* parked = reinterpret_cast<Acc*>(smem);
   const int grp = lane >> 2, quad = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < Tile::kMI; ++i)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = warp_m * 64 + i * 16 + grp + 8 * half;
+      const int row = warp_m * Tile::kWarpM + i * 16 + grp + 8 * half;
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         *reinterpret_cast<Vec2*>(parked + row * Tile::kParkStride + warp_n * 32 + j * 8 + 2 * quad) =
@@ -401,19 +405,26 @@ void launch_tiles(Kernel* kernel, const IgemmGeometry& g, int splits, int smem_b
   SOFTDLA_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// The current device's multiprocessors.
+inline int sm_count() {
+  int device = 0, sms = 0;
+  SOFTDLA_CUDA(cudaGetDevice(&device));
+  SOFTDLA_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 // How many blocks share one output tile (split-K, a power of two up to 8): the fewest that bring the
 // k-tiles of the busiest SM down the most, counting a cost per block for the epilogue and the
 // reduction. `direct`: without split-K the epilogue runs straight from the mma fragments (cheaper than
-// on parked accumulators, which split-K needs). SOFTDLA_CUDA_SPLITK=n forces n (tests).
-inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false) {
+// on parked accumulators, which split-K needs). blocks_per_sm: how many of the kernel's blocks an SM
+// holds. SOFTDLA_CUDA_SPLITK=n forces n (tests).
+inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false, int blocks_per_sm = 2) {
   if (const char* forced = std::getenv("SOFTDLA_CUDA_SPLITK")) {
     const int n = std::atoi(forced);
     if (n == 1 || n == 2 || n == 4 || n == 8) return n;
   }
-  int device = 0, sms = 0;
-  SOFTDLA_CUDA(cudaGetDevice(&device));
-  SOFTDLA_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const uint64_t slots = uint64_t(sms) * 2;  // two blocks per SM (registers and shared memory)
+  const int sms = sm_count();
+  const uint64_t slots = uint64_t(sms) * unsigned(blocks_per_sm);  // (registers and shared memory)
   // An epilogue costs about as much as this many k-tiles: on parked accumulators, and straight from the
   // fragments (1 measured best against 2 and 4 on the H200's ResNet-50: docs/PERFORMANCE.md).
   constexpr double kParkedEpilogueTiles = 4, kDirectEpilogueTiles = 1;

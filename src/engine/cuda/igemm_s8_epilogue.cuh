@@ -121,23 +121,23 @@ __device__ __forceinline__ uint32_t pack_sat2(int32_t v0, int32_t v1, uint32_t h
   return out;
 }
 
-// The requantized int8 bytes of one thread's mma accumulators (igemm_reduce's fragment layout, 64 x 32
-// per warp): out[i][h][p] holds rows i * 16 + h * 8 (+ lane / 4) and the channel pairs p * 16 + 2 *
+// The requantized int8 bytes of one thread's mma accumulators (igemm_reduce's fragment layout, kMI * 16
+// x 32 per warp): out[i][h][p] holds rows i * 16 + h * 8 (+ lane / 4) and the channel pairs p * 16 + 2 *
 // (lane % 4) (bytes 0-1) and p * 16 + 8 + 2 * (lane % 4) (bytes 2-3). `win`: the window of the thread's
 // first channel (shared memory); the thread's channels are the same in every row, so each pair's two
 // windows are read once and serve its 8 rows.
-template <int kConv>
-__device__ __forceinline__ void requant_fragments(const int32_t (&acc)[4][4][4], const num::RequantWindow* win,
-                                                  uint32_t (&out)[4][2][2]) {
+template <int kConv, int kMI>
+__device__ __forceinline__ void requant_fragments(const int32_t (&acc)[kMI][4][4], const num::RequantWindow* win,
+                                                  uint32_t (&out)[kMI][2][2]) {
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
-    uint32_t high[4][2];
+    uint32_t high[kMI][2];
 #pragma unroll
     for (int jj = 1; jj >= 0; --jj) {  // the upper pair first: it goes into the bytes above the lower
       const int j = 2 * p + jj;
       const num::RequantWindow q0 = win[j * 8], q1 = win[j * 8 + 1];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kMI; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int32_t v0 = window_value<kConv>(acc[i][j][2 * h], q0);
