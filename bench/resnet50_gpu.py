@@ -57,6 +57,9 @@ ONNX_MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2}
 
 
 def build(softdla, onnx_path, out, *flags):
+    if os.path.exists(out):  # --loadables: built by an earlier run
+        print(f"  reused {out}", flush=True)
+        return open(out, "rb").read()
     t = time.perf_counter()
     r = subprocess.run([softdla, "build", f"--onnx={onnx_path}", f"--saveEngine={out}", *flags],
                        capture_output=True, text=True)
@@ -125,6 +128,9 @@ def main():
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--profile", nargs="?", default="", const="fp16,int8",
                     help="print the GPU kernels' time of softdla at the largest batch (these precisions; all without a value)")
+    ap.add_argument("--loadables", default=None,
+                    help="keep the built loadables (and calibration cache) in this directory and reuse those found "
+                         "there: A/B runs of several builds or settings on the same loadables")
     args = ap.parse_args()
     models = args.models.split(",")
     precisions = args.precisions.split(",")
@@ -139,9 +145,10 @@ def main():
     print(f"GPU: {results['gpu']}, torch {torch.__version__}", flush=True)
     stream = torch.cuda.Stream()
     loadables = {}
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = args.loadables or tmp
         calib = os.path.join(d, "calib")
-        os.makedirs(calib)
+        os.makedirs(calib, exist_ok=True)
         np.save(os.path.join(calib, "data.npy"),
                 np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))
         softdla = os.path.join(args.build_dir, "softdla")
