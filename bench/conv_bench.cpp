@@ -19,7 +19,7 @@ struct Layer {
   uint32_t c, k, hw, r, stride;
   uint32_t groups = 1;
   uint32_t batch = 1;
-  bool residual = false;  // the residual add (and ReLU) after the convolution, fused into it (INT8 only)
+  bool residual = false;  // the residual add after the convolution, fused into it (INT8: and ReLU)
   bool relu = true;       // false: bias only, as a bottleneck's downsample (its results keep their sign)
 };
 
@@ -66,6 +66,12 @@ constexpr Layer kLayers[] = {
     {"mbv2_1x1_576to96_14", 576, 96, 14, 1, 1},
     {"mbv2_1x1_160to960_7", 160, 960, 7, 1, 1},
     {"mbv2_1x1_320to1280_7", 320, 1280, 7, 1, 1},
+    {"mbv2_1x1_384to64_14", 384, 64, 14, 1, 1},
+    // MobileNetV2's projections with the block's residual add (no ReLU: linear bottlenecks).
+    {"mbv2_1x1_384to64_14_add", 384, 64, 14, 1, 1, 1, 1, true, false},
+    {"mbv2_1x1_144to24_56_add", 144, 24, 56, 1, 1, 1, 1, true, false},
+    {"mbv2_1x1_960to160_7", 960, 160, 7, 1, 1},
+    {"mbv2_1x1_960to320_7", 960, 320, 7, 1, 1},
     {"mbv2_1x1_32to192_28", 32, 192, 28, 1, 1},
     {"mbv2_1x1_96to576_14", 96, 576, 14, 1, 1},
     // Short reductions into many output channels (which FP16 kernel AMX CPUs take for them).
@@ -119,23 +125,29 @@ Model conv_model(const Layer& l, DataType t) {
   m.ops.push_back({"conv", {0}, {1}, p});
   m.inputs.push_back({0, TensorFormat::kLinear, {}});
   if (l.residual) {
-    // ResNet's bottleneck end: the add of the block's input (a second model input) and ReLU, with the
-    // multipliers and shifts softdla's builder gives ResNet-50's residual adds (both operands on one scale).
-    p.post.requant = {{2052713361}, {39}};
-    m.ops.back().params = p;
+    // The block's input (a second model input) added after the convolution. INT8: ResNet's bottleneck
+    // end, the add then ReLU, with the multipliers and shifts softdla's builder gives ResNet-50's residual
+    // adds (both operands on one scale). FP16: the plain add (ReLU after it where the layer has one).
     m.tensors.push_back({"r", m.tensors[1].shape, t, 0.05f, -1});
     m.tensors.push_back({"z", m.tensors[1].shape, t, 0.05f, -1});
     SdpParams add;
     SdpStep scale, elt, relu_after;
-    scale.kind = SdpKind::kScale;
-    scale.ivalues = {65536};
     elt.kind = SdpKind::kEltAdd;
     elt.tensor = 2;
-    elt.tensor_multiplier = 1 << 30;
-    elt.tensor_shift = 14;
     relu_after.kind = SdpKind::kRelu;
-    add.steps = {scale, elt, relu_after};
-    add.requant = {{1975184545}, {47}};
+    if (t == DataType::kInt8) {
+      p.post.requant = {{2052713361}, {39}};
+      m.ops.back().params = p;
+      scale.kind = SdpKind::kScale;
+      scale.ivalues = {65536};
+      elt.tensor_multiplier = 1 << 30;
+      elt.tensor_shift = 14;
+      add.steps = {scale, elt, relu_after};
+      add.requant = {{1975184545}, {47}};
+    } else {
+      add.steps = {elt};
+      if (l.relu) add.steps.push_back(relu_after);
+    }
     m.ops.push_back({"add", {1, 2}, {3}, add});
     m.inputs.push_back({2, TensorFormat::kLinear, {}});
     m.outputs.push_back({3, TensorFormat::kLinear, {}});
@@ -177,7 +189,8 @@ int main(int argc, char** argv) {
   const char* iters = std::getenv("CONV_BENCH_ITERS");
   for (const Layer& l : kLayers)
     for (const DataType t : {DataType::kInt8, DataType::kFloat16}) {
-      if (l.residual && t != DataType::kInt8) continue;  // the fused residual add is built for INT8 only
+      // ResNet's adds (with ReLU) as INT8, MobileNetV2's (without) as FP16.
+      if (l.residual && (t == DataType::kInt8) != l.relu) continue;
       const std::string name = std::string(t == DataType::kInt8 ? "conv_int8/" : "conv_fp16/") + l.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Conv, l, t)->Unit(benchmark::kMillisecond)->UseRealTime();
       if (iters) b->Iterations(std::atoi(iters));
