@@ -93,10 +93,19 @@ __attribute__((target("avx512f"), always_inline)) inline __mmask16 first_lanes(s
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void Avx512Kernel::widen_row(const uint16_t* x, size_t plane,
                                                                                 uint32_t valid,
                                                                                 const DepthwiseGeometry& g, size_t ih,
-                                                                                const uint16_t*, float* dst) {
+                                                                                const uint16_t* end, float* dst) {
   for (size_t w0 = 0; w0 < g.W; w0 += kLanes) {
     const size_t n = std::min<size_t>(kLanes, g.W - w0);
     const __mmask16 m = first_lanes(n);
+    // The same columns kRowsAhead input rows further, widened one or two output rows later: sixteen
+    // planes read a row at a time are more streams than the prefetchers follow well (MobileNetV2 FP16
+    // 0.97-0.99x the time; batch 8 on one thread 0.92-0.97x).
+    constexpr size_t kRowsAhead = 2;
+    const size_t held = size_t(end - x);  // halves from x to the end of the batch's input
+    for (uint32_t c = 0; c < valid; ++c) {
+      const size_t ahead = c * plane + (ih + kRowsAhead) * g.W + w0;
+      if (ahead < held) _mm_prefetch(reinterpret_cast<const char*>(x + ahead), _MM_HINT_T0);
+    }
     __m512 v[16];
     for (uint32_t c = 0; c < 16; ++c)
       v[c] = c < valid ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + c * plane + ih * g.W + w0)) : _mm512_setzero_ps();
