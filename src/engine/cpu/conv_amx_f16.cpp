@@ -209,11 +209,7 @@ void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb)
   // is too many streams for the hardware prefetchers, and a batch's input is beyond L2 (ResNet-50's stage-1
   // 256 -> 64 layer at batch 8 waited on these loads for half its time).
   static constexpr size_t kChannelsAhead = 16;
-  const auto fetch = [&](size_t c) {
-    const uint16_t* line = x + c * grid_ + p0;
-    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(line + n - 1), _MM_HINT_T0);
-  };
+  const auto fetch = [&](size_t c) { prefetch_run_ends(x + c * grid_ + p0, n); };
   for (size_t c = 0; c < std::min<size_t>(kChannelsAhead, g_.C); ++c) fetch(c);
 #endif
   for (size_t c = 0; c < c_blocks_ * kTile; ++c) {
@@ -290,13 +286,9 @@ void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix
     const size_t base = n * direct->image_stride + row0 * direct->ld;
     for (size_t r = 0; r < rows; ++r)
       for (size_t i = 0; i < n_runs; ++i) {
-        const size_t at = base + r * direct->ld + runs[i].hw0, last = runs[i].count - 1;
-        _mm_prefetch(reinterpret_cast<const char*>(direct->out + at), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(direct->out + at + last), _MM_HINT_T0);
-        if (direct->other) {
-          _mm_prefetch(reinterpret_cast<const char*>(direct->other + at), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(direct->other + at + last), _MM_HINT_T0);
-        }
+        const size_t at = base + r * direct->ld + runs[i].hw0;
+        prefetch_run_ends(direct->out + at, runs[i].count);
+        if (direct->other) prefetch_run_ends(direct->other + at, runs[i].count);
       }
   }
   unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, bt, tap_offsets_.data(), taps,

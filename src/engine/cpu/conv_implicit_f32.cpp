@@ -303,11 +303,7 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   // ResNet-50 at batch 8 0.92-0.97x).
   if (halves && pix0 + kBlockPixels < grid_) {
     const size_t count = std::min(kBlockPixels, grid_ - pix0 - kBlockPixels);
-    for (size_t c = 0; c < g_.C; ++c) {
-      const uint16_t* line = halves + c * grid_ + pix0 + kBlockPixels;
-      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(line + count - 1), _MM_HINT_T0);
-    }
+    for (size_t c = 0; c < g_.C; ++c) prefetch_run_ends(halves + c * grid_ + pix0 + kBlockPixels, count);
   }
   // The lane tiles of a plain 1x1 convolution store their whole 8-pixel tiles through the epilogue
   // themselves (conv_lanes_f16_store.h); `stored` counts the block's leading pixels they took.

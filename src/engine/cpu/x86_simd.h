@@ -11,3 +11,17 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #endif
+
+#ifdef SOFTDLA_X86
+#include <cstddef>
+#include <cstdint>
+namespace softdla::cpu {
+// The lines of the first and the last of `count` (>= 1) consecutive halves from p, fetched into L1: a run
+// of up to 64 bytes, which may straddle two lines. For the kernels that read one run from each of many
+// planes, more streams than the hardware prefetchers follow.
+inline void prefetch_run_ends(const uint16_t* p, size_t count) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p + count - 1), _MM_HINT_T0);
+}
+}  // namespace softdla::cpu
+#endif
