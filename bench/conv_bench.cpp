@@ -55,6 +55,9 @@ constexpr Layer kLayers[] = {
     {"mbv2_dw3x3_32_112", 32, 32, 112, 3, 1, 32},
     {"mbv2_dw3x3_192_28", 192, 192, 28, 3, 1, 192},
     {"mbv2_dw3x3_576_14", 576, 576, 14, 3, 1, 576},
+    {"mbv2_dw3x3s2_144_56", 144, 144, 56, 3, 2, 144},  // the other stride-2 depthwise layers
+    {"mbv2_dw3x3s2_192_28", 192, 192, 28, 3, 2, 192},
+    {"mbv2_dw3x3s2_576_14", 576, 576, 14, 3, 2, 576},
     // MobileNetV2 1x1 layers: expansions, projections with few channels, the last stage's wide ones.
     {"mbv2_1x1_16to96_112", 16, 96, 112, 1, 1},
     {"mbv2_1x1_144to24_56", 144, 24, 56, 1, 1},

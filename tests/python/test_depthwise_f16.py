@@ -1,4 +1,5 @@
-"""FP16 depthwise convolutions sixteen channels at a time on AVX-512 (src/engine/cpu/depthwise_f16_blocks.h):
+"""FP16 depthwise convolutions on AVX-512, sixteen channels at a time (src/engine/cpu/depthwise_f16_blocks.h) or one
+plane at a time, sixteen columns a vector (depthwise_f16_planes.h; each forced with SOFTDLA_DW_F16):
 within the FP16 tolerance of NumPy's float64 convolution, and the same bits as the plane-by-plane kernel
 (the avx2 path) and std::fma (the portable path), over strides, dilations, asymmetric padding, kernels
 from 1x1 to a whole-plane window (a global average pool), channel counts past whole blocks of 16, batches,
@@ -72,16 +73,16 @@ for loadable, inp, out in zip(*[iter(sys.argv[1:])] * 3):
 """
 
 
-def _run_all(jobs, tmp_path, isa, threads):
+def _run_all(jobs, tmp_path, isa, threads, kernel="auto"):
     """Each (graph, input) of jobs on the CPU path `isa` with `threads` threads, in one process: the raw
-    outputs."""
+    outputs. `kernel` picks the AVX-512 FP16 depthwise kernel (SOFTDLA_DW_F16: auto, planes or blocks)."""
     args = []
     for i, (g, x) in enumerate(jobs):
         lp, ip = tmp_path / f"dw{i}.loadable", tmp_path / f"dw{i}.in"
         lp.write_bytes(g.serialize())
         ip.write_bytes(F.pack(x, F.LINEAR, g.target))
-        args += [str(lp), str(ip), str(tmp_path / f"dw{i}.{isa}.{threads}.out")]
-    env = {**paths._env(isa), "SOFTDLA_THREADS": str(threads)}
+        args += [str(lp), str(ip), str(tmp_path / f"dw{i}.{isa}.{threads}.{kernel}.out")]
+    env = {**paths._env(isa), "SOFTDLA_THREADS": str(threads), "SOFTDLA_DW_F16": kernel}
     r = subprocess.run([sys.executable, "-c", RUN_ALL, *args], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     return [open(args[i + 2], "rb").read() for i in range(0, len(args), 3)]
@@ -115,6 +116,10 @@ def test_within_tolerance_and_same_bits_on_every_path(epilogue, tmp_path):
     portable = _run_all(jobs, tmp_path, "portable", 1)
     runs = {"auto-1": _run_all(jobs, tmp_path, "auto", 1), "auto-2": _run_all(jobs, tmp_path, "auto", 2),
             "auto-3": _run_all(jobs, tmp_path, "auto", 3)}
+    # Each AVX-512 kernel on every layer it takes: the planes (depthwise_f16_planes.h: stride 1 or 2
+    # across the row, any width) and the channel blocks.
+    for kernel in ("planes", "blocks"):
+        runs[f"{kernel}-2"] = _run_all(jobs, tmp_path, "auto", 2, kernel)
     for i, (g, x, acc, steps, _) in enumerate(built):
         want = _expected(acc, steps)
         got = F.unpack(runs["auto-2"][i], list(want.shape), np.float16, F.LINEAR, g.target)
@@ -136,5 +141,7 @@ def test_edge_values_same_bits_on_every_path(epilogue, tmp_path):
     x[1, 21] = np.float16(-0.0)   # a plane of negative zeros
     g, x, *_ = build(case, epilogue, seed=4, x=x)
     outs = {isa: _run_all([(g, x)], tmp_path, isa, 2)[0] for isa in ("portable", "auto")}
+    outs["planes"] = _run_all([(g, x)], tmp_path, "auto", 2, "planes")[0]
     assert len(outs["auto"]) > 0
     assert outs["auto"] == outs["portable"]
+    assert outs["planes"] == outs["portable"]

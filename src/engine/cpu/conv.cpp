@@ -14,6 +14,7 @@
 #include "conv_winograd.h"
 #include "cpu_isa.h"
 #include "depthwise_f16_blocks.h"
+#include "depthwise_f16_planes.h"
 #include "depthwise_s8.h"
 #include "depthwise_s8_vnni.h"
 #include "element.h"
@@ -345,11 +346,15 @@ class ConvKernel final : public OpKernel {
       }
       // FP16 depthwise (one output channel per input channel) sixteen channels at a time on AVX-512, eight on
       // AVX2, its chain and store fused, where the chain is channel steps.
-      if (depthwise_ && g_.Kg == 1 && dtype_ == DataType::kFloat16 && finite_weights_ && steps_fit &&
-          DepthwiseF16Blocks::applies(active_isa()))
-        dw_f16_ = std::make_unique<DepthwiseF16Blocks>(
-            DepthwiseGeometry{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl}, g_.K,
-            wf_.data(), steps);
+      // Planes wide enough to fill the vectors go one plane at a time on AVX-512 (depthwise_f16_planes.h:
+      // no transposes, one stream in and one out).
+      if (depthwise_ && g_.Kg == 1 && dtype_ == DataType::kFloat16 && finite_weights_ && steps_fit) {
+        const DepthwiseGeometry dg{g_.H, g_.W, g_.OH, g_.OW, g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, g_.pt, g_.pl};
+        if (DepthwiseF16Planes::applies(active_isa(), dg))
+          dw_planes_ = std::make_unique<DepthwiseF16Planes>(dg, g_.K, wf_.data(), steps);
+        else if (DepthwiseF16Blocks::applies(active_isa()))
+          dw_f16_ = std::make_unique<DepthwiseF16Blocks>(dg, g_.K, wf_.data(), steps);
+      }
       // The AVX-512 FP16 kernels store their results themselves where the chain is channel steps.
       if ((implicit_f32_ || winograd_ || amx_f16_) && dtype_ == DataType::kFloat16 && channel_chain)
         half_direct_ = true, half_steps_ = std::move(steps), half_lanes_ = ChannelLanes(half_steps_, g_.K);
@@ -389,6 +394,13 @@ class ConvKernel final : public OpKernel {
 
   void run(const OpIo& io, ThreadPool& pool) const override {
     const size_t kdim = g_.kdim(), ohw = size_t(g_.OH) * g_.OW;
+    if (dw_planes_ && !residual_f16_) {
+      const auto* x = static_cast<const uint16_t*>(io.inputs[0]);
+      auto* y = static_cast<uint16_t*>(io.output);
+      pool.parallel_for(dw_planes_->units(batch_), [&](size_t b, size_t e) { dw_planes_->run(x, y, b, e); },
+                        ThreadPool::min_items(ohw * kdim));
+      return;
+    }
     if (dw_f16_ && !residual_f16_) {
       const size_t units = dw_f16_->units(batch_, pool.size());
       const auto* x = static_cast<const uint16_t*>(io.inputs[0]);
@@ -925,6 +937,7 @@ class ConvKernel final : public OpKernel {
   bool half_direct_ = false;
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored
+  std::unique_ptr<DepthwiseF16Planes> dw_planes_;  // FP16 depthwise on AVX-512, wide planes one at a time
   std::unique_ptr<DepthwiseF16Blocks> dw_f16_;  // FP16 depthwise on AVX-512 or AVX2, channel blocks
   std::unique_ptr<DepthwiseS8Vnni> dw_vnni_;  // INT8 depthwise on AVX-512 VNNI + VBMI
   std::vector<float> wf_;
