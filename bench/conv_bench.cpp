@@ -21,6 +21,7 @@ struct Layer {
   uint32_t batch = 1;
   bool residual = false;  // the residual add after the convolution, fused into it (INT8: and ReLU)
   bool relu = true;       // false: bias only, as a bottleneck's downsample (its results keep their sign)
+  bool relu6 = false;     // FP16 only: ReLU6 (a clip to [0, 6]) for the ReLU, as MobileNetV2's layers
 };
 
 // Representative ResNet-50 layers (224x224 input, batch 1 unless named _b8).
@@ -60,11 +61,13 @@ constexpr Layer kLayers[] = {
     {"mbv2_dw3x3s2_576_14", 576, 576, 14, 3, 2, 576},
     // MobileNetV2 1x1 layers: expansions, projections with few channels, the last stage's wide ones.
     {"mbv2_1x1_16to96_112", 16, 96, 112, 1, 1},
+    {"mbv2_1x1_16to96_112_relu6", 16, 96, 112, 1, 1, 1, 1, false, true, true},  // as the model has it
     {"mbv2_1x1_144to24_56", 144, 24, 56, 1, 1},
     {"mbv2_1x1_32to16_112", 32, 16, 112, 1, 1},
     {"mbv2_1x1_96to24_56", 96, 24, 56, 1, 1},
     {"mbv2_1x1_192to32_28", 192, 32, 28, 1, 1},
     {"mbv2_1x1_24to144_56", 24, 144, 56, 1, 1},
+    {"mbv2_1x1_24to144_56_relu6", 24, 144, 56, 1, 1, 1, 1, false, true, true},
     {"mbv2_1x1_64to384_14", 64, 384, 14, 1, 1},
     {"mbv2_1x1_576to96_14", 576, 96, 14, 1, 1},
     {"mbv2_1x1_160to960_7", 160, 960, 7, 1, 1},
@@ -123,6 +126,7 @@ Model conv_model(const Layer& l, DataType t) {
   } else {
     bias.fvalues = std::vector<float>(l.k, 0.1f);
   }
+  if (l.relu6) relu.kind = SdpKind::kClip, relu.lo = 0.f, relu.hi = 6.f;
   p.post.steps = {bias, relu};
   if (!l.relu) p.post.steps.pop_back();
   m.ops.push_back({"conv", {0}, {1}, p});
@@ -194,6 +198,7 @@ int main(int argc, char** argv) {
     for (const DataType t : {DataType::kInt8, DataType::kFloat16}) {
       // ResNet's adds (with ReLU) as INT8, MobileNetV2's (without) as FP16.
       if (l.residual && (t == DataType::kInt8) != l.relu) continue;
+      if (l.relu6 && t == DataType::kInt8) continue;
       const std::string name = std::string(t == DataType::kInt8 ? "conv_int8/" : "conv_fp16/") + l.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Conv, l, t)->Unit(benchmark::kMillisecond)->UseRealTime();
       if (iters) b->Iterations(std::atoi(iters));

@@ -362,9 +362,9 @@ def test_conv_int8_io_formats(x_fmt, y_fmt):
     (5, 70, 5, 5, (2, 2, 2, 2), (1, 1), (12, 12), (1, 1)), (33, 17, 7, 1, (3, 0, 3, 0), (1, 1), (15, 6), (1, 1)),
     (64, 40, 3, 3, (2, 2, 2, 2), (2, 2), (11, 37), (1, 1)),
     # 1x1: the blocked input layout, whole (small grids) and per pixel block (over 1 MiB packed); 64
-    # channels into 256 or more take the tiles under the default rule too
+    # channels into 256 or more over 512 outputs or more take the tiles under the default rule too
     (40, 50, 1, 1, (0, 0, 0, 0), (1, 1), (9, 23), (1, 1)), (64, 20, 1, 1, (0, 0, 0, 0), (1, 1), (40, 57), (1, 1)),
-    (64, 260, 1, 1, (0, 0, 0, 0), (1, 1), (9, 23), (1, 1)),
+    (64, 260, 1, 1, (0, 0, 0, 0), (1, 1), (33, 35), (1, 1)),
     # strided: every phase (3x3, 7x7), one phase (1x1 stride 2), mixed strides, dilation with stride
     (32, 33, 3, 3, (1, 1, 1, 1), (1, 1), (17, 29), (2, 2)), (20, 16, 1, 1, (0, 0, 0, 0), (1, 1), (14, 15), (2, 2)),
     (48, 35, 7, 7, (3, 3, 3, 3), (1, 1), (20, 21), (2, 2)), (17, 40, 3, 3, (0, 1, 2, 1), (1, 1), (9, 31), (1, 2)),

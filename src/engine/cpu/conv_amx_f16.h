@@ -36,9 +36,12 @@ class AmxConvF16 {
   // path of a CPU with AMX-BF16, and (SOFTDLA_AMX_F16=auto, the default) faster there than on the FMA
   // kernels: a reduction of 256 products per output or more (channels x taps), 128 channels where
   // Winograd F(2x2, 3x3) is the alternative, or a plain 1x1 convolution (stride 1, no padding) from 64
-  // channels into 256 or more. SOFTDLA_AMX_F16=all takes every convolution it can, 0 none.
+  // channels into 256 or more over kPlain1x1MinPixels outputs or more (`pixels`: the whole batch's, since
+  // the tiles reuse each weight tile across the batch's pixel blocks). SOFTDLA_AMX_F16=all takes every
+  // convolution it can, 0 none.
   static bool applies(uint32_t groups, uint32_t channels, uint32_t out_channels, uint32_t taps, bool plain_1x1,
-                      bool winograd_alternative);
+                      size_t pixels, bool winograd_alternative);
+  static constexpr size_t kPlain1x1MinPixels = 512;  // batch 1: between 14 x 14 (FMA faster) and 28 x 28 (a tie)
   // weights: [K][C][R][S] fp32 holding finite fp16 values (an infinite weight would meet x_lo = 0 in
   // the lo planes: 0 * inf = NaN where x * inf is not).
   AmxConvF16(const ImplicitGeometry& g, const float* weights);
