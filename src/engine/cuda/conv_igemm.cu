@@ -1,5 +1,6 @@
 // The INT8 implicit-GEMM convolution (see conv_igemm.h): the loaders, pipeline, main loop and split-K of
-// igemm_core.cuh with mma m16n8k32 s8, then the SDP chain on the parked int32 accumulators. Inputs of
+// igemm_core.cuh with mma m16n8k32 s8 (on Hopper, wgmma m64n64k32 s8 for the 128 x 128 tiles of
+// 128-byte k-tiles with the windowed epilogue), then the SDP chain on the int32 accumulators. Inputs of
 // up to 4 channels (images) are converted space-to-depth when the stride is 2 (2 x 2 pixels become one
 // of 16 channels) and otherwise use Cp = 4, four taps per 16-byte run.
 //
@@ -136,18 +137,22 @@ __device__ __forceinline__ void store_run(const int32_t* parked, uint32_t m, uin
   }
 }
 
-// The 16-byte runs of the tile that window_from_fragments gives a thread: row warp_m * kWarpM + i * 16 +
-// lane / 4 + 8 * (lane % 4 / 2), channels warp_n * 32 + (lane % 2) * 16 .. + 15, for i < kMI (kWarpM,
-// kMI: igemm::TileShape's warp rows and m16 fragments).
-template <int BM, int BN>
+// The 16-byte runs of the tile that window_from_fragments gives a thread: for fragment i, the row of
+// igemm::AccLayout's fragment + 8 * (lane % 4 / 2) and its channels + (lane % 2) * 16 .. + 15 (mma.sync:
+// row warp_m * kWarpM + i * 16 + lane / 4 + .., channels warp_n * 32 + ..; wgmma: igemm_reduce's kWg).
+template <int BM, int BN, bool kWg = false>
 struct FragmentRuns {
   static constexpr int kWarpsN = BN / 32, kWarpM = BM * kWarpsN / 8, kMI = kWarpM / 16;
-  int row0, col;
+  // Channel groups of 32 that a thread's fragments lie in (requant_fragments' kWinGroups).
+  static constexpr int kWinGroups = kWg ? 2 : 1;
+  igemm::AccLayout<BM, BN, kWg> layout;
+  int row_in, col_in;  // within the fragment
   __device__ FragmentRuns() {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    row0 = (warp / kWarpsN) * kWarpM + (lane >> 2) + 8 * ((lane >> 1) & 1);
-    col = (warp % kWarpsN) * 32 + (lane & 1) * 16;
+    const int lane = threadIdx.x & 31;
+    row_in = 8 * ((lane >> 1) & 1), col_in = (lane & 1) * 16;
   }
+  __device__ int row(int i) const { return layout.row(i) + row_in; }
+  __device__ int column(int i) const { return layout.column(i) + col_in; }
   // Where run i of this thread lies in the other input's copy in shared memory: each thread's own runs,
   // so that no barrier is needed between their fetch and their use, and a warp's 32 runs of one i
   // contiguous (conflict-free).
@@ -156,15 +161,16 @@ struct FragmentRuns {
 
 // The fused residual add's other input at this thread's runs (FragmentRuns), into `dst` (BM * BN bytes of
 // shared memory).
-template <int BM, int BN>
+template <int BM, int BN, bool kWg = false>
 __device__ __forceinline__ void fetch_own_operand(uint32_t dst, const int8_t* operand, const Geo& g, uint32_t m0,
                                                   uint32_t n0) {
-  const FragmentRuns<BM, BN> runs;
+  using Runs = FragmentRuns<BM, BN, kWg>;
+  const Runs runs;
 #pragma unroll
-  for (int i = 0; i < FragmentRuns<BM, BN>::kMI; ++i) {
-    const uint32_t m = m0 + runs.row0 + i * 16, c = n0 + runs.col;
+  for (int i = 0; i < Runs::kMI; ++i) {
+    const uint32_t m = m0 + runs.row(i), c = n0 + runs.column(i);
     const bool ok = m < g.M && c < g.K;
-    cp_async16(dst + FragmentRuns<BM, BN>::slot(i), ok ? operand + uint64_t(m) * g.K + c : operand, ok);
+    cp_async16(dst + Runs::slot(i), ok ? operand + uint64_t(m) * g.K + c : operand, ok);
   }
 }
 
@@ -173,27 +179,28 @@ __device__ __forceinline__ void fetch_own_operand(uint32_t dst, const int8_t* op
 // memory); the int8 results are exchanged within each quad of lanes (quad_transpose) into 16-byte runs,
 // which take the fused residual add (operand: the other input's runs, fetch_own_operand) and one
 // 16-byte store each. No block barrier, no parking.
-template <int BM, int BN>
+template <int BM, int BN, bool kWg = false>
 __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[FragmentRuns<BM, BN>::kMI][4][4],
                                                       const uint8_t* side,
                                                       const uint8_t* operand, const Geo& g, uint32_t m0, uint32_t n0,
                                                       int flags, int fused, const SharedAdd& shared,
                                                       const num::ResidualWindow& residual, int8_t* __restrict y) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, quad = lane & 3;
-  const num::RequantWindow* win =
-      reinterpret_cast<const num::RequantWindow*>(side) + (warp % FragmentRuns<BM, BN>::kWarpsN) * 32 + 2 * quad;
-  constexpr int kMI = FragmentRuns<BM, BN>::kMI;
+  using Runs = FragmentRuns<BM, BN, kWg>;
+  const int quad = threadIdx.x & 3;
+  const Runs runs;
+  const num::RequantWindow* win = reinterpret_cast<const num::RequantWindow*>(side) + runs.layout.column(0) + 2 * quad;
+  constexpr int kMI = Runs::kMI;
   uint32_t bytes[kMI][2][2];
-  with_conv_form(flags, [&](auto conv_form) { requant_fragments<decltype(conv_form)::value, kMI>(acc, win, bytes); });
+  with_conv_form(flags, [&](auto conv_form) {
+    requant_fragments<decltype(conv_form)::value, kMI, Runs::kWinGroups>(acc, win, bytes);
+  });
   uint4 run[kMI];
 #pragma unroll
   for (int i = 0; i < kMI; ++i) run[i] = quad_transpose(bytes[i], quad);
-  const FragmentRuns<BM, BN> runs;
-  const uint32_t ch = n0 + runs.col;
-  if (ch >= g.K) return;
+  if (!kWg && n0 + runs.column(0) >= g.K) return;
   auto store = [&](int i, uint4 v) {
-    const uint32_t m = m0 + runs.row0 + i * 16;
-    if (m >= g.M) return;
+    const uint32_t m = m0 + runs.row(i), ch = n0 + runs.column(i);
+    if (m >= g.M || ch >= g.K) return;
     int8_t* dst = y + uint64_t(m) * g.K + ch;
     if (ch + 16 <= g.K) {
       *reinterpret_cast<uint4*>(dst) = v;
@@ -211,7 +218,7 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[Fragm
   with_run_add_form(flags, [&](auto add_form) {
 #pragma unroll
     for (int i = 0; i < kMI; ++i) {
-      const uint4 other = *reinterpret_cast<const uint4*>(operand + FragmentRuns<BM, BN>::slot(i));
+      const uint4 other = *reinterpret_cast<const uint4*>(operand + Runs::slot(i));
       store(i, add_run16<decltype(add_form)::value>(run[i], other, fused == 2, shared, residual));
     }
   });
@@ -222,9 +229,10 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[Fragm
 // every channel's requantization window, NHWC output, a fused op only as a residual window): the latter
 // keeps four channels' parameters in registers and works on 4-byte groups. `fused` there: 0 none, 1 the
 // convolution computes the residual add's first input (x), 2 its second (e); the other is read.
-// KT, Stages: the pipeline (igemm::TileShape).
+// KT, Stages: the pipeline (igemm::TileShape). kWg: the products run on wgmma (igemm_reduce; 128 x 128
+// tiles of 128-byte k-tiles, sm_90a builds).
 constexpr int kEpiGeneral = 0, kEpiWindow = 1;
-template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false>
 __global__ void __launch_bounds__(kBlockThreads, blocks_per_sm<BM, BN>())
 igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g, int output_nhwc,
              int fast_form, FastChain fast, const num::RequantWindow* __restrict windows, int flags,
@@ -234,6 +242,9 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   using Tile = TileShape<BM, BN, KT, Stages>;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
+  // wgmma reads the stages with the hardware's swizzle, which igemm::swizzle matches only from a
+  // 1024-byte boundary (dynamic shared memory starts on one when the kernel has no static part).
+  if (kWg && (smem_base & 1023u)) __trap();
   const int tid = threadIdx.x;
   const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   // The fused residual add's other input.
@@ -264,20 +275,20 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if constexpr (kEpi == kEpiWindow) {
     if (Tile::kOperandInSide && fused) {
-      if (direct) fetch_own_operand<BM, BN>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
+      if (direct) fetch_own_operand<BM, BN, kWg>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
       else fetch_operand(smem_base + Tile::kOperandOffset);
     }
     cp_async_commit();
     if (direct) {
       int32_t acc[Tile::kMI][4][4];
-      igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages>(reinterpret_cast<const uint8_t*>(x),
-                                                                   reinterpret_cast<const uint8_t*>(w), g, smem, acc);
+      igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg>(
+          reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, acc);
       if (!Tile::kOperandInSide && fused) {  // into the pipeline's memory, now free
-        fetch_own_operand<BM, BN>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
+        fetch_own_operand<BM, BN, kWg>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
         cp_async_commit();
       }
-      window_from_fragments<BM, BN>(acc, smem + Tile::kSmemBytes, smem + Tile::kOperandOffset, g, m0, n0, flags,
-                                    fused, shared, residual, y);
+      window_from_fragments<BM, BN, kWg>(acc, smem + Tile::kSmemBytes, smem + Tile::kOperandOffset, g, m0, n0,
+                                         flags, fused, shared, residual, y);
       return;
     }
   }
@@ -288,7 +299,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       cp_async_commit();
     }
   };
-  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap, KT, Stages>(
+  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg>(
       reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, before_park);
   if constexpr (kEpi == kEpiWindow && !Tile::kOperandInSide) {
     if (fused) {
@@ -392,13 +403,13 @@ void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, 
 
 constexpr int kNarrowStages = 3;  // narrow tiles: 64-byte k-tiles, three stages (48 KB with the side region)
 
-template <int BM, int BN, int kTap, int kEpi, int KT, int Stages>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false>
 void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
             const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
             const SharedAdd& shared, const DevChain& chain, const Operands& ops, int fused, const DevChain& next,
             const Operands& next_ops, cudaStream_t stream) {
   using Tile = TileShape<BM, BN, KT, Stages>;
-  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages>, g, splits,
+  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages, kWg>, g, splits,
                               kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes, stream, x, w, y, g,
                               int(output_nhwc), int(fast_form), fast, windows, flags, residual, shared, chain, ops,
                               fused, next, next_ops);
@@ -428,6 +439,9 @@ void allow_shared_memory() {
            integral_constant<int, 3>{});
   pipeline(integral_constant<int, 256>{}, integral_constant<int, 64>{}, integral_constant<int, 64>{},
            integral_constant<int, 4>{});
+#ifdef SOFTDLA_WGMMA
+  allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true>, TileShape<128, 128, 128, 3>::kWindowSmemBytes);
+#endif
   // Narrow tiles: channels of at least 16 bytes a tap only.
   auto narrow = [&](auto bm, auto bn) {
     constexpr int BM = decltype(bm)::value, BN = decltype(bn)::value;
@@ -503,6 +517,26 @@ bool trimmed_adds() {
     return !(v && std::string(v) == "off");
   }();
   return on;
+}
+
+// Whether the 128 x 128 tiles of 128-byte k-tiles run their products on wgmma (igemm_reduce's kWg):
+// only in sm_90a builds on a device of compute capability 9.0 (the arch-specific code runs nowhere
+// else). SOFTDLA_CUDA_WGMMA=off, read once, keeps mma.sync (tests, and the before/after comparison).
+bool wgmma_device() {
+#ifdef SOFTDLA_WGMMA
+  static const bool wanted = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_WGMMA");
+    return !(v && std::string(v) == "off");
+  }();
+  if (!wanted) return false;
+  int device = 0, major = 0, minor = 0;
+  SOFTDLA_CUDA(cudaGetDevice(&device));
+  SOFTDLA_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SOFTDLA_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -609,6 +643,7 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   // (unless a fused op or the output layout rules it out, known only later).
   splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM),
                                  windows_.get() != nullptr, narrow ? kNarrowBlocks : 2);
+  wgmma_ = wgmma_device();
   allow_shared_memory();
 }
 
@@ -676,6 +711,16 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
     if constexpr (kTile >= 2) {
       return run(integral_constant<int, 64>{}, integral_constant<int, kNarrowStages>{});
     } else {
+#ifdef SOFTDLA_WGMMA
+      // wgmma: 128 x 128 tiles of 128-byte k-tiles over 16-byte taps with the windowed epilogue (in the
+      // general one, whose chain interpreter holds more registers, ptxas serializes the wgmma).
+      if constexpr (kTile == 0 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
+        if (wide && wgmma_)
+          return launch<128, 128, 16, kEpiWindow, 128, 3, true>(
+              x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
+              flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
+              chain_.chain(), ops, fused, next, next_ops, stream);
+#endif
       if constexpr (BM == 128)
         if (wide) return run(integral_constant<int, 128>{}, integral_constant<int, 3>{});
       run(integral_constant<int, 64>{}, integral_constant<int, 4>{});

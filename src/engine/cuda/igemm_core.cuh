@@ -16,7 +16,8 @@
 // four k-steps instead of two), XOR-swizzled shared memory for conflict-free ldmatrix. Split-K: a
 // cluster of 2-8 blocks shares one output tile, each reducing a slice of the k-tiles; the partial
 // accumulators are summed through distributed shared memory and each block of the cluster runs the
-// epilogue on its share of the rows.
+// epilogue on its share of the rows. On Hopper (sm_90a builds) the INT8 128 x 128 tiles of 128-byte
+// k-tiles run their products on warpgroup MMA instead (igemm_wgmma.cuh; same loaders, same pipeline).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -27,6 +28,7 @@
 #include <utility>
 
 #include "gpu_ops.h"
+#include "igemm_wgmma.cuh"
 
 namespace softdla::gpu {
 
@@ -147,6 +149,23 @@ struct TapCursor {
   }
 };
 
+// Where igemm_reduce's accumulators lie in the tile: acc[i][j][v] of this thread is row row(i) (+ 8 for
+// v >= 2), column column(i) + 8 j + 2 (lane % 4) (+ 1 for odd v). mma.sync: warps of kWarpM x 32,
+// fragment i 16 rows below fragment i - 1. wgmma (kWg): warp w of warpgroup g holds rows 64 (i / 2) +
+// 16 w + .., columns 64 g + 32 (i % 2) + .., so fragments i and i + 2 share their channels.
+template <int BM, int BN, bool kWg>
+struct AccLayout {
+  static constexpr int kWarpsN = BN / 32, kWarpM = BM * kWarpsN / 8;
+  int row0, col0;  // of fragment 0
+  __device__ AccLayout() {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if constexpr (kWg) row0 = (warp & 3) * 16 + (lane >> 2), col0 = (warp >> 2) * 64;
+    else row0 = (warp / kWarpsN) * kWarpM + (lane >> 2), col0 = (warp % kWarpsN) * 32;
+  }
+  __device__ int row(int i) const { return row0 + (kWg ? (i >> 1) * 64 : i * 16); }
+  __device__ int column(int i) const { return col0 + (kWg ? (i & 1) * 32 : 0); }
+};
+
 // The rows of the block's tile whose epilogue this block runs (all of them without split-K).
 struct TileRows {
   int begin, end;
@@ -167,7 +186,15 @@ struct NoHook {
 // groups of its own, which complete here too. On return every cp.async group is complete, the block has
 // passed a barrier after its last read of the pipeline's memory (free for any use), and the next kernel
 // may be launched.
-template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages>
+// kWg (INT8, 128 x 128 tiles of 128-byte k-tiles, sm_90a only): the products run as Hopper's warpgroup
+// MMA instead (igemm_wgmma.cuh), both operands straight from shared memory (no ldmatrix): warpgroup g
+// multiplies all 128 rows by columns 64 g .. 64 g + 63 (two m64n64 a k-step), and acc holds AccLayout's
+// wgmma layout. (One m64n128 a warpgroup, on rows 64 g.., gives each thread 32 channels instead of 16,
+// twice the requantization windows to read: measured slower on short reductions, docs/PERFORMANCE.md.)
+// A k-tile's products run while the threads wait for the next one's copies; they are waited for
+// before the barrier after which that k-tile's slot is refilled. The stage base must lie on a
+// 1024-byte boundary (the hardware's swizzle).
+template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false>
 __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                              const IgemmGeometry& g, uint8_t* smem,
                                              typename Mma::Acc (&acc)[TileShape<BM, BN, KT, Stages>::kMI][4][4]) {
@@ -272,6 +299,10 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
   int read_slot = 0, write_slot = Stages - 1;  // kt % Stages and (kt + Stages - 1) % Stages
   for (int kt = 0; kt < ktiles; ++kt) {
     cp_async_wait<Stages - 2>();
+    if constexpr (kWg) {
+      wgmma::fence_proxy_async();  // this thread's copies, to the tensor cores' proxy
+      wgmma::wait<0>();            // the previous k-tile's products: its slot is refilled after the barrier
+    }
     __syncthreads();  // stage kt visible to all; stage kt-1 fully consumed
     const int next_kt = kt + Stages - 1;
     if (next_kt < ktiles) load_stage(write_slot, kt_begin + next_kt);
@@ -282,26 +313,49 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
     write_slot = write_slot == Stages - 1 ? 0 : write_slot + 1;
     // A 128-byte k-tile whose second half lies past kpad holds zeros there: its two k-steps are skipped.
     const int ksteps = KT == 64 || uint32_t(kt_begin + kt) * KT + 64 < g.kpad ? KT / 32 : 2;
+    if constexpr (kWg) {
+      static_assert(!kWg || (BM == 128 && BN == 128 && KT == 128 && kMI == 4), "wgmma: 128 x 128, 128-byte k-tiles");
+      // 8-row groups of 128-byte rows are 1024 bytes apart; a k-step advances the start by 32 bytes
+      // inside the swizzled row (the hardware swizzles the address it forms).
+      const uint32_t b_rows = b_smem + uint32_t(warp >> 2) * 64 * KT;  // this warpgroup's 64 channels
+      // The k-steps as straight-line code (a branch between them makes ptxas fence the accumulators).
+      auto products = [&](auto steps) {
+        wgmma::fence();
 #pragma unroll
-    for (int ks = 0; ks < KT / 32; ++ks) {
-      if (ks >= ksteps) break;
-      uint32_t a[kMI][4], b[4][2];
+        for (int ks = 0; ks < decltype(steps)::value; ++ks) {
+          const uint64_t b = wgmma::descriptor(b_rows + ks * 32, 1024, KT);
 #pragma unroll
-      for (int i = 0; i < kMI; ++i)
-        ldmatrix_x4(a_smem + swizzle<KT>(warp_m * Tile::kWarpM + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
+          for (int mb = 0; mb < 2; ++mb)
+            wgmma::m64n64k32_s8(acc[2 * mb], acc[2 * mb + 1],
+                                wgmma::descriptor(a_smem + mb * 64 * KT + ks * 32, 1024, KT), b);
+        }
+      };
+      if (ksteps == KT / 32) products(std::integral_constant<int, KT / 32>{});
+      else products(std::integral_constant<int, 2>{});
+      wgmma::commit();  // waited for at the next k-tile's barrier, or below
+    } else {
 #pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        uint32_t r[4];
-        const uint32_t b_row = warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b_smem + swizzle<KT>(b_row, 2 * ks + ((lane >> 3) & 1)), r);
-        b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
+      for (int ks = 0; ks < KT / 32; ++ks) {
+        if (ks >= ksteps) break;
+        uint32_t a[kMI][4], b[4][2];
+#pragma unroll
+        for (int i = 0; i < kMI; ++i)
+          ldmatrix_x4(a_smem + swizzle<KT>(warp_m * Tile::kWarpM + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          uint32_t r[4];
+          const uint32_t b_row = warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3);
+          ldmatrix_x4(b_smem + swizzle<KT>(b_row, 2 * ks + ((lane >> 3) & 1)), r);
+          b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int i = 0; i < kMI; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) Mma::run(acc[i][j], a[i], b[j][0], b[j][1]);
       }
-#pragma unroll
-      for (int i = 0; i < kMI; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) Mma::run(acc[i][j], a[i], b[j][0], b[j][1]);
     }
   }
+  if constexpr (kWg) wgmma::wait<0>();
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's memory is free
   // The next kernel may be scheduled once every block got this far (it still waits for this one to
@@ -315,17 +369,18 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
 // may start cp.async copies into the pipeline's memory past kParkBytes, which the caller waits for).
 // With split-K the caller ends with cluster_wait() (no block leaves while another may still read its
 // parking space).
-template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, class Hook = NoHook>
+template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false,
+          class Hook = NoHook>
 __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                                      const IgemmGeometry& g, uint8_t* smem,
                                                      const Hook& after_reduce = Hook{}) {
   using Tile = TileShape<BM, BN, KT, Stages>;
   using Acc = typename Mma::Acc;
   Acc acc[Tile::kMI][4][4];
-  igemm_reduce<Mma, BM, BN, kTap, KT, Stages>(x, w, g, smem, acc);
+  igemm_reduce<Mma, BM, BN, kTap, KT, Stages, kWg>(x, w, g, smem, acc);
   after_reduce();
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const AccLayout<BM, BN, kWg> layout;
   const int splits = int(gridDim.z), rank = int(blockIdx.z);
 
   // ---- the accumulators are parked in shared memory (the pipeline's, now free), so that the epilogue
@@ -333,15 +388,15 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
   using Vec2 = std::conditional_t<std::is_same_v<Acc, float>, float2, int2>;
   using Vec = std::conditional_t<std::is_same_v<Acc, float>, float4, int4>;
   Acc* parked = reinterpret_cast<Acc*>(smem);
-  const int grp = lane >> 2, quad = lane & 3;
+  const int quad = lane & 3;
 #pragma unroll
   for (int i = 0; i < Tile::kMI; ++i)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = warp_m * Tile::kWarpM + i * 16 + grp + 8 * half;
+      const int row = layout.row(i) + 8 * half;
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        *reinterpret_cast<Vec2*>(parked + row * Tile::kParkStride + warp_n * 32 + j * 8 + 2 * quad) =
+        *reinterpret_cast<Vec2*>(parked + row * Tile::kParkStride + layout.column(i) + j * 8 + 2 * quad) =
             Vec2{acc[i][j][2 * half], acc[i][j][2 * half + 1]};
     }
   __syncthreads();

@@ -125,8 +125,10 @@ __device__ __forceinline__ uint32_t pack_sat2(int32_t v0, int32_t v1, uint32_t h
 // x 32 per warp): out[i][h][p] holds rows i * 16 + h * 8 (+ lane / 4) and the channel pairs p * 16 + 2 *
 // (lane % 4) (bytes 0-1) and p * 16 + 8 + 2 * (lane % 4) (bytes 2-3). `win`: the window of the thread's
 // first channel (shared memory); the thread's channels are the same in every row, so each pair's two
-// windows are read once and serve its 8 rows.
-template <int kConv, int kMI>
+// windows are read once and serve its 8 rows. kWinGroups: in wgmma's layouts fragment i lies at
+// channels 32 (i % kWinGroups) + .. (1: mma.sync's, every fragment on the same channels), so the windows
+// read for one group serve the fragments of that group.
+template <int kConv, int kMI, int kWinGroups = 1>
 __device__ __forceinline__ void requant_fragments(const int32_t (&acc)[kMI][4][4], const num::RequantWindow* win,
                                                   uint32_t (&out)[kMI][2][2]) {
 #pragma unroll
@@ -135,9 +137,7 @@ __device__ __forceinline__ void requant_fragments(const int32_t (&acc)[kMI][4][4
 #pragma unroll
     for (int jj = 1; jj >= 0; --jj) {  // the upper pair first: it goes into the bytes above the lower
       const int j = 2 * p + jj;
-      const num::RequantWindow q0 = win[j * 8], q1 = win[j * 8 + 1];
-#pragma unroll
-      for (int i = 0; i < kMI; ++i)
+      auto pair = [&](int i, const num::RequantWindow& q0, const num::RequantWindow& q1) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int32_t v0 = window_value<kConv>(acc[i][j][2 * h], q0);
@@ -145,6 +145,13 @@ __device__ __forceinline__ void requant_fragments(const int32_t (&acc)[kMI][4][4
           if (jj == 1) high[i][h] = pack_sat2(v0, v1, 0u);
           else out[i][h][p] = pack_sat2(v0, v1, high[i][h]);
         }
+      };
+#pragma unroll
+      for (int c = 0; c < kWinGroups; ++c) {
+        const num::RequantWindow q0 = win[c * 32 + j * 8], q1 = win[c * 32 + j * 8 + 1];
+#pragma unroll
+        for (int i = c; i < kMI; i += kWinGroups) pair(i, q0, q1);
+      }
     }
   }
 }

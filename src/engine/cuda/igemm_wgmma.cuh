@@ -1,0 +1,78 @@
+// Hopper's warpgroup MMA (wgmma) for the INT8 implicit GEMM's main loop (igemm_core.cuh, kWg): the
+// shared-memory matrix descriptors, the fences and the m64n128k32 s8 product. The tiles the cp.async
+// loaders leave in shared memory are already in wgmma's K-major swizzled layouts: igemm::swizzle XORs
+// the 16-byte chunk with address bits 7-8 (64-byte rows) or 7-9 (128-byte rows), which is the hardware's
+// 64- and 128-byte swizzle when a tile starts on a 512- or 1024-byte boundary.
+//
+// wgmma exists only in the arch-specific sm_90a target (__CUDA_ARCH_FEAT_SM90_ALL). Other targets (the
+// compute_90 PTX that serves non-Hopper GPUs) compile these to a trap: the host launches the wgmma
+// kernels only on compute capability 9.0 and only from an sm_90a build (SOFTDLA_WGMMA).
+#pragma once
+#include <cstdint>
+
+namespace softdla::gpu::wgmma {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool kAvailable = true;
+#else
+constexpr bool kAvailable = false;
+#endif
+
+// A K-major operand of 8-row groups `group_bytes` apart (1024 for 128-byte rows, 512 for 64-byte rows),
+// swizzled as its row width: swizzle mode 1 (128 bytes) or 2 (64 bytes) in bits 62-63. The leading
+// offset is unused for swizzled K-major operands whose k-extent (32 bytes) fits in one row.
+__device__ __forceinline__ uint64_t descriptor(uint32_t smem_addr, uint32_t group_bytes, uint32_t row_bytes) {
+  const uint64_t mode = row_bytes == 128 ? 1 : 2;
+  return uint64_t((smem_addr >> 4) & 0x3FFF) | (uint64_t(1) << 16) | (uint64_t((group_bytes >> 4) & 0x3FFF) << 32) |
+         (mode << 62);
+}
+
+// Shared memory written by cp.async (the generic proxy) made visible to wgmma (the async proxy): each
+// writing thread, after its copies completed and before the barrier.
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Orders this warpgroup's register accesses before the wgmma that follows.
+__device__ __forceinline__ void fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// d += A (64 rows x 32 bytes, descriptor a) * B^T (64 rows x 32 bytes, descriptor b), s8 -> s32. Thread
+// `lane` of warp w (of the warpgroup) holds, for columns 8 J .. 8 J + 7 (J < 4 in d0[J], J >= 4 in
+// d1[J - 4]), v = 0..3: row 16 w + lane / 4 (+ 8 for v >= 2), column 8 J + 2 (lane % 4) (+ 1 for odd v):
+// per 8 columns, mma.sync's m16n8 accumulator layout.
+__device__ __forceinline__ void m64n64k32_s8(int32_t (&d0)[4][4], int32_t (&d1)[4][4], uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SOFTDLA_D4(d, j) "+r"(d[j][0]), "+r"(d[j][1]), "+r"(d[j][2]), "+r"(d[j][3])
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p;\n}\n"
+      : SOFTDLA_D4(d0, 0), SOFTDLA_D4(d0, 1), SOFTDLA_D4(d0, 2), SOFTDLA_D4(d0, 3), SOFTDLA_D4(d1, 0),
+        SOFTDLA_D4(d1, 1), SOFTDLA_D4(d1, 2), SOFTDLA_D4(d1, 3)
+      : "l"(a), "l"(b), "n"(1)  // scale-d: accumulate into d
+      : "memory");
+#undef SOFTDLA_D4
+#else
+  (void)d0, (void)d1, (void)a, (void)b;
+  __trap();
+#endif
+}
+
+}  // namespace softdla::gpu::wgmma
