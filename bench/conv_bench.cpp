@@ -175,10 +175,16 @@ void BM_Conv(benchmark::State& state, Layer l, DataType t) {
   std::vector<uint8_t> other(other_size);
   for (auto& b : other) b = uint8_t(rng());
   const std::vector<std::vector<uint8_t>> others(other_size ? std::max<size_t>(2, (64u << 20) / other_size) : 0, other);
-  void* op[] = {out.data()};
+  // CONV_BENCH_COLD_OUT=1: each run writes to its own output buffer, in turn over buffers that together
+  // outgrow the caches, as a layer inside a network writes to memory last touched layers before.
+  const bool cold_out = std::getenv("CONV_BENCH_COLD_OUT") && std::atoi(std::getenv("CONV_BENCH_COLD_OUT")) != 0;
+  std::vector<std::vector<uint8_t>> outs(cold_out ? std::max<size_t>(2, (64u << 20) / out.size()) : 0,
+                                         std::vector<uint8_t>(out.size()));
   size_t turn = 0;
   for (auto _ : state) {
-    const void* ip[] = {in.data(), others.empty() ? nullptr : others[turn++ % others.size()].data()};
+    const void* ip[] = {in.data(), others.empty() ? nullptr : others[turn % others.size()].data()};
+    void* op[] = {outs.empty() ? out.data() : outs[turn % outs.size()].data()};
+    ++turn;
     e.run(std::span<const void* const>(ip, e.model().inputs.size()), op);
   }
   const Shape& y = e.model().tensors[1].shape;
