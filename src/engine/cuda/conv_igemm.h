@@ -1,6 +1,7 @@
-// INT8 convolution as one implicit-GEMM kernel on the tensor cores (mma.sync m16n8k32, s8 x s8 -> s32),
-// reading channels-last activations directly (no im2col buffer) and running the SDP chain in the
-// epilogue on the int32 accumulators, parked in shared memory (no int32 round trip through DRAM).
+// INT8 convolution as one implicit-GEMM kernel on the tensor cores (mma.sync m16n8k32, s8 x s8 -> s32;
+// on Hopper wgmma m64n64k32 for the 128 x 128 tiles of 128-byte k-tiles), reading channels-last
+// activations directly (no im2col buffer) and running the SDP chain in the epilogue on the int32
+// accumulators, from the mma fragments or parked in shared memory (no int32 round trip through DRAM).
 // Optionally it also runs the standalone SDP op that follows the convolution (the residual add of
 // ResNet-style blocks) on the int8 result before it is stored.
 #pragma once

@@ -1,5 +1,5 @@
 // Hopper's warpgroup MMA (wgmma) for the INT8 implicit GEMM's main loop (igemm_core.cuh, kWg): the
-// shared-memory matrix descriptors, the fences and the m64n128k32 s8 product. The tiles the cp.async
+// shared-memory matrix descriptors, the fences and the m64n64k32 s8 product. The tiles the cp.async
 // loaders leave in shared memory are already in wgmma's K-major swizzled layouts: igemm::swizzle XORs
 // the 16-byte chunk with address bits 7-8 (64-byte rows) or 7-9 (128-byte rows), which is the hardware's
 // 64- and 128-byte swizzle when a tile starts on a 512- or 1024-byte boundary.
