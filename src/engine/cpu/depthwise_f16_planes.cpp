@@ -164,17 +164,12 @@ PlaneGroupsFn plane_groups_for(size_t rows, size_t vecs, size_t S) {
 }  // namespace
 
 bool DepthwiseF16Planes::applies(Isa isa, const DepthwiseGeometry& g) {
-#ifdef SOFTDLA_X86
-  if (!has_avx512(isa) || g.sw > 2) return false;
+  if (!has_avx512(isa) || g.sw > 2) return false;  // never AVX-512 where SOFTDLA_X86 is not defined
   switch (dw_f16_choice()) {
     case DwF16Choice::kPlanes: return true;
     case DwF16Choice::kBlocks: return false;
     default: return g.sw == 1 && g.OW >= kMinColumns;
   }
-#else
-  (void)isa, (void)g;
-  return false;
-#endif
 }
 
 DepthwiseF16Planes::DepthwiseF16Planes(const DepthwiseGeometry& g, uint32_t channels, const float* weights,
