@@ -10,6 +10,7 @@
 #include "cpu_isa.h"
 #include "half_convert_avx512.h"
 #include "implicit_grid.h"
+#include "kernel_switch.h"
 #include "log.h"
 #include "numerics.h"
 #include "x86_simd.h"
@@ -129,14 +130,7 @@ namespace {
 // use it to run odd shapes on them) or 0 (none).
 enum class AmxF16Choice { kAuto, kAll, kNone };
 AmxF16Choice amx_f16_choice() {
-  static const AmxF16Choice choice = [] {
-    const char* env = std::getenv("SOFTDLA_AMX_F16");
-    if (!env || !*env || std::strcmp(env, "auto") == 0) return AmxF16Choice::kAuto;
-    if (std::strcmp(env, "all") == 0) return AmxF16Choice::kAll;
-    if (std::strcmp(env, "0") == 0) return AmxF16Choice::kNone;
-    log(LogLevel::kWarn, "SOFTDLA_AMX_F16=", env, " is not one of auto, all, 0; using auto");
-    return AmxF16Choice::kAuto;
-  }();
+  static const auto choice = AmxF16Choice(kernel_switch("SOFTDLA_AMX_F16", {"auto", "all", "0"}));
   return choice;
 }
 

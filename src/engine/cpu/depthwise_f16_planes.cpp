@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "half_convert_avx512.h"
 #include "half_steps_avx512.h"
-#include "log.h"
+#include "kernel_switch.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -29,14 +27,7 @@ constexpr uint32_t kMinColumns = 28;
 // or blocks (none).
 enum class DwF16Choice { kAuto, kPlanes, kBlocks };
 DwF16Choice dw_f16_choice() {
-  static const DwF16Choice choice = [] {
-    const char* env = std::getenv("SOFTDLA_DW_F16");
-    if (!env || !*env || std::strcmp(env, "auto") == 0) return DwF16Choice::kAuto;
-    if (std::strcmp(env, "planes") == 0) return DwF16Choice::kPlanes;
-    if (std::strcmp(env, "blocks") == 0) return DwF16Choice::kBlocks;
-    log(LogLevel::kWarn, "SOFTDLA_DW_F16=", env, " is not one of auto, planes, blocks; using auto");
-    return DwF16Choice::kAuto;
-  }();
+  static const auto choice = DwF16Choice(kernel_switch("SOFTDLA_DW_F16", {"auto", "planes", "blocks"}));
   return choice;
 }
 
