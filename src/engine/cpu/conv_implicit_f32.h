@@ -43,8 +43,14 @@ class ImplicitConvF32 {
  private:
   void pack(const void* x, bool halves, float* planes, size_t u0, size_t u1) const;
   // One block from the widened planes, or (halves, a 1x1 convolution's fp16 input) from the input itself.
+  // `block_planes`: planes holds only this pixel block's pixels, kBlockPixels floats a channel (the block
+  // widened by run_widened_blocks).
   void block(const float* planes, const uint16_t* halves, uint32_t n, size_t row0, size_t pix0,
-             const Epilogue& epilogue, const HalfOutput* direct) const;
+             const Epilogue& epilogue, const HalfOutput* direct, bool block_planes = false) const;
+  // A 1x1 convolution reading fp16 (reads_halves_): one unit per pixel block, its input widened once for
+  // all its output channels.
+  void run_widened_blocks(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool,
+                          const Epilogue& epilogue, const HalfOutput* direct) const;
 
   ImplicitGeometryF32 g_;
   size_t wq_ = 0, hq_ = 0;    // a phase plane
@@ -57,6 +63,7 @@ class ImplicitConvF32 {
   std::vector<size_t> tap_offsets_;    // floats from a grid pixel to its tap's input, per (r, s)
   bool plain_planes_ = false;          // a plane is an input channel as it is (stride 1, no padding)
   bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, plain, few outputs)
+  bool widens_blocks_ = false;         // reads_halves_, over several tiles a column: each pixel block widened once
   bool lanes_ = false;                 // a 1x1 convolution on output-channel lane tiles (conv_lanes_f32.h)
   size_t block_rows_ = 0;              // output channels a work unit
 };
