@@ -308,10 +308,7 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   // channels ahead inside a reduction of 16 to 160 channels, so a block's first lines were never
   // fetched early (MobileNetV2 FP16 0.93-0.97x the time, 0.89-0.93x at batch 8 on one thread;
   // ResNet-50 at batch 8 0.92-0.97x).
-  if (halves && pix0 + kBlockPixels < grid_) {
-    const size_t count = std::min(kBlockPixels, grid_ - pix0 - kBlockPixels);
-    for (size_t c = 0; c < g_.C; ++c) prefetch_run_ends(halves + c * grid_ + pix0 + kBlockPixels, count);
-  }
+  if (halves && pix0 + kBlockPixels < grid_) prefetch_block_input(halves, pix0 + kBlockPixels);
   // The lane tiles of a plain 1x1 convolution store their whole 8-pixel tiles through the epilogue
   // themselves (conv_lanes_f16_store.h); `stored` counts the block's leading pixels they took.
   const bool lanes_store = lanes_ && one_by_one && plain_planes_ && direct && direct->lanes &&
@@ -362,6 +359,15 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
 #endif
 }
 
+void ImplicitConvF32::prefetch_block_input(const uint16_t* image, size_t pix0) const {
+#ifdef SOFTDLA_X86
+  const size_t count = std::min(kBlockPixels, grid_ - pix0);
+  for (size_t c = 0; c < g_.C; ++c) prefetch_run_ends(image + c * grid_ + pix0, count);
+#else
+  (void)image, (void)pix0;
+#endif
+}
+
 void ImplicitConvF32::run_widened_blocks(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool,
                                          const Epilogue& epilogue, const HalfOutput* direct) const {
   const size_t pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
@@ -377,15 +383,9 @@ void ImplicitConvF32::run_widened_blocks(const uint16_t* x, size_t images, size_
         halves_to_floats(xn + c * grid_ + pix0, row, pixels);
         std::fill(row + pixels, row + kBlockPixels, 0.f);  // read by the last tile's vectors, never stored
       }
-#ifdef SOFTDLA_X86
-      // The next block's input lines (one or two in each of C planes, too many streams for the
-      // prefetchers), fetched while this block's tiles run.
-      if (u + 1 < e) {
-        const size_t n1 = (u + 1) / pixel_blocks, p1 = ((u + 1) % pixel_blocks) * kBlockPixels;
-        for (size_t c = 0; c < g_.C; ++c)
-          prefetch_run_ends(x + n1 * image_stride + c * grid_ + p1, std::min(kBlockPixels, grid_ - p1));
-      }
-#endif
+      // The next block's input lines, fetched while this block's tiles run.
+      if (u + 1 < e)
+        prefetch_block_input(x + (u + 1) / pixel_blocks * image_stride, ((u + 1) % pixel_blocks) * kBlockPixels);
       for (size_t row0 = 0; row0 < g_.K; row0 += block_rows_)
         block(block_planes, nullptr, uint32_t(n), row0, pix0, epilogue, direct, true);
     }

@@ -47,6 +47,9 @@ class ImplicitConvF32 {
   // widened by run_widened_blocks).
   void block(const float* planes, const uint16_t* halves, uint32_t n, size_t row0, size_t pix0,
              const Epilogue& epilogue, const HalfOutput* direct, bool block_planes = false) const;
+  // The fp16 input lines of the pixel block from pix0 (one or two in each of C planes of `image`: more
+  // streams than the hardware prefetchers follow), fetched a block before the tiles read them.
+  void prefetch_block_input(const uint16_t* image, size_t pix0) const;
   // A 1x1 convolution reading fp16 (reads_halves_): one unit per pixel block, its input widened once for
   // all its output channels.
   void run_widened_blocks(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool,

@@ -195,7 +195,6 @@ void DepthwiseF16Planes::run(const uint16_t* x, uint16_t* y, size_t begin, size_
   // written (rows are widened into their valid columns only). Padded column pl of each row on a 64-byte
   // boundary, so that a stride-1 row is widened with aligned stores.
   float* band = scratch.zeroed(band_in_rows_ * row_floats_, (kLanes - g.pl % kLanes) % kLanes);
-  const PlaneGroupsFn full = plane_groups_for(group_rows_, chunk_vecs_, g.S);
   for (size_t unit = begin; unit < end; ++unit) {
     const size_t n = unit / channels_, k = unit % channels_;
     const uint16_t* xp = x + (n * channels_ + k) * in_plane;
@@ -219,9 +218,8 @@ void DepthwiseF16Planes::run(const uint16_t* x, uint16_t* y, size_t begin, size_
       for (size_t j = 0; j < vecs_; j += chunk_vecs_) {
         const size_t v = std::min(chunk_vecs_, vecs_ - j);
         if (groups)
-          (v == chunk_vecs_ ? full : plane_groups_for(group_rows_, v, g.S))(
-              band, row_step, tap_row_step, groups, tap_offsets_.data(), g.R, g.S, w, steps, n_steps_, out, g.OW,
-              j * kLanes);
+          plane_groups_for(group_rows_, v, g.S)(band, row_step, tap_row_step, groups, tap_offsets_.data(), g.R,
+                                                g.S, w, steps, n_steps_, out, g.OW, j * kLanes);
         if (last)
           plane_groups_for(last, v, g.S)(band + groups * group_rows_ * row_step, row_step, tap_row_step, 1,
                                          tap_offsets_.data(), g.R, g.S, w, steps, n_steps_,
