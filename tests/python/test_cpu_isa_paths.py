@@ -217,7 +217,8 @@ def test_fully_connected_identical_on_every_float_path(dtype, post, tmp_path):
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize("cin,k,h,w,stride", [(20, 5, 7, 7, 1), (24, 64, 14, 14, 1), (40, 13, 9, 9, 1),
                                               (17, 200, 3, 11, 1), (8, 30, 7, 7, 1), (32, 85, 13, 13, 2),
-                                              (96, 200, 37, 37, 1), (70, 9, 5, 13, 1), (24, 100, 33, 33, 1)])
+                                              (96, 200, 37, 37, 1), (70, 9, 5, 13, 1), (24, 100, 33, 33, 1),
+                                              (16, 60, 47, 47, 1)])
 def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, stride, residual, tmp_path):
     """FP16 1x1 convolutions on each kind of AVX-512 tile (conv_implicit_f32.cpp): pixel-vector tiles
     whose output channels end on a 4-, 8- or 12-row tile with rows past K (5 channels) and whose grid ends
@@ -225,7 +226,9 @@ def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, stride, resi
     (conv_lanes_f32.h, for grids the pixel vectors fit badly: 14 x 14, 9 x 9, 3 x 11, and 7 x 7 with 30
     channels or after a stride of 2) with one, two or three vectors of channels and tiles of 1 to 8 pixels.
     Inputs of up to 160 channels read as fp16 or widened (200), with and without the residual add fused;
-    24 -> 100 on 33 x 33 widens each 64-pixel block once for its nine tiles (the last block one pixel).
+    24 -> 100 on 33 x 33 widens each 64-pixel block once for its nine tiles (the last block one pixel);
+    16 -> 60 on 47 x 47 widens spans of several blocks at once, the last span short and its last block 33
+    pixels.
     Off AVX-512, 64 input channels or more read the widened rows as the GEMM's B (gemm_f32_rows): 96 -> 200
     on 37 x 37 takes two column tiles that split a row, each ending inside a panel.
     One FMA per input channel in ascending order from zero on every path: the same bits as the portable

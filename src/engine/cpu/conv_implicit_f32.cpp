@@ -371,23 +371,36 @@ void ImplicitConvF32::prefetch_block_input(const uint16_t* image, size_t pix0) c
 void ImplicitConvF32::run_widened_blocks(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool,
                                          const Epilogue& epilogue, const HalfOutput* direct) const {
   const size_t pixel_blocks = (grid_ + kBlockPixels - 1) / kBlockPixels;
-  pool.parallel_for(images * pixel_blocks, [&](size_t b, size_t e) {
+  // A unit is a span of consecutive pixel blocks, widened together (up to kWidenedBlockBytes), then each
+  // row block over the whole span: a row block's output planes are written a span at a time, so fewer
+  // planes' lines are open at once than when every row block follows each 64-pixel block. Spans stay
+  // short enough to leave every thread kUnitsPerThread units.
+  const size_t block_floats = size_t(g_.C) * kBlockPixels;
+  const size_t fits = std::max<size_t>(1, kWidenedBlockBytes / (block_floats * sizeof(float)));
+  const size_t spread = std::max<size_t>(1, images * pixel_blocks / (kUnitsPerThread * pool.size()));
+  const size_t span = std::min({fits, spread, pixel_blocks}), spans = (pixel_blocks + span - 1) / span;
+  pool.parallel_for(images * spans, [&](size_t b, size_t e) {
     thread_local ScratchBuffer widened;
-    float* block_planes = reinterpret_cast<float*>(widened.reserve(size_t(g_.C) * kBlockPixels * sizeof(float)));
+    float* span_planes = reinterpret_cast<float*>(widened.reserve(span * block_floats * sizeof(float)));
     for (size_t u = b; u < e; ++u) {
-      const size_t n = u / pixel_blocks, pix0 = (u % pixel_blocks) * kBlockPixels;
-      const size_t pixels = std::min(kBlockPixels, grid_ - pix0);
+      const size_t n = u / spans, first = (u % spans) * span, last = std::min(pixel_blocks, first + span);
       const uint16_t* xn = x + n * image_stride;
-      for (size_t c = 0; c < g_.C; ++c) {
-        float* row = block_planes + c * kBlockPixels;
-        halves_to_floats(xn + c * grid_ + pix0, row, pixels);
-        std::fill(row + pixels, row + kBlockPixels, 0.f);  // read by the last tile's vectors, never stored
+      for (size_t pb = first; pb < last; ++pb) {
+        const size_t pix0 = pb * kBlockPixels, pixels = std::min(kBlockPixels, grid_ - pix0);
+        float* block_planes = span_planes + (pb - first) * block_floats;
+        for (size_t c = 0; c < g_.C; ++c) {
+          float* row = block_planes + c * kBlockPixels;
+          halves_to_floats(xn + c * grid_ + pix0, row, pixels);
+          std::fill(row + pixels, row + kBlockPixels, 0.f);  // read by the last tile's vectors, never stored
+        }
       }
-      // The next block's input lines, fetched while this block's tiles run.
+      // The next span's first input lines, fetched while this span's tiles run.
       if (u + 1 < e)
-        prefetch_block_input(x + (u + 1) / pixel_blocks * image_stride, ((u + 1) % pixel_blocks) * kBlockPixels);
+        prefetch_block_input(x + (u + 1) / spans * image_stride, ((u + 1) % spans) * span * kBlockPixels);
       for (size_t row0 = 0; row0 < g_.K; row0 += block_rows_)
-        block(block_planes, nullptr, uint32_t(n), row0, pix0, epilogue, direct, true);
+        for (size_t pb = first; pb < last; ++pb)
+          block(span_planes + (pb - first) * block_floats, nullptr, uint32_t(n), row0, pb * kBlockPixels, epilogue,
+                direct, true);
     }
   });
 }
