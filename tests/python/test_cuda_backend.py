@@ -232,8 +232,12 @@ def k_tile_block(g):
 # requantization as make_requant_window gives it (SOFTDLA_CUDA_REQUANT=full: no folded rounding sign,
 # no high-word form; `no-trim`: the shared-scale add with its saturation before the add and its upper clamp
 # kept (SOFTDLA_CUDA_TRIM=off). `no-wgmma`: `wide` with the products of the 128-byte k-tile tiles on
-# mma.sync where the default takes Hopper's wgmma (SOFTDLA_CUDA_WGMMA=off).
-@pytest.mark.parametrize("pipeline", ["base", "wide", "no-wgmma", "default", "exact-add", "full-requant", "no-trim"])
+# mma.sync where the default takes Hopper's wgmma (SOFTDLA_CUDA_WGMMA=off). `persist`: `wide` with the
+# one-k-tile pointwise layers (64- and 128-byte reductions) on igemm_stream_kernel, one block a channel
+# column walking every pixel tile (SOFTDLA_CUDA_PERSIST=128, SOFTDLA_CUDA_PERSIST_GRID=1); `no-persist`:
+# `wide` without it.
+@pytest.mark.parametrize("pipeline", ["base", "wide", "no-wgmma", "default", "exact-add", "full-requant", "no-trim",
+                                      "persist", "no-persist"])
 def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t\n"
@@ -244,7 +248,10 @@ def test_int8_pipelines_match_cpu(pipeline, tmp_path):
             "        t.assert_int8_same_on_both_backends(net, 17 + i, d)\n"
             "print('same bytes')")
     env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "base" if pipeline == "base" else "",
-           "SOFTDLA_CUDA_NARROW": "", "SOFTDLA_CUDA_NARROW_FILL": "0" if pipeline in ("base", "wide", "no-wgmma") else "",
+           "SOFTDLA_CUDA_NARROW": "",
+           "SOFTDLA_CUDA_NARROW_FILL": "0" if pipeline in ("base", "wide", "no-wgmma", "persist", "no-persist") else "",
+           "SOFTDLA_CUDA_PERSIST": {"persist": "128", "no-persist": "off"}.get(pipeline, ""),
+           "SOFTDLA_CUDA_PERSIST_GRID": "1" if pipeline == "persist" else "",
            "SOFTDLA_CUDA_WGMMA": "off" if pipeline == "no-wgmma" else "",
            "SOFTDLA_CUDA_ADD": "exact" if pipeline == "exact-add" else "",
            "SOFTDLA_CUDA_REQUANT": "full" if pipeline == "full-requant" else "",

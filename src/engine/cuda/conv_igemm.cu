@@ -19,8 +19,11 @@
 //  - general (any chain, NCHW output): 16-channel runs through the step interpreter of sdp_device.cuh.
 //
 // Launches are programmatic dependents of the previous kernel (griddepcontrol), so a block's set-up
-// overlaps the previous layer's last wave.
+// overlaps the previous layer's last wave. Pointwise layers whose reduction is one 64-byte k-tile, over
+// more than a wave of tiles, take igemm_stream_kernel instead: blocks that walk their pixel tiles with
+// the next tile's loads in flight during this one's epilogue.
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -178,8 +181,9 @@ __device__ __forceinline__ void fetch_own_operand(uint32_t dst, const int8_t* op
 // thread's 8 channels are fixed, so it reads their windows once (side: the tile's windows in shared
 // memory); the int8 results are exchanged within each quad of lanes (quad_transpose) into 16-byte runs,
 // which take the fused residual add (operand: the other input's runs, fetch_own_operand) and one
-// 16-byte store each. No block barrier, no parking.
-template <int BM, int BN, bool kWg = false>
+// 16-byte store each. No block barrier, no parking. kPending: cp.async groups this thread committed after
+// the operand's, left in flight.
+template <int BM, int BN, bool kWg = false, int kPending = 0>
 __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[FragmentRuns<BM, BN>::kMI][4][4],
                                                       const uint8_t* side,
                                                       const uint8_t* operand, const Geo& g, uint32_t m0, uint32_t n0,
@@ -214,7 +218,7 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[Fragm
     for (int i = 0; i < kMI; ++i) store(i, run[i]);
     return;
   }
-  igemm::cp_async_wait<0>();  // this thread's own copies of the other input (no other thread reads them)
+  igemm::cp_async_wait<kPending>();  // this thread's own copies of the other input (no other thread reads them)
   with_run_add_form(flags, [&](auto add_form) {
 #pragma unroll
     for (int i = 0; i < kMI; ++i) {
@@ -349,6 +353,88 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
   if (splits > 1) igemm::cluster_wait();  // no block leaves while another may still read its parking space
 }
 
+// Pointwise convolutions whose whole reduction is one k-tile (kpad == KT: 64 or 128 bytes of channels)
+// on 128 x 128 tiles with the windowed epilogue straight from the fragments (no split-K): each block
+// keeps one column of 128 channels (its weights and windows loaded once) and walks the 128-pixel tiles
+// blockIdx.x, + gridDim.x, ..., with the next kBufs - 1 tiles' pixels and residual operand fetched
+// (cp.async, kBufs buffers: 2; 3 measured no faster) while this tile's products and epilogue run. One
+// barrier a tile (its pixels visible to every warp; the buffer the next fetch overwrites was last read
+// before it). Shared memory: the weights, kBufs pixel and operand buffers, the windows. Two blocks an SM
+// (122-124 registers, no spills); one an SM was 7-10 % slower (docs/PERFORMANCE.md).
+template <int KT, int kBufs>
+struct StreamTile {
+  static constexpr int kTileBytes = 128 * KT, kOperandBytes = 128 * 128;
+  static constexpr int kWeights = 0, kPixels = kTileBytes, kOperand = (1 + kBufs) * kTileBytes,
+                       kWindows = kOperand + kBufs * kOperandBytes;
+  static constexpr int kSmemBytes = kWindows + 128 * int(sizeof(num::RequantWindow));
+};
+
+template <int KT, int kBufs>
+__global__ void __launch_bounds__(kBlockThreads, 2)
+igemm_stream_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g,
+                    const num::RequantWindow* __restrict windows, int flags, num::ResidualWindow residual,
+                    SharedAdd shared, const int8_t* __restrict operand, int fused) {
+  using Layout = StreamTile<KT, kBufs>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  const int tid = threadIdx.x;
+  const uint32_t n0 = blockIdx.y * 128, m_tiles = (g.M + 127) / 128;
+  constexpr int kChunks = KT / 16, kRowStep = kBlockThreads / kChunks, kRows = 128 / kRowStep;
+  const uint32_t chunk = uint32_t(tid) % kChunks, row0 = uint32_t(tid) / kChunks;
+  // This op's constants (before the wait for the previous kernel): the windows (padded to whole
+  // 128-channel tiles) and the weights.
+  constexpr int kWindowChunks = 128 * int(sizeof(num::RequantWindow)) / 16;
+  for (int i = tid; i < kWindowChunks; i += kBlockThreads)
+    cp_async16(base + Layout::kWindows + i * 16, reinterpret_cast<const uint8_t*>(windows + n0) + i * 16, true);
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const uint32_t row = row0 + kRowStep * i, n = n0 + row;
+    const bool ok = n < g.K;
+    cp_async16(base + Layout::kWeights + igemm::swizzle<KT>(row, chunk), ok ? w + uint64_t(n) * g.kpad + chunk * 16 : w,
+               ok);
+  }
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // Tile t's pixels (the reduction is the row's channels, Cp bytes) and, fused, the other input's runs
+  // at this thread's fragments, into buffer `buf`.
+  auto fetch = [&](uint32_t t, int buf) {
+    const uint32_t m0 = t * 128, c = chunk * 16;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const uint32_t row = row0 + kRowStep * i, m = m0 + row;
+      const bool ok = m < g.M && c < g.Cp;
+      cp_async16(base + Layout::kPixels + buf * Layout::kTileBytes + igemm::swizzle<KT>(row, chunk),
+                 ok ? x + uint64_t(m) * g.Cp + c : x, ok);
+    }
+    if (fused) fetch_own_operand<128, 128>(base + Layout::kOperand + buf * Layout::kOperandBytes, operand, g, m0, n0);
+  };
+  uint32_t t = blockIdx.x;
+#pragma unroll
+  for (int b = 0; b < kBufs - 1; ++b) {
+    if (t + b * gridDim.x < m_tiles) fetch(t + b * gridDim.x, b);
+    cp_async_commit();
+  }
+  for (int buf = 0; t < m_tiles; t += gridDim.x, buf = buf == kBufs - 1 ? 0 : buf + 1) {
+    igemm::cp_async_wait<kBufs - 2>();
+    __syncthreads();  // tile t's pixels (and the weights) visible to all; the buffer fetched next free
+    const uint32_t next = t + (kBufs - 1) * gridDim.x;
+    if (next < m_tiles) fetch(next, buf == 0 ? kBufs - 1 : buf - 1);
+    if (t + gridDim.x >= m_tiles) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // last tile
+    cp_async_commit();
+    int32_t acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) acc[i][j][v] = 0;
+    igemm::mma_ktile<igemm::MmaS8, 128, 128, KT>(base + Layout::kPixels + buf * Layout::kTileBytes,
+                                                 base + Layout::kWeights, KT / 32, acc);
+    window_from_fragments<128, 128, false, kBufs - 1>(acc, smem + Layout::kWindows,
+                                                      smem + Layout::kOperand + buf * Layout::kOperandBytes, g,
+                                                      t * 128, n0, flags, fused, shared, residual, y);
+  }
+}
+
 // x: [N][C][HW] -> y: [N][HW][Cp]; one thread per 16 channels of one pixel (one 16-byte store).
 __global__ void to_channels_last_kernel(const int8_t* __restrict x, int8_t* __restrict y, uint32_t N, uint32_t C,
                                         uint32_t HW, uint32_t Cp) {
@@ -415,6 +501,26 @@ void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int split
                               fused, next, next_ops);
 }
 
+// igemm_stream_kernel over `columns` blocks for each 128-channel tile, a programmatic dependent of the
+// previous kernel.
+template <int KT, int kBufs>
+void launch_stream(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, uint32_t columns,
+                   const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
+                   const SharedAdd& shared, const int8_t* operand, int fused, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(columns, (g.K + 127) / 128, 1);
+  config.blockDim = dim3(kBlockThreads);
+  config.dynamicSmemBytes = size_t(StreamTile<KT, kBufs>::kSmemBytes);
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = igemm::programmatic_launch() ? 1 : 0;
+  SOFTDLA_CUDA(cudaLaunchKernelEx(&config, igemm_stream_kernel<KT, kBufs>, x, w, y, g, windows, flags, residual, shared,
+                                  operand, fused));
+}
+
 // Dynamic shared memory above 48 KB needs an opt-in per kernel (set at load time, never while a stream
 // is being captured).
 void allow_shared_memory() {
@@ -451,6 +557,8 @@ void allow_shared_memory() {
   };
   narrow(integral_constant<int, 64>{}, integral_constant<int, 128>{});
   narrow(integral_constant<int, 128>{}, integral_constant<int, 64>{});
+  allow(igemm_stream_kernel<64, 2>, StreamTile<64, 2>::kSmemBytes);
+  allow(igemm_stream_kernel<128, 2>, StreamTile<128, 2>::kSmemBytes);
 }
 
 // Narrow tiles (64 pixels x 128 channels, 128 x 64 where K <= 64; warps of 32 x 32, three blocks an SM)
@@ -517,6 +625,28 @@ bool trimmed_adds() {
     return !(v && std::string(v) == "off");
   }();
   return on;
+}
+
+// The longest one-k-tile reduction (kpad, bytes) whose pointwise convolutions on 128 x 128 tiles take
+// igemm_stream_kernel (the next tile's loads during this tile's epilogue) where their tiles fill more
+// than one wave of the SMs' block slots: SOFTDLA_CUDA_PERSIST=off|64|128, read once (default 64).
+// SOFTDLA_CUDA_PERSIST_GRID=<n>: n blocks a channel column whatever the tile count (tests: every block
+// walks several tiles).
+uint32_t stream_kpad() {
+  static const uint32_t bound = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_PERSIST");
+    if (!v || !*v) return 64u;
+    if (std::string(v) == "off") return 0u;
+    return uint32_t(std::strtoul(v, nullptr, 10));
+  }();
+  return bound;
+}
+uint32_t stream_grid() {
+  static const uint32_t forced = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_PERSIST_GRID");
+    return v && *v ? uint32_t(std::strtoul(v, nullptr, 10)) : 0u;
+  }();
+  return forced;
 }
 
 // Whether the 128 x 128 tiles of 128-byte k-tiles run their products on wgmma (igemm_reduce's kWg):
@@ -641,9 +771,16 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   const uint32_t BM = kTileM[tile_], BN = kTileN[tile_];
   // Every channel with a window: the windowed epilogue, straight from the fragments without split-K
   // (unless a fused op or the output layout rules it out, known only later).
-  splits_ = igemm::choose_splits(uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN), int(g_->kpad / 64), int(BM),
-                                 windows_.get() != nullptr, narrow ? kNarrowBlocks : 2);
+  const uint64_t tiles = uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN);
+  splits_ = igemm::choose_splits(tiles, int(g_->kpad / 64), int(BM), windows_.get() != nullptr,
+                                 narrow ? kNarrowBlocks : 2);
   wgmma_ = wgmma_device();
+  // One-k-tile pointwise layers over more than a wave of tiles walk their tiles (igemm_stream_kernel).
+  const uint32_t m_tiles = (g_->M + 127) / 128, n_tiles = (K + 127) / 128;
+  if (tile_ == 0 && g_->pointwise && (g_->kpad == 64 || g_->kpad == 128) && g_->kpad <= stream_kpad() &&
+      windows_.get() && (stream_grid() || tiles > uint64_t(2 * igemm::sm_count())))
+    stream_columns_ = std::min(m_tiles, stream_grid() ? stream_grid()
+                                                      : std::max(1u, uint32_t(2 * igemm::sm_count()) / n_tiles));
   allow_shared_memory();
 }
 
@@ -698,6 +835,17 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
                     (residual_ && residual_->x_product ? kAddPlainX : 0) | (shared_add_ ? kAddShared : 0) |
                     (shared_add_ && trimmed_adds() && conv_in_range_ ? kAddInRange : 0) |
                     (shared_add_ && trimmed_adds() && shared_add_->hi == 127 ? kAddHighSat : 0);
+  if (stream_columns_ && window && splits_ == 1) {
+    const int8_t* operand = static_cast<const int8_t*>(next_ops.p[fused == 2 ? 0 : 1]);
+    const auto* windows = windows_.as<num::RequantWindow>();
+    const num::ResidualWindow residual = residual_ ? *residual_ : num::ResidualWindow{};
+    const SharedAdd shared = shared_add_ ? *shared_add_ : SharedAdd{};
+    if (g_->kpad == 64)
+      return launch_stream<64, 2>(x, weights_.as<int8_t>(), y, *g_, stream_columns_, windows, flags, residual,
+                                  shared, operand, fused, stream);
+    return launch_stream<128, 2>(x, weights_.as<int8_t>(), y, *g_, stream_columns_, windows, flags, residual,
+                                 shared, operand, fused, stream);
+  }
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int kTile = decltype(tile_tag)::value;
     constexpr int BM = kTile == 0 ? 128 : kTile == 1 ? 256 : kTile == 2 ? 64 : 128, BN = kTile % 2 ? 64 : 128;

@@ -61,6 +61,7 @@ class IgemmConv final : public GpuOp {
   int tile_ = 0;  // 0: 128 pixels x 128 channels, 1: 256 x 64, 2: 64 x 128 and 3: 128 x 64 (narrow warps)
   int splits_ = 1;  // blocks (a cluster) sharing one output tile, each with a slice of the reduction
   bool wgmma_ = false;  // 128 x 128 tiles of 128-byte k-tiles take wgmma (sm_90a on compute capability 9.0)
+  uint32_t stream_columns_ = 0;  // blocks a channel column of igemm_stream_kernel (0: the tiled kernels)
 };
 
 }  // namespace softdla::gpu

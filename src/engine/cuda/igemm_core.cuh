@@ -176,6 +176,37 @@ struct NoHook {
   __device__ void operator()() const {}
 };
 
+// One k-tile's products on mma.sync: the block's A (BM rows) and B (BN rows) of KT-byte rows in shared
+// memory (swizzle<KT>), the first `ksteps` 32-byte k-steps, added into this warp's fragments (warps of
+// TileShape's kWarpM x 32).
+template <class Mma, int BM, int BN, int KT>
+__device__ __forceinline__ void mma_ktile(uint32_t a_smem, uint32_t b_smem, int ksteps,
+                                          typename Mma::Acc (&acc)[TileShape<BM, BN, KT>::kMI][4][4]) {
+  using Tile = TileShape<BM, BN, KT>;
+  constexpr int kMI = Tile::kMI;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
+#pragma unroll
+  for (int ks = 0; ks < KT / 32; ++ks) {
+    if (ks >= ksteps) break;
+    uint32_t a[kMI][4], b[4][2];
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+      ldmatrix_x4(a_smem + swizzle<KT>(warp_m * Tile::kWarpM + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      uint32_t r[4];
+      const uint32_t b_row = warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3);
+      ldmatrix_x4(b_smem + swizzle<KT>(b_row, 2 * ks + ((lane >> 3) & 1)), r);
+      b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) Mma::run(acc[i][j], a[i], b[j][0], b[j][1]);
+  }
+}
+
 // The convolution's accumulators for the block's tile (pixels m0.., channels n0..; split-K: this block's
 // slice of the k-tiles) in acc, in the mma fragment layout: acc[i][j] (i < kMI) holds rows warp_m * kWarpM + i * 16 +
 // lane / 4 (+ 8 for elements 2 and 3) and channels warp_n * 32 + j * 8 + 2 * (lane % 4) (+ 1 for the odd
@@ -202,8 +233,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
   constexpr int kMI = Tile::kMI;
   static_assert(kTap == 4 || kTap == 8 || kTap == 16, "tap widths");
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp / Tile::kWarpsN, warp_n = warp % Tile::kWarpsN;
+  const int tid = threadIdx.x, warp = tid >> 5;
   const uint32_t m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
   const uint32_t ohw = g.OH * g.OW;
 
@@ -334,25 +364,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       else products(std::integral_constant<int, 2>{});
       wgmma::commit();  // waited for at the next k-tile's barrier, or below
     } else {
-#pragma unroll
-      for (int ks = 0; ks < KT / 32; ++ks) {
-        if (ks >= ksteps) break;
-        uint32_t a[kMI][4], b[4][2];
-#pragma unroll
-        for (int i = 0; i < kMI; ++i)
-          ldmatrix_x4(a_smem + swizzle<KT>(warp_m * Tile::kWarpM + i * 16 + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {
-          uint32_t r[4];
-          const uint32_t b_row = warp_n * 32 + jj * 16 + (lane & 7) + ((lane >> 4) << 3);
-          ldmatrix_x4(b_smem + swizzle<KT>(b_row, 2 * ks + ((lane >> 3) & 1)), r);
-          b[2 * jj][0] = r[0], b[2 * jj][1] = r[1], b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int i = 0; i < kMI; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) Mma::run(acc[i][j], a[i], b[j][0], b[j][1]);
-      }
+      mma_ktile<Mma, BM, BN, KT>(a_smem, b_smem, ksteps, acc);
     }
   }
   if constexpr (kWg) wgmma::wait<0>();
