@@ -368,7 +368,11 @@ def test_conv_int8_io_formats(x_fmt, y_fmt):
     # strided: every phase (3x3, 7x7), one phase (1x1 stride 2), mixed strides, dilation with stride
     (32, 33, 3, 3, (1, 1, 1, 1), (1, 1), (17, 29), (2, 2)), (20, 16, 1, 1, (0, 0, 0, 0), (1, 1), (14, 15), (2, 2)),
     (48, 35, 7, 7, (3, 3, 3, 3), (1, 1), (20, 21), (2, 2)), (17, 40, 3, 3, (0, 1, 2, 1), (1, 1), (9, 31), (1, 2)),
-    (16, 18, 5, 5, (2, 4, 2, 4), (2, 2), (19, 23), (3, 3)), (24, 24, 3, 3, (1, 2, 1, 2), (1, 1), (13, 34), (2, 4))])
+    (16, 18, 5, 5, (2, 4, 2, 4), (2, 2), (19, 23), (3, 3)), (24, 24, 3, 3, (1, 2, 1, 2), (1, 1), (13, 34), (2, 4)),
+    # planes over 1 MiB packed (beyond L2 with the weights): four phases, one phase, and a dilated kernel
+    # whose extra rows span several pixel blocks
+    (64, 40, 3, 3, (1, 1, 1, 1), (1, 1), (80, 80), (2, 2)), (128, 36, 3, 3, (1, 1, 1, 1), (1, 1), (30, 45), (1, 1)),
+    (48, 33, 5, 5, (2, 1, 2, 3), (2, 2), (100, 110), (2, 2))])
 def test_conv_fp16_amx_shapes(c_in, k, r, s, pads, dil, hw, stride):
     c = dict(n=2, c=c_in, k=k, h=hw[0], w=hw[1], r=r, s=s, stride=stride, dil=dil, pads=pads, groups=1,
              seed=c_in + k)
