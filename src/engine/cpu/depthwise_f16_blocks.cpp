@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "half_convert_avx512.h"
+#include "half_transpose_avx512.h"
 #include "half_convert_f16c.h"
 #include "half_convert.h"
 #include "channel_lanes.h"
-#include "transpose_avx512.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -16,16 +16,14 @@ namespace {
 constexpr size_t kLanes = 16;  // channels of a block, pixels of a transpose
 constexpr size_t kPixels = 8;  // output pixels computed together (independent FMA chains)
 
-// A thread's buffers, reused across units and layers: the ring of padded input rows, a zero row for the
-// rows above and below the input, and the staged results of 16 pixels. 64-byte aligned, so each pixel
-// of a row is one aligned vector.
+// A thread's buffers, reused across units and layers: the ring of padded input rows and a zero row for
+// the rows above and below the input. 64-byte aligned, so each pixel of a row is one aligned vector.
 struct BlockScratch {
   std::vector<float> ring_storage, zero_storage;
   float* ring = nullptr;
   const float* zero = nullptr;
   std::vector<int64_t> slot_row;  // the input row each ring slot holds, -1: none
   std::vector<const float*> rows;  // an output row's kernel rows
-  alignas(64) float stage[kLanes][kLanes] = {};
 
   static float* aligned(std::vector<float>& v, size_t floats) {
     v.resize(floats + kLanes);  // new elements are zeros
@@ -75,58 +73,52 @@ size_t DepthwiseF16Blocks::units(uint32_t batch, size_t threads) const {
 #ifdef SOFTDLA_X86
 namespace {
 
-// ---- AVX-512: sixteen channels a vector, sixteen output pixels a step (two chains of eight).
+// ---- AVX-512: sixteen channels a vector, eight output pixels a step (eight chains), rows and columns
+// transposed on the fp16 data.
 struct Avx512Kernel {
   static constexpr uint32_t kGroup = 16;
   static void widen_row(const uint16_t* x, size_t plane, uint32_t valid, const DepthwiseGeometry& g, size_t ih,
                         const uint16_t* end, float* dst);
   static void row(const DepthwiseGeometry& g, const float* const* rows, const float* w, const SdpKind* kinds,
-                  const float* ops, size_t n_steps, uint32_t valid, uint16_t* out, size_t plane, BlockScratch& scratch);
+                  const float* ops, size_t n_steps, uint32_t valid, uint16_t* out, size_t plane);
 };
 
-__attribute__((target("avx512f"), always_inline)) inline __mmask16 first_lanes(size_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-}
-
-// Input row ih of channels [0, valid) (planes x + k * plane) as fp32 [pl + w][16] of a ring row; the
-// padding columns are left as they are (zeros).
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void Avx512Kernel::widen_row(const uint16_t* x, size_t plane,
-                                                                                uint32_t valid,
-                                                                                const DepthwiseGeometry& g, size_t ih,
-                                                                                const uint16_t* end, float* dst) {
-  for (size_t w0 = 0; w0 < g.W; w0 += kLanes) {
-    const size_t n = std::min<size_t>(kLanes, g.W - w0);
-    const __mmask16 m = first_lanes(n);
+// Input row ih of channels [0, valid) (planes x + k * plane) as fp32 [pl + w][16] of a ring row;
+// the padding columns are left as they are (zeros). Eight columns at a time through a 16-bit transpose
+// (half_transpose_avx512.h): a 16 x 16 fp32 transpose per sixteen columns was most of a stride-2 layer.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void Avx512Kernel::widen_row(
+    const uint16_t* x, size_t plane, uint32_t valid, const DepthwiseGeometry& g, size_t ih, const uint16_t* end,
+    float* dst) {
+  for (size_t w0 = 0; w0 < g.W; w0 += kPixels) {
+    const size_t n = std::min<size_t>(kPixels, g.W - w0);
     // The same columns kRowsAhead input rows further, widened one or two output rows later: sixteen
     // planes read a row at a time are more streams than the prefetchers follow well (MobileNetV2 FP16
-    // 0.97-0.99x the time; batch 8 on one thread 0.92-0.97x).
+    // 0.97-0.99x the time; batch 8 on one thread 0.92-0.97x). One per line.
     constexpr size_t kRowsAhead = 2;
     const size_t held = size_t(end - x);  // halves from x to the end of the batch's input
-    for (uint32_t c = 0; c < valid; ++c) {
-      const size_t ahead = c * plane + (ih + kRowsAhead) * g.W + w0;
-      if (ahead < held) _mm_prefetch(reinterpret_cast<const char*>(x + ahead), _MM_HINT_T0);
-    }
-    __m512 v[16];
-    for (uint32_t c = 0; c < 16; ++c)
-      v[c] = c < valid ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + c * plane + ih * g.W + w0)) : _mm512_setzero_ps();
-    transpose16(v);
+    if (w0 % 32 == 0)
+      for (uint32_t c = 0; c < valid; ++c) {
+        const size_t ahead = c * plane + (ih + kRowsAhead) * g.W + w0;
+        if (ahead < held) _mm_prefetch(reinterpret_cast<const char*>(x + ahead), _MM_HINT_T0);
+      }
+    __m512 v[kPixels];
+    load_half_rows(x + ih * g.W + w0, plane, valid, v, n);
     float* d = dst + (g.pl + w0) * kLanes;
     // Unrolled with constant indices: as a loop to n, GCC turns the stores into a memcpy from v spilled
     // to the stack (rep movsq: a third of a 112 x 112 layer).
-#pragma GCC unroll 16
-    for (size_t j = 0; j < 16; ++j)
+#pragma GCC unroll 8
+    for (size_t j = 0; j < kPixels; ++j)
       if (j < n) _mm512_store_ps(d + j * kLanes, v[j]);
   }
 }
 
 // Eight output pixels from column ow of an output row whose kernel rows are rows[0 .. R): the FMA chain
-// over the taps in (r, s) order, then the steps; into stage[0 .. 8).
+// over the taps in (r, s) order, then the steps; into acc[0 .. 8).
 __attribute__((target("avx512f"), always_inline)) inline void eight_pixels(const DepthwiseGeometry& g,
                                                                          const float* const* rows, size_t ow,
                                                                          const float* w, const SdpKind* kinds,
                                                                          const float* ops, size_t n_steps,
-                                                                         float (*stage)[kLanes]) {
-  __m512 acc[kPixels];
+                                                                         __m512 (&acc)[kPixels]) {
   for (size_t p = 0; p < kPixels; ++p) acc[p] = _mm512_setzero_ps();
   const size_t step = size_t(g.sw) * kLanes;
   for (uint32_t r = 0; r < g.R; ++r) {
@@ -138,30 +130,21 @@ __attribute__((target("avx512f"), always_inline)) inline void eight_pixels(const
     }
   }
   apply_channel_lanes(kinds, ops, n_steps, acc);
-  for (size_t p = 0; p < kPixels; ++p) _mm512_store_ps(stage[p], acc[p]);
 }
 
-// The staged results of `n` pixels from column ow, sixteen channels, as fp16 into their planes' row
-// (out + c * plane), channels [0, valid).
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void store_pixels(const float (*stage)[kLanes], size_t n,
-                                                                     uint32_t valid, uint16_t* out, size_t plane) {
-  __m512 v[16];
-  for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(stage[i]);
-  transpose16(v);
-  const __mmask16 m = first_lanes(n);
-  for (uint32_t c = 0; c < valid; ++c) store_halves_avx512(v[c], out + c * plane, m);
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void Avx512Kernel::row(const DepthwiseGeometry& g,
-                                                                          const float* const* rows, const float* w,
-                                                                          const SdpKind* kinds, const float* ops,
-                                                                          size_t n_steps, uint32_t valid,
-                                                                          uint16_t* out, size_t plane,
-                                                                          BlockScratch& scratch) {
-  for (size_t ow = 0; ow < g.OW; ow += kLanes) {
-    eight_pixels(g, rows, ow, w, kinds, ops, n_steps, scratch.stage);
-    if (ow + kPixels < g.OW) eight_pixels(g, rows, ow + kPixels, w, kinds, ops, n_steps, scratch.stage + kPixels);
-    store_pixels(scratch.stage, std::min<size_t>(kLanes, g.OW - ow), valid, out + ow, plane);
+// Eight pixels at a time: rounded to fp16 one pixel vector at a time (the same rule per element as a
+// channel row's store) and written to their planes' row (out + c * plane), channels [0, valid), through
+// a 16-bit transpose.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void Avx512Kernel::row(
+    const DepthwiseGeometry& g, const float* const* rows, const float* w, const SdpKind* kinds, const float* ops,
+    size_t n_steps, uint32_t valid, uint16_t* out, size_t plane) {
+  for (size_t ow = 0; ow < g.OW; ow += kPixels) {
+    __m512 acc[kPixels];
+    eight_pixels(g, rows, ow, w, kinds, ops, n_steps, acc);
+    __m256i h[kPixels];
+#pragma GCC unroll 8
+    for (size_t p = 0; p < kPixels; ++p) h[p] = to_halves_avx512(acc[p]);
+    store_half_rows(h, out + ow, plane, valid, std::min<size_t>(kPixels, g.OW - ow));
   }
 }
 
@@ -171,7 +154,7 @@ struct Avx2Kernel {
   static void widen_row(const uint16_t* x, size_t plane, uint32_t valid, const DepthwiseGeometry& g, size_t ih,
                         const uint16_t* end, float* dst);
   static void row(const DepthwiseGeometry& g, const float* const* rows, const float* w, const SdpKind* kinds,
-                  const float* ops, size_t n_steps, uint32_t valid, uint16_t* out, size_t plane, BlockScratch& scratch);
+                  const float* ops, size_t n_steps, uint32_t valid, uint16_t* out, size_t plane);
 };
 
 // r[i] lane j -> r[j] lane i.
@@ -222,7 +205,7 @@ __attribute__((target("avx2,f16c"))) inline void Avx2Kernel::widen_row(const uin
 __attribute__((target("avx2,fma,f16c"))) inline void Avx2Kernel::row(const DepthwiseGeometry& g, const float* const* rows,
                                                             const float* w0, const SdpKind* kinds, const float* ops,
                                                             size_t n_steps, uint32_t valid, uint16_t* out,
-                                                            size_t plane, BlockScratch&) {
+                                                            size_t plane) {
   const size_t step = size_t(g.sw) * kGroup;
   for (size_t ow = 0; ow < g.OW; ow += kPixels) {
     // The FMA chain over the taps in (r, s) order, as on AVX-512; a block's weights are 16 lanes a tap.
@@ -296,7 +279,7 @@ __attribute__((always_inline)) inline void DepthwiseF16Blocks::run_groups(const 
           rows[r] = row;
         }
         K::row(g, rows.data(), w, lanes_.kinds.data(), ops, lanes_.n_steps, group_valid, yb + size_t(oh) * g.OW,
-               out_plane, scratch);
+               out_plane);
       }
     }
   }
