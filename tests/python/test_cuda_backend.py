@@ -231,8 +231,8 @@ def k_tile_block(g):
 # form (SOFTDLA_CUDA_ADD=exact) instead of the shared-scale one; `full-requant`: every channel's
 # requantization as make_requant_window gives it (SOFTDLA_CUDA_REQUANT=full: no folded rounding sign,
 # no high-word form; `no-trim`: the shared-scale add with its saturation before the add and its upper clamp
-# kept (SOFTDLA_CUDA_TRIM=off). `no-wgmma`: `wide` with the products of the 128-byte k-tile tiles on
-# mma.sync where the default takes Hopper's wgmma (SOFTDLA_CUDA_WGMMA=off). `persist`: `wide` with the
+# kept (SOFTDLA_CUDA_TRIM=off). `no-wgmma`: `wide` with the products of the 128-byte k-tile tiles and
+# the 256 x 64 tiles on mma.sync where the default takes Hopper's wgmma (SOFTDLA_CUDA_WGMMA=off). `persist`: `wide` with the
 # one-k-tile pointwise layers (64- and 128-byte reductions) on igemm_stream_kernel, one block a channel
 # column walking every pixel tile (SOFTDLA_CUDA_PERSIST=128, SOFTDLA_CUDA_PERSIST_GRID=1); `no-persist`:
 # `wide` without it.

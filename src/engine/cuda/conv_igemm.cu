@@ -1,6 +1,6 @@
 // The INT8 implicit-GEMM convolution (see conv_igemm.h): the loaders, pipeline, main loop and split-K of
 // igemm_core.cuh with mma m16n8k32 s8 (on Hopper, wgmma m64n64k32 s8 for the 128 x 128 tiles of
-// 128-byte k-tiles with the windowed epilogue), then the SDP chain on the int32 accumulators. Inputs of
+// 128-byte k-tiles and the 256 x 64 ones of 64-byte k-tiles with the windowed epilogue), then the SDP chain on the int32 accumulators. Inputs of
 // up to 4 channels (images) are converted space-to-depth when the stride is 2 (2 x 2 pixels become one
 // of 16 channels) and otherwise use Cp = 4, four taps per 16-byte run.
 //
@@ -547,6 +547,7 @@ void allow_shared_memory() {
            integral_constant<int, 4>{});
 #ifdef SOFTDLA_WGMMA
   allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true>, TileShape<128, 128, 128, 3>::kWindowSmemBytes);
+  allow(igemm_kernel<256, 64, 16, kEpiWindow, 64, 4, true>, TileShape<256, 64, 64, 4>::kWindowSmemBytes);
 #endif
   // Narrow tiles: channels of at least 16 bytes a tap only.
   auto narrow = [&](auto bm, auto bn) {
@@ -649,9 +650,9 @@ uint32_t stream_grid() {
   return forced;
 }
 
-// Whether the 128 x 128 tiles of 128-byte k-tiles run their products on wgmma (igemm_reduce's kWg):
-// only in sm_90a builds on a device of compute capability 9.0 (the arch-specific code runs nowhere
-// else). SOFTDLA_CUDA_WGMMA=off, read once, keeps mma.sync (tests, and the before/after comparison).
+// Whether the 128 x 128 tiles of 128-byte k-tiles (and 256 x 64 ones: wgmma_tall) run their products on
+// wgmma (igemm_reduce's kWg): only in sm_90a builds on a device of compute capability 9.0 (the
+// arch-specific code runs nowhere else). SOFTDLA_CUDA_WGMMA=off, read once, keeps mma.sync (tests, and the before/after comparison).
 bool wgmma_device() {
 #ifdef SOFTDLA_WGMMA
   static const bool wanted = [] {
@@ -667,6 +668,17 @@ bool wgmma_device() {
 #else
   return false;
 #endif
+}
+
+// Whether the 256 x 64 tiles (64-byte k-tiles, 16-byte taps, the windowed epilogue: the stem and layer 1
+// of ResNet-50) take wgmma as well where the 128 x 128 ones do: SOFTDLA_CUDA_WGMMA_TALL=off, read once,
+// keeps them on mma.sync (the comparison; measured 1-2 % faster at batch 128, docs/PERFORMANCE.md).
+bool wgmma_tall() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_WGMMA_TALL");
+    return !(v && std::string(v) == "off");
+  }();
+  return on;
 }
 
 }  // namespace
@@ -860,11 +872,18 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
       return run(integral_constant<int, 64>{}, integral_constant<int, kNarrowStages>{});
     } else {
 #ifdef SOFTDLA_WGMMA
-      // wgmma: 128 x 128 tiles of 128-byte k-tiles over 16-byte taps with the windowed epilogue (in the
-      // general one, whose chain interpreter holds more registers, ptxas serializes the wgmma).
+      // wgmma: 128 x 128 tiles of 128-byte k-tiles, and 256 x 64 ones, over 16-byte taps with the windowed
+      // epilogue (in the general one, whose chain interpreter holds more registers, ptxas serializes the
+      // wgmma).
       if constexpr (kTile == 0 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
         if (wide && wgmma_)
           return launch<128, 128, 16, kEpiWindow, 128, 3, true>(
+              x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
+              flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
+              chain_.chain(), ops, fused, next, next_ops, stream);
+      if constexpr (kTile == 1 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
+        if (wgmma_ && wgmma_tall())
+          return launch<256, 64, 16, kEpiWindow, 64, 4, true>(
               x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
               flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
               chain_.chain(), ops, fused, next, next_ops, stream);

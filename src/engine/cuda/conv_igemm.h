@@ -1,5 +1,5 @@
 // INT8 convolution as one implicit-GEMM kernel on the tensor cores (mma.sync m16n8k32, s8 x s8 -> s32;
-// on Hopper wgmma m64n64k32 for the 128 x 128 tiles of 128-byte k-tiles), reading channels-last
+// on Hopper wgmma m64n64k32 for the 128 x 128 and 256 x 64 tiles), reading channels-last
 // activations directly (no im2col buffer) and running the SDP chain in the epilogue on the int32
 // accumulators, from the mma fragments or parked in shared memory (no int32 round trip through DRAM).
 // Optionally it also runs the standalone SDP op that follows the convolution (the residual add of
@@ -60,7 +60,7 @@ class IgemmConv final : public GpuOp {
   int32_t lo_ = INT32_MIN, hi_ = INT32_MAX;
   int tile_ = 0;  // 0: 128 pixels x 128 channels, 1: 256 x 64, 2: 64 x 128 and 3: 128 x 64 (narrow warps)
   int splits_ = 1;  // blocks (a cluster) sharing one output tile, each with a slice of the reduction
-  bool wgmma_ = false;  // 128 x 128 tiles of 128-byte k-tiles take wgmma (sm_90a on compute capability 9.0)
+  bool wgmma_ = false;  // 128 x 128 (128-byte k-tiles) and 256 x 64 tiles take wgmma (sm_90a on CC 9.0)
   uint32_t stream_columns_ = 0;  // blocks a channel column of igemm_stream_kernel (0: the tiled kernels)
 };
 

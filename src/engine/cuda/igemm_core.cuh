@@ -17,7 +17,8 @@
 // cluster of 2-8 blocks shares one output tile, each reducing a slice of the k-tiles; the partial
 // accumulators are summed through distributed shared memory and each block of the cluster runs the
 // epilogue on its share of the rows. On Hopper (sm_90a builds) the INT8 128 x 128 tiles of 128-byte
-// k-tiles run their products on warpgroup MMA instead (igemm_wgmma.cuh; same loaders, same pipeline).
+// k-tiles and 256 x 64 tiles of 64-byte ones run their products on warpgroup MMA instead
+// (igemm_wgmma.cuh; same loaders, same pipeline).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -152,14 +153,16 @@ struct TapCursor {
 // Where igemm_reduce's accumulators lie in the tile: acc[i][j][v] of this thread is row row(i) (+ 8 for
 // v >= 2), column column(i) + 8 j + 2 (lane % 4) (+ 1 for odd v). mma.sync: warps of kWarpM x 32,
 // fragment i 16 rows below fragment i - 1. wgmma (kWg): warp w of warpgroup g holds rows 64 (i / 2) +
-// 16 w + .., columns 64 g + 32 (i % 2) + .., so fragments i and i + 2 share their channels.
+// 16 w + .., columns 64 g + 32 (i % 2) + .. (128 x 128 tiles; 256 x 64: rows 128 g + 64 (i / 2) + 16 w
+// + .., columns 32 (i % 2) + ..), so fragments i and i + 2 share their channels.
 template <int BM, int BN, bool kWg>
 struct AccLayout {
   static constexpr int kWarpsN = BN / 32, kWarpM = BM * kWarpsN / 8;
   int row0, col0;  // of fragment 0
   __device__ AccLayout() {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if constexpr (kWg) row0 = (warp & 3) * 16 + (lane >> 2), col0 = (warp >> 2) * 64;
+    if constexpr (kWg && BN == 64) row0 = (warp >> 2) * 128 + (warp & 3) * 16 + (lane >> 2), col0 = 0;
+    else if constexpr (kWg) row0 = (warp & 3) * 16 + (lane >> 2), col0 = (warp >> 2) * 64;
     else row0 = (warp / kWarpsN) * kWarpM + (lane >> 2), col0 = (warp % kWarpsN) * 32;
   }
   __device__ int row(int i) const { return row0 + (kWg ? (i >> 1) * 64 : i * 16); }
@@ -217,14 +220,14 @@ __device__ __forceinline__ void mma_ktile(uint32_t a_smem, uint32_t b_smem, int 
 // groups of its own, which complete here too. On return every cp.async group is complete, the block has
 // passed a barrier after its last read of the pipeline's memory (free for any use), and the next kernel
 // may be launched.
-// kWg (INT8, 128 x 128 tiles of 128-byte k-tiles, sm_90a only): the products run as Hopper's warpgroup
-// MMA instead (igemm_wgmma.cuh), both operands straight from shared memory (no ldmatrix): warpgroup g
-// multiplies all 128 rows by columns 64 g .. 64 g + 63 (two m64n64 a k-step), and acc holds AccLayout's
-// wgmma layout. (One m64n128 a warpgroup, on rows 64 g.., gives each thread 32 channels instead of 16,
+// kWg (INT8, 128 x 128 tiles of 128-byte k-tiles or 256 x 64 of 64-byte ones, sm_90a only): the
+// products run as Hopper's warpgroup MMA instead (igemm_wgmma.cuh), both operands straight from shared
+// memory (no ldmatrix): warpgroup g multiplies all 128 rows by columns 64 g .. 64 g + 63 (256 x 64: rows
+// 128 g .. 128 g + 127 by all 64 columns; two m64n64 a k-step), and acc holds AccLayout's wgmma layout. (One m64n128 a warpgroup, on rows 64 g.., gives each thread 32 channels instead of 16,
 // twice the requantization windows to read: measured slower on short reductions, docs/PERFORMANCE.md.)
 // A k-tile's products run while the threads wait for the next one's copies; they are waited for
 // before the barrier after which that k-tile's slot is refilled. The stage base must lie on a
-// 1024-byte boundary (the hardware's swizzle).
+// 1024-byte boundary (the hardware's swizzle; 512 bytes suffice for 64-byte rows).
 template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false>
 __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                              const IgemmGeometry& g, uint8_t* smem,
@@ -344,20 +347,24 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
     // A 128-byte k-tile whose second half lies past kpad holds zeros there: its two k-steps are skipped.
     const int ksteps = KT == 64 || uint32_t(kt_begin + kt) * KT + 64 < g.kpad ? KT / 32 : 2;
     if constexpr (kWg) {
-      static_assert(!kWg || (BM == 128 && BN == 128 && KT == 128 && kMI == 4), "wgmma: 128 x 128, 128-byte k-tiles");
-      // 8-row groups of 128-byte rows are 1024 bytes apart; a k-step advances the start by 32 bytes
+      static_assert(!kWg || (BM == 128 && BN == 128 && KT == 128 && kMI == 4) ||
+                        (BM == 256 && BN == 64 && KT == 64 && kMI == 4),
+                    "wgmma: 128 x 128 tiles of 128-byte k-tiles, 256 x 64 of 64-byte ones");
+      // 8-row groups of KT-byte rows are 8 KT bytes apart; a k-step advances the start by 32 bytes
       // inside the swizzled row (the hardware swizzles the address it forms).
-      const uint32_t b_rows = b_smem + uint32_t(warp >> 2) * 64 * KT;  // this warpgroup's 64 channels
+      // 128 x 128: this warpgroup's 64 channels, all rows; 256 x 64: its 128 rows, all channels.
+      const uint32_t b_rows = b_smem + (BN == 128 ? uint32_t(warp >> 2) * 64 * KT : 0u);
+      const uint32_t a_rows = a_smem + (BN == 64 ? uint32_t(warp >> 2) * 128 * KT : 0u);
       // The k-steps as straight-line code (a branch between them makes ptxas fence the accumulators).
       auto products = [&](auto steps) {
         wgmma::fence();
 #pragma unroll
         for (int ks = 0; ks < decltype(steps)::value; ++ks) {
-          const uint64_t b = wgmma::descriptor(b_rows + ks * 32, 1024, KT);
+          const uint64_t b = wgmma::descriptor(b_rows + ks * 32, 8 * KT, KT);
 #pragma unroll
           for (int mb = 0; mb < 2; ++mb)
             wgmma::m64n64k32_s8(acc[2 * mb], acc[2 * mb + 1],
-                                wgmma::descriptor(a_smem + mb * 64 * KT + ks * 32, 1024, KT), b);
+                                wgmma::descriptor(a_rows + mb * 64 * KT + ks * 32, 8 * KT, KT), b);
         }
       };
       if (ksteps == KT / 32) products(std::integral_constant<int, KT / 32>{});
