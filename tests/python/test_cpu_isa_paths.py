@@ -233,22 +233,43 @@ def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, stride, resi
     on 37 x 37 takes two column tiles that split a row, each ending inside a panel.
     One FMA per input channel in ascending order from zero on every path: the same bits as the portable
     path's std::fma, and within fp16 rounding of NumPy."""
+    _fp16_conv_identical_on_every_float_path(cin, k, h, w, 1, stride, (0, 0, 0, 0), 1, residual, tmp_path)
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("cin,k,h,w,r,stride,pads,dil", [
+    (3, 32, 35, 41, 3, 2, (1, 1, 1, 1), 1), (3, 20, 40, 38, 7, 2, (3, 3, 3, 3), 1),
+    (8, 13, 19, 50, 5, 1, (2, 1, 2, 0), 1), (5, 30, 20, 30, 3, 1, (2, 2, 2, 2), 2), (6, 25, 30, 17, 3, 2, (1, 1, 1, 1), 1)])
+def test_fp16_kxk_tiles_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil, residual, tmp_path):
+    """FP16 k x k convolutions on the AVX-512 tiles (few input channels: no Winograd, no AMX), whose
+    grid rows are wider than the output rows: where the output rows have 16 pixels or more the tiles
+    store through the epilogue themselves, each vector's lanes split between two output rows (ResNet's
+    7x7 and MobileNetV2's 3x3 stride-2 first layers; 5x5 with asymmetric padding; dilation); 9 outputs a
+    row (the last case) go through the block's rows. The same bits as the portable path."""
+    _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil, residual, tmp_path)
+
+
+def _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil, residual, tmp_path):
+    """An FP16 convolution (bias, ReLU, optionally a fused residual add) run on every path the machine
+    has: the same bits as the portable path, and within fp16 rounding of NumPy."""
     from sdla_testkit import formats as F
     from sdla_testkit import reference as R
     from sdla_testkit import writer
     rng = np.random.default_rng(cin * k + h)
     n = 2
-    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    pt, pl, pb, pr = pads
+    oh = (h + pt + pb - (r - 1) * dil - 1) // stride + 1
+    ow = (w + pl + pr - (r - 1) * dil - 1) // stride + 1
     x = rng.uniform(-1, 1, (n, cin, h, w)).astype(np.float16)
     e = rng.uniform(-2, 2, (n, k, oh, ow)).astype(np.float16)
-    wt = rng.uniform(-0.5, 0.5, (k, cin, 1, 1)).astype(np.float16)
+    wt = rng.uniform(-0.5, 0.5, (k, cin, r, r)).astype(np.float16)
     bias = rng.uniform(-1, 1, k).astype(np.float32)
     g = writer.Graph()
     xi = g.input("x", x.shape, np.float16)
     c = g.tensor("c", (n, k, oh, ow), np.float16)
-    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.float16), (stride, stride), (0, 0, 0, 0), (1, 1), 1,
+    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.float16), (stride, stride), pads, (dil, dil), 1,
                                         writer.sdp([writer.sdp_step("bias", fvalues=bias), writer.sdp_step("relu")])))
-    conv = R.conv_acc(x, wt, (stride, stride)) + bias.reshape(1, -1, 1, 1)
+    conv = R.conv_acc(x, wt, (stride, stride), pads, (dil, dil)) + bias.reshape(1, -1, 1, 1)
     ref = np.maximum(conv, 0).astype(np.float16).astype(np.float64)
     arrays = [x]
     if residual:
@@ -277,6 +298,8 @@ def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, stride, resi
         assert out == results["portable"], f"{isa} differs from portable"
     got = np.frombuffer(results["portable"], np.float16).reshape(n, k, oh, ow).astype(np.float64)
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+
+
 
 
 @pytest.mark.parametrize("post", ["bias_clip", "scale_prelu_bias"])

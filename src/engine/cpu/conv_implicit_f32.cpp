@@ -34,16 +34,71 @@ constexpr size_t kWidenedBlockBytes = 32 << 10;  // a pixel block widened once f
 // channels), its widened fp32 planes, or k x k taps over the widened planes (9 taps unrolled, or any).
 enum class TileInput { kHalves1x1, kFloat1x1, kTaps9, kTaps };
 
-// Where a tile's sums go: rows of the block's sums (sums, ld), or with `direct` (a plain 1x1
-// convolution, whose grid is its output) through the channels' epilogue straight into the fp16 output:
-// channels k0 .. k0 + live_rows - 1 of image `image`, output index hw0 on; `valid` pixels are outputs.
+// Where a tile's sums go: rows of the block's sums (sums, ld), or with `direct` through the channels'
+// epilogue straight into the fp16 output: channels k0 .. k0 + live_rows - 1 of image `image`, grid
+// pixels hw0 .. hw0 + valid - 1. The grid is wq pixels a row for ow outputs: where wq is ow (1x1
+// convolutions) a grid pixel is its output index; otherwise (k x k: a row's last wq - ow grid pixels are
+// no outputs) each vector's lanes go to one or two output rows (GridLanes).
 struct TileSink {
   float* sums;
   size_t ld;
   const HalfOutput* direct;
   uint32_t image;
   size_t k0, live_rows, hw0, valid;
+  size_t wq = 0, ow = 0;
 };
+
+#ifdef SOFTDLA_X86
+// Where the lanes of a k x k tile's kVecs grid vectors go in a channel's output plane: lanes under a[v]
+// at index at_a[v] + lane (the vector's first row), lanes under b[v] at at_b[v] + lane (the next row;
+// the grid's wq - ow extra pixels of a row are in neither). Needs ow >= 16: a vector then touches at
+// most two output rows, and at_b is never below the plane's start.
+template <size_t kVecs>
+struct GridLanes {
+  size_t at_a[kVecs], at_b[kVecs];
+  __mmask16 a[kVecs], b[kVecs];
+
+  GridLanes(size_t hw0, size_t valid, size_t wq, size_t ow) {
+    size_t row = hw0 / wq, col = hw0 % wq;
+    for (size_t v = 0; v < kVecs; ++v) {
+      const size_t lanes = valid > 16 * v ? std::min<size_t>(16, valid - 16 * v) : 0;
+      const uint32_t live = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1;
+      const uint32_t first = col < ow ? (std::min<size_t>(16, ow - col) == 16 ? 0xFFFFu : (1u << (ow - col)) - 1) : 0u;
+      const uint32_t next = wq - col < 16 ? 0xFFFFu & ~((1u << (wq - col)) - 1) : 0u;
+      a[v] = __mmask16(first & live), b[v] = __mmask16(next & live);
+      at_a[v] = row * ow + col;
+      at_b[v] = next ? (row + 1) * ow + col - wq : 0;
+      col += 16;
+      if (col >= wq) col -= wq, ++row;
+    }
+  }
+};
+
+// x[0 .. kVecs) of one channel through `before`, (with `other`: rounded to fp16, other's values at the
+// same outputs added, through `after`) and stored as fp16 through the lanes' map: the same float
+// operations per element as steps_to_halves_lanes.
+template <size_t kVecs>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline void grid_steps_to_halves(
+    __m512 (&x)[kVecs], const GridLanes<kVecs>& gl, const ChannelStep* before, size_t n_before, uint16_t* out,
+    const uint16_t* other, const ChannelStep* after, size_t n_after) {
+  apply_steps(before, n_before, x);
+  if (other) {
+#pragma GCC unroll 2
+    for (size_t v = 0; v < kVecs; ++v) {
+      __m256i theirs = _mm256_maskz_loadu_epi16(gl.a[v], other + gl.at_a[v]);
+      theirs = _mm256_mask_loadu_epi16(theirs, gl.b[v], other + gl.at_b[v]);
+      x[v] = _mm512_add_ps(_mm512_cvtph_ps(to_halves_avx512(x[v])), _mm512_cvtph_ps(theirs));
+    }
+    apply_steps(after, n_after, x);
+  }
+#pragma GCC unroll 2
+  for (size_t v = 0; v < kVecs; ++v) {
+    const __m256i h = to_halves_avx512(x[v]);
+    _mm256_mask_storeu_epi16(out + gl.at_a[v], gl.a[v], h);
+    if (gl.b[v]) _mm256_mask_storeu_epi16(out + gl.at_b[v], gl.b[v], h);
+  }
+}
+#endif
 
 #ifdef SOFTDLA_X86
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_floats(const uint16_t* src, size_t n,
@@ -88,7 +143,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c,prfchw"), noinline)) v
 #pragma GCC unroll 2
     for (size_t v = 0; v < kVecs; ++v) c[r][v] = _mm512_setzero_ps();
   const float* pa = panel;
-  if (sink.direct) {
+  if (sink.direct && sink.wq == sink.ow) {
     // The output's lines (and the residual operand's), asked for before the FMAs so that the epilogue
     // does not wait on them: a line per channel row, the rows far apart.
     const HalfOutput& o = *sink.direct;
@@ -149,6 +204,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c,prfchw"), noinline)) v
     return;
   }
   const HalfOutput& o = *sink.direct;
+  if (sink.wq != sink.ow) {
+    const GridLanes<kVecs> gl(sink.hw0, sink.valid, sink.wq, sink.ow);
+#pragma GCC unroll 12
+    for (size_t r = 0; r < kRows; ++r) {
+      if (r < sink.live_rows) {
+        const size_t k = sink.k0 + r, plane = sink.image * o.image_stride + k * o.ld;
+        __m512 row[kVecs];
+#pragma GCC unroll 2
+        for (size_t v = 0; v < kVecs; ++v) row[v] = c[r][v];
+        grid_steps_to_halves(row, gl, o.steps + k * o.n_steps, o.n_steps, o.out + plane,
+                             o.other ? o.other + plane : nullptr, o.after + k * o.n_after, o.n_after);
+      }
+    }
+    return;
+  }
   __mmask16 masks[kVecs];
   for (size_t v = 0; v < kVecs; ++v) masks[v] = lanes_mask(sink.valid, v);
   const size_t vecs = (sink.valid + 15) / 16;
@@ -294,13 +364,18 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
   alignas(64) float sums[lanes_f32::kBlockChannels * kBlockPixels];
   const size_t rows = std::min<size_t>(block_rows_, g_.K - row0), pixels = std::min(kBlockPixels, grid_ - pix0);
   const bool one_by_one = taps == 1 && tap_offsets_[0] == 0;
-  // A plain 1x1 convolution's grid is its output: its tiles store through the epilogue themselves.
-  const HalfOutput* tiles_store = one_by_one && plain_planes_ && !lanes_ ? direct : nullptr;
+  // The tiles store through the epilogue themselves: a 1x1 convolution's grid is its output; a k x k
+  // one's rows are wider than its output rows by the kernel's reach, which a vector of 16 grid pixels
+  // crosses at most once where the output rows have 16 pixels or more (GridLanes). Otherwise the sums
+  // go through the block's rows and out run by run (emit_runs_f16; ResNet's and MobileNetV2's first
+  // layers spent a quarter of their time there).
+  const bool grid_is_output = wq_ == g_.OW;
+  const HalfOutput* tiles_store = !lanes_ && (grid_is_output || g_.OW >= 16) ? direct : nullptr;
   // The same rows' output lines of the next pixel block, which a later unit writes (the next one where
   // row blocks are outermost, a few later where they are innermost): a tile's own prefetch leads its
   // stores by one short reduction (16 channels: a few hundred cycles), too little for lines in L3.
   // MobileNetV2 FP16 at batch 1 on two threads 0.93-0.95x the time.
-  if (tiles_store && pix0 + kBlockPixels < grid_)
+  if (tiles_store && grid_is_output && pix0 + kBlockPixels < grid_)
     prefetch_output_lines(*tiles_store, n, row0, rows, pix0 + kBlockPixels,
                           std::min(kBlockPixels, grid_ - pix0 - kBlockPixels));
   // Tiles that read the fp16 input as it is (1x1, few output channels): the next pixel block's input
@@ -331,7 +406,8 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
       const size_t width = std::min(kTilePixels, pixels - p);
       for (size_t r = 0; r < rows;) {
         const size_t live = std::min(kPanelRows, rows - r);
-        const TileSink sink{sums + r * kBlockPixels + p, kBlockPixels, tiles_store, n, row0 + r, live, pix0 + p, width};
+        const TileSink sink{sums + r * kBlockPixels + p, kBlockPixels, tiles_store, n, row0 + r, live, pix0 + p, width,
+                            wq_, g_.OW};
         const float* panel = weights_.data() + (row0 + r) * kdim;  // row0 + r is a panel's first row
         const TileFn tile = halves       ? tile_for<TileInput::kHalves1x1>(live, width)
                             : one_by_one ? tile_for<TileInput::kFloat1x1>(live, width)
