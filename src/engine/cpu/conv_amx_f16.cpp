@@ -343,9 +343,8 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
     // span of consecutive pixel blocks of one image, packed together, then each row block over the whole
     // span: every output plane is written a span's consecutive lines at a time, rather than one line in
     // each of K planes per block (too many streams for the prefetchers once the output is out of cache).
-    const size_t fits = std::max<size_t>(1, kSpanBytes / (block_dwords * sizeof(uint32_t)));
-    const size_t spread = std::max<size_t>(1, columns / (kSpansPerThread * pool.size()));
-    const size_t span = std::min({fits, spread, pixel_blocks}), spans = (pixel_blocks + span - 1) / span;
+    const auto [span, spans] =
+        block_spans(pixel_blocks, images, kSpanBytes / (block_dwords * sizeof(uint32_t)), kSpansPerThread, pool.size());
     pool.parallel_for(images * spans, [&](size_t b, size_t e) {
       thread_local std::vector<uint32_t> blocks;
       blocks.resize(span * block_dwords);

@@ -49,6 +49,20 @@ struct TileSink {
 };
 
 #ifdef SOFTDLA_X86
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_floats(const uint16_t* src, size_t n,
+                                                                                    float* d) {
+  for (size_t i = 0; i < n; i += 16) {
+    const size_t values = std::min<size_t>(16, n - i);
+    const __mmask16 m = __mmask16((1u << values) - 1);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_cvtph_ps(m, even_halves_avx512(src + 2 * i, values)));
+  }
+}
+
+__attribute__((always_inline)) inline __mmask16 lanes_mask(size_t valid, size_t v) {
+  if (valid >= 16 * (v + 1)) return __mmask16(0xFFFF);
+  return valid <= 16 * v ? __mmask16(0) : __mmask16((1u << (valid - 16 * v)) - 1);
+}
+
 // Where the lanes of a k x k tile's kVecs grid vectors go in a channel's output plane: lanes under a[v]
 // at index at_a[v] + lane (the vector's first row), lanes under b[v] at at_b[v] + lane (the next row;
 // the grid's wq - ow extra pixels of a row are in neither). Needs ow >= 16: a vector then touches at
@@ -61,11 +75,10 @@ struct GridLanes {
   GridLanes(size_t hw0, size_t valid, size_t wq, size_t ow) {
     size_t row = hw0 / wq, col = hw0 % wq;
     for (size_t v = 0; v < kVecs; ++v) {
-      const size_t lanes = valid > 16 * v ? std::min<size_t>(16, valid - 16 * v) : 0;
-      const uint32_t live = lanes == 16 ? 0xFFFFu : (1u << lanes) - 1;
-      const uint32_t first = col < ow ? (std::min<size_t>(16, ow - col) == 16 ? 0xFFFFu : (1u << (ow - col)) - 1) : 0u;
-      const uint32_t next = wq - col < 16 ? 0xFFFFu & ~((1u << (wq - col)) - 1) : 0u;
-      a[v] = __mmask16(first & live), b[v] = __mmask16(next & live);
+      const __mmask16 live = lanes_mask(valid, v);                         // inside the tile
+      const __mmask16 first = col < ow ? lanes_mask(ow - col, 0) : 0;      // this row's outputs
+      const __mmask16 next = __mmask16(~lanes_mask(wq - col, 0));          // past this grid row
+      a[v] = first & live, b[v] = next & live;
       at_a[v] = row * ow + col;
       at_b[v] = next ? (row + 1) * ow + col - wq : 0;
       col += 16;
@@ -97,22 +110,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline 
     _mm256_mask_storeu_epi16(out + gl.at_a[v], gl.a[v], h);
     if (gl.b[v]) _mm256_mask_storeu_epi16(out + gl.at_b[v], gl.b[v], h);
   }
-}
-#endif
-
-#ifdef SOFTDLA_X86
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_floats(const uint16_t* src, size_t n,
-                                                                                    float* d) {
-  for (size_t i = 0; i < n; i += 16) {
-    const size_t values = std::min<size_t>(16, n - i);
-    const __mmask16 m = __mmask16((1u << values) - 1);
-    _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_cvtph_ps(m, even_halves_avx512(src + 2 * i, values)));
-  }
-}
-
-__attribute__((always_inline)) inline __mmask16 lanes_mask(size_t valid, size_t v) {
-  if (valid >= 16 * (v + 1)) return __mmask16(0xFFFF);
-  return valid <= 16 * v ? __mmask16(0) : __mmask16((1u << (valid - 16 * v)) - 1);
 }
 
 // One k step of a tile: c[r][v] += panel[r] * x[v].
@@ -452,9 +449,8 @@ void ImplicitConvF32::run_widened_blocks(const uint16_t* x, size_t images, size_
   // planes' lines are open at once than when every row block follows each 64-pixel block. Spans stay
   // short enough to leave every thread kUnitsPerThread units.
   const size_t block_floats = size_t(g_.C) * kBlockPixels;
-  const size_t fits = std::max<size_t>(1, kWidenedBlockBytes / (block_floats * sizeof(float)));
-  const size_t spread = std::max<size_t>(1, images * pixel_blocks / (kUnitsPerThread * pool.size()));
-  const size_t span = std::min({fits, spread, pixel_blocks}), spans = (pixel_blocks + span - 1) / span;
+  const auto [span, spans] = block_spans(pixel_blocks, images, kWidenedBlockBytes / (block_floats * sizeof(float)),
+                                         kUnitsPerThread, pool.size());
   pool.parallel_for(images * spans, [&](size_t b, size_t e) {
     thread_local ScratchBuffer widened;
     float* span_planes = reinterpret_cast<float*>(widened.reserve(span * block_floats * sizeof(float)));

@@ -89,6 +89,18 @@ inline size_t image_group(size_t bytes_per_image, size_t images) {
   return std::clamp<size_t>(kGroupBytes / std::max<size_t>(bytes_per_image, 1), 1, std::max<size_t>(images, 1));
 }
 
+// Consecutive pixel blocks of one image that a work unit takes: as many as `fits` (its scratch), but few
+// enough that `images` images of `blocks` blocks still give each of `threads` threads `per_thread` units.
+// Each row block then runs over the whole span, so an output plane is written a span's lines in a row.
+struct BlockSpans {
+  size_t span, per_image;  // blocks a span, spans an image (the last one may be short)
+};
+inline BlockSpans block_spans(size_t blocks, size_t images, size_t fits, size_t per_thread, size_t threads) {
+  const size_t spread = std::max<size_t>(1, images * blocks / (per_thread * threads));
+  const size_t span = std::max<size_t>(1, std::min({fits, spread, blocks}));
+  return {span, (blocks + span - 1) / span};
+}
+
 template <class Pack, class Run>
 void for_each_image_group(ThreadPool& pool, size_t images, size_t group, size_t units_per_image, size_t min_units,
                           const Pack& pack, const Run& run) {
