@@ -343,8 +343,9 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
     // span of consecutive pixel blocks of one image, packed together, then each row block over the whole
     // span: every output plane is written a span's consecutive lines at a time, rather than one line in
     // each of K planes per block (too many streams for the prefetchers once the output is out of cache).
-    const auto [span, spans] =
+    const BlockSpans plan =
         block_spans(pixel_blocks, images, kSpanBytes / (block_dwords * sizeof(uint32_t)), kSpansPerThread, pool.size());
+    const size_t span = plan.span, spans = plan.per_image;
     pool.parallel_for(images * spans, [&](size_t b, size_t e) {
       thread_local std::vector<uint32_t> blocks;
       blocks.resize(span * block_dwords);

@@ -449,8 +449,9 @@ void ImplicitConvF32::run_widened_blocks(const uint16_t* x, size_t images, size_
   // planes' lines are open at once than when every row block follows each 64-pixel block. Spans stay
   // short enough to leave every thread kUnitsPerThread units.
   const size_t block_floats = size_t(g_.C) * kBlockPixels;
-  const auto [span, spans] = block_spans(pixel_blocks, images, kWidenedBlockBytes / (block_floats * sizeof(float)),
-                                         kUnitsPerThread, pool.size());
+  const BlockSpans plan = block_spans(pixel_blocks, images, kWidenedBlockBytes / (block_floats * sizeof(float)),
+                                      kUnitsPerThread, pool.size());
+  const size_t span = plan.span, spans = plan.per_image;
   pool.parallel_for(images * spans, [&](size_t b, size_t e) {
     thread_local ScratchBuffer widened;
     float* span_planes = reinterpret_cast<float*>(widened.reserve(span * block_floats * sizeof(float)));
