@@ -174,6 +174,77 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
     assert results["avx512vnni"] == results["avx2"] == results["portable"]
 
 
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize("post", ["bias_relu", "scale_clip6", "prelu_bias", "scale_wide_clip"])
+def test_fp16_whole_tile_epilogue_edge_values_identical_on_every_float_path(post, residual, tmp_path):
+    """The AVX-512 pixel-vector tiles store a whole tile (12 channels x 32 outputs) through the chain laid
+    out step by step (channel_step_rows.h): NaN looked for once per row, the saturation to +-65504 skipped
+    after a clip inside it (ReLU6 here) and kept after one past it (the wide clip: 3 x 65504 must still
+    store 65504). The same bits as the portable path's step-by-step passes for signed zeros, NaN, values
+    at the clip bounds and sums past the fp16 range, through a 24-channel 1x1 convolution that passes its
+    input through (weight 1), with and without a fused residual add (NaN and +-65504 in its other input
+    too, then ReLU or a clip)."""
+    from sdla_testkit import formats as F
+    from sdla_testkit import writer
+    k, h, w = 24, 4, 32
+    rng = np.random.default_rng(6)
+    # The finite edge values in every channel (each meets every channel's operands); NaNs in a few rows
+    # only, since a row holding one is stored by the general rule (its other tiles and rows are not).
+    edges = np.array([0.0, -0.0, 2.0, -2.0, 65504, -65504, 6.0, 1e-7, -1e-7, 0.5], np.float16)
+    x = rng.standard_normal((1, k, h, w)).astype(np.float16)
+    x[0, :, 0, :10] = edges
+    x[0, :, 2, 22:] = edges  # the second tile of a row block
+    e = rng.standard_normal((1, k, h, w)).astype(np.float16)
+    e[0, :, 1, :10] = edges
+    e[0, :, 0, 12:22] = edges[::-1]
+    for a, (ch, row, col), bits in [(x, (5, 1, 3), 0x7E00), (x, (17, 3, 5), 0x7C01), (x, (9, 1, 30), 0xFD55),
+                                    (x, (20, 2, 7), 0xFE00), (e, (2, 3, 9), 0x7C01), (e, (13, 0, 17), 0xFF00)]:
+        a.view(np.uint16)[0, ch, row, col] = bits  # NaNs, some whose payloads the fp16 store makes canonical
+    wt = np.zeros((k, k, 1, 1), np.float16)
+    for i in range(k):
+        wt[i, i] = 1
+    per_channel = lambda *v: np.resize(np.array(v, np.float32), k)  # noqa: E731
+    steps = {"bias_relu": [writer.sdp_step("bias", fvalues=per_channel(0.0, -2.0, 60000.0)), writer.sdp_step("relu")],
+             "scale_clip6": [writer.sdp_step("scale", fvalues=per_channel(3.0, -1.0, 0.5)),
+                             writer.sdp_step("clip", lo=0.0, hi=6.0)],
+             "prelu_bias": [writer.sdp_step("prelu", fvalues=per_channel(-0.25, -3.0, 1e5)),
+                            writer.sdp_step("bias", fvalues=per_channel(-0.0, 0.0, 1.0))],
+             "scale_wide_clip": [writer.sdp_step("scale", fvalues=per_channel(3.0, -3.0, 1.0)),
+                                 writer.sdp_step("clip", lo=-1e6, hi=1e6)]}[post]
+    g = writer.Graph()
+    xi = g.input("x", x.shape, np.float16)
+    c = g.tensor("c", x.shape, np.float16)
+    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.float16), (1, 1), (0, 0, 0, 0), (1, 1), 1, writer.sdp(steps)))
+    arrays = [x]
+    if residual:
+        ei = g.input("e", e.shape, np.float16)
+        y = g.tensor("y", x.shape, np.float16)
+        after = writer.sdp_step("clip", lo=0.0, hi=6.0) if post == "scale_clip6" else writer.sdp_step("relu")
+        g.op("Sdp", [c, ei], y, writer.sdp([writer.sdp_step("add", tensor=ei), after]))
+        g.output(y, F.LINEAR)
+        arrays.append(e)
+    else:
+        g.output(c, F.LINEAR)
+    path = tmp_path / "net.loadable"
+    path.write_bytes(g.serialize())
+    inputs = []
+    for i, a in enumerate(arrays):
+        p = tmp_path / f"in{i}.bin"
+        p.write_bytes(F.pack(a, F.LINEAR, g.target))
+        inputs.append(str(p))
+    results = {}
+    for isa in PATHS:
+        if _active(isa)[0] == isa:
+            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
+                                          capture_output=True, check=True).stdout
+    assert len(results) >= 2 and len(results["portable"]) == x.size * 2
+    for isa, out in results.items():
+        assert out == results["portable"], f"{isa} differs from portable"
+    got = np.frombuffer(results["portable"], np.float16)
+    assert np.isnan(got).any() and not np.isinf(got).any()
+    assert (np.abs(got) == 65504).any() == (post != "scale_clip6")  # saturated, or clipped to [0, 6]
+
+
 @pytest.mark.parametrize("post", ["bias_relu", "scale_prelu_clip"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_fully_connected_identical_on_every_float_path(dtype, post, tmp_path):

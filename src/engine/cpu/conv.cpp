@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "channel_lanes.h"
+#include "channel_step_rows.h"
 #include "conv_amx_f16.h"
 #include "conv_implicit.h"
 #include "conv_implicit_f32.h"
@@ -358,7 +359,8 @@ class ConvKernel final : public OpKernel {
       }
       // The AVX-512 FP16 kernels store their results themselves where the chain is channel steps.
       if ((implicit_f32_ || winograd_ || amx_f16_) && dtype_ == DataType::kFloat16 && channel_chain)
-        half_direct_ = true, half_steps_ = std::move(steps), half_lanes_ = ChannelLanes(half_steps_, g_.K);
+        half_direct_ = true, half_steps_ = std::move(steps), half_lanes_ = ChannelLanes(half_steps_, g_.K),
+        half_rows_ = ChannelStepRows(half_steps_, g_.K);
     }
   }
 
@@ -381,7 +383,8 @@ class ConvKernel final : public OpKernel {
       // The GEMM's own stores take the add too where its steps after the add are channel steps (the form
       // guarantees it); otherwise the runs go through store_float.
       if (half_direct_ && !chain->channel_steps(g_.K, half_after_, true)) half_direct_ = false;
-      if (half_direct_) half_after_lanes_ = ChannelLanes(half_after_, g_.K);
+      if (half_direct_)
+        half_after_lanes_ = ChannelLanes(half_after_, g_.K), half_after_rows_ = ChannelStepRows(half_after_, g_.K);
       residual_f16_ = std::move(chain);
       return true;
     }
@@ -628,11 +631,13 @@ class ConvKernel final : public OpKernel {
     direct.ld = ohw;
     direct.image_stride = size_t(g_.K) * ohw;
     direct.lanes = &half_lanes_;
+    direct.rows = &half_rows_;
     if (residual_f16_) {
       direct.other = static_cast<const uint16_t*>(io.fused_inputs[residual_swapped_ ? 0 : 1]);
       direct.after = half_after_.data();
       direct.n_after = half_after_.size() / g_.K;
       direct.lanes_after = &half_after_lanes_;
+      direct.rows_after = &half_after_rows_;
     }
     return direct;
   }
@@ -935,6 +940,7 @@ class ConvKernel final : public OpKernel {
   // residual add's steps after the add), applied by the GEMM's blocks as they store (HalfOutput).
   std::vector<ChannelStep> half_steps_, half_after_;
   ChannelLanes half_lanes_, half_after_lanes_;  // the same, sixteen channels a vector (the FP16 lane tiles)
+  ChannelStepRows half_rows_, half_after_rows_;  // the same, step by step (the FP16 pixel-vector tiles)
   bool half_direct_ = false;
   bool residual_swapped_ = false;                // this convolution computes the add's second input
   std::vector<int8_t> w8_raw_;  // depthwise: [K][R][S] as stored

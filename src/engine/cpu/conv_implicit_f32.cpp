@@ -216,6 +216,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c,prfchw"), noinline)) v
     }
     return;
   }
+  // A whole tile (every row a channel, every vector 16 outputs) through the step-major chain: the kind
+  // dispatched once per step, no masks (MobileNetV2's 16 -> 96 at 112 x 112: 0.47 -> 0.34 ms on one thread).
+  if (o.rows && sink.live_rows == kRows && sink.valid == 16 * kVecs && (!o.other || o.rows_after)) {
+    const size_t at = sink.image * o.image_stride + sink.k0 * o.ld + sink.hw0;
+    return step_rows_to_halves(c, *o.rows, o.rows_after, sink.k0, o.out + at, o.other ? o.other + at : nullptr, o.ld);
+  }
   __mmask16 masks[kVecs];
   for (size_t v = 0; v < kVecs; ++v) masks[v] = lanes_mask(sink.valid, v);
   const size_t vecs = (sink.valid + 15) / 16;

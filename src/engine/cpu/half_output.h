@@ -14,6 +14,7 @@ namespace softdla::cpu {
 // out[n * image_stride + k * ld + output index]; with `other`, the fused residual add as
 // SdpChain::run_residual_halves runs it (other at the same index, then after[k * n_after, ...)).
 struct ChannelLanes;
+struct ChannelStepRows;
 struct HalfOutput {
   const ChannelStep* steps = nullptr;
   size_t n_steps = 0;
@@ -26,6 +27,10 @@ struct HalfOutput {
   // channels (the FP16 lane tiles); null where the caller has not made them.
   const ChannelLanes* lanes = nullptr;
   const ChannelLanes* lanes_after = nullptr;
+  // The same steps laid out step by step (channel_step_rows.h), for register tiles of consecutive
+  // channels; null where the caller has not made them.
+  const ChannelStepRows* rows = nullptr;
+  const ChannelStepRows* rows_after = nullptr;
 };
 
 // Rows [0, rows) of a block of sums (row r = channel row0 + r, kWidth floats a row, of which the first

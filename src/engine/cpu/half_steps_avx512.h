@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "channel_step_rows.h"
 #include "half_convert_avx512.h"
 #include "sdp_chain.h"
 #include "sdp_lanes_avx512.h"
@@ -48,6 +49,74 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline 
 #pragma GCC unroll 4
   for (size_t u = 0; u < V; ++u)
     if (u < vecs) store_halves_avx512(x[u], out + 16 * u, masks[u]);
+}
+// One step of kind K on every row of a register tile: row r's operands broadcast from op[r], lo[r], hi[r]
+// (the loads a kind does not use are dropped by the compiler).
+template <SdpKind K, size_t kRows, size_t kVecs>
+__attribute__((target("avx512f"), always_inline)) inline void step_on_rows(const float* op, const float* lo,
+                                                                         const float* hi, __m512 (&c)[kRows][kVecs]) {
+#pragma GCC unroll 12
+  for (size_t r = 0; r < kRows; ++r) {
+    const __m512 k = _mm512_set1_ps(op[r]), vlo = _mm512_set1_ps(lo[r]), vhi = _mm512_set1_ps(hi[r]);
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) c[r][v] = float_lanes(K, c[r][v], k, vlo, vhi);
+  }
+}
+
+// A register tile of kRows consecutive channels from k0 through a chain laid out by ChannelStepRows, each
+// step's kind dispatched once for the whole tile.
+template <size_t kRows, size_t kVecs>
+__attribute__((target("avx512f"), always_inline)) inline void apply_step_rows(const ChannelStepRows& s, size_t k0,
+                                                                            __m512 (&c)[kRows][kVecs]) {
+  for (size_t j = 0; j < s.n_steps; ++j) {
+    const float *op = s.operand(j) + k0, *lo = s.lo(j) + k0, *hi = s.hi(j) + k0;
+    switch (s.kinds[j]) {
+      case SdpKind::kBias: step_on_rows<SdpKind::kBias>(op, lo, hi, c); break;
+      case SdpKind::kScale: step_on_rows<SdpKind::kScale>(op, lo, hi, c); break;
+      case SdpKind::kPRelu: step_on_rows<SdpKind::kPRelu>(op, lo, hi, c); break;
+      case SdpKind::kRelu: step_on_rows<SdpKind::kRelu>(op, lo, hi, c); break;
+      default: step_on_rows<SdpKind::kClip>(op, lo, hi, c);
+    }
+  }
+}
+
+// A register tile of kRows consecutive channels from k0, kVecs whole vectors a row, through `before` and
+// stored as fp16 at out + r * ld; with `other` (laid out as out) the fused residual add: rounded to fp16,
+// other's values added, through `after`. The same float operations per element as steps_to_halves_lanes,
+// so the same bits. NaN lanes are looked for once per row (both vectors in one compare) and the
+// saturation to +-65504 is skipped where the chain ends in a clip inside it.
+template <size_t kRows, size_t kVecs>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline void step_rows_to_halves(
+    __m512 (&c)[kRows][kVecs], const ChannelStepRows& before, const ChannelStepRows* after, size_t k0, uint16_t* out,
+    const uint16_t* other, size_t ld) {
+  apply_step_rows(before, k0, c);
+  if (other) {
+#pragma GCC unroll 12
+    for (size_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v) {
+        const __m256i theirs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(other + r * ld + 16 * v));
+        c[r][v] = _mm512_add_ps(_mm512_cvtph_ps(to_halves_avx512(c[r][v])), _mm512_cvtph_ps(theirs));
+      }
+    apply_step_rows(*after, k0, c);
+  }
+  const bool bounded = other ? after->bounded : before.bounded;
+  const __m512 top = _mm512_set1_ps(65504.f), bottom = _mm512_set1_ps(-65504.f);
+#pragma GCC unroll 12
+  for (size_t r = 0; r < kRows; ++r) {
+    uint16_t* row = out + r * ld;
+    if (__builtin_expect(_mm512_cmp_ps_mask(c[r][0], c[r][kVecs - 1], _CMP_UNORD_Q) != 0, 0)) {
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * v), to_halves_avx512(c[r][v]));
+      continue;
+    }
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) {
+      const __m512 x = bounded ? c[r][v] : _mm512_max_ps(bottom, _mm512_min_ps(top, c[r][v]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * v), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+  }
 }
 #endif
 
