@@ -80,41 +80,62 @@ __attribute__((target("avx512f"), always_inline)) inline void apply_step_rows(co
   }
 }
 
-// A register tile of kRows consecutive channels from k0, kVecs whole vectors a row, through `before` and
-// stored as fp16 at out + r * ld; with `other` (laid out as out) the fused residual add: rounded to fp16,
-// other's values added, through `after`. The same float operations per element as steps_to_halves_lanes,
-// so the same bits. NaN lanes are looked for once per row (both vectors in one compare) and the
-// saturation to +-65504 is skipped where the chain ends in a clip inside it.
-template <size_t kRows, size_t kVecs>
+// Where the rows of a register tile go (step_rows_to_halves' Out): row r's vector v at out + r * ld + 16 v,
+// every lane (kFull) or those under masks[v]; the residual's other input laid out alike.
+template <size_t kVecs, bool kFull>
+struct TileRowsOut {
+  uint16_t* out;
+  const uint16_t* other;
+  size_t ld;
+  __mmask16 masks[kVecs];
+
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) __m256i other_at(size_t r, size_t v) const {
+    const uint16_t* at = other + r * ld + 16 * v;
+    if constexpr (kFull) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+    return _mm256_maskz_loadu_epi16(masks[v], at);
+  }
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) void store(size_t r, size_t v, __m256i h) const {
+    uint16_t* at = out + r * ld + 16 * v;
+    if constexpr (kFull) _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), h);
+    else _mm256_mask_storeu_epi16(at, masks[v], h);
+  }
+};
+
+// A register tile of kRows consecutive channels from k0 through `before` and stored as fp16 through `out`
+// (TileRowsOut, or any type with its other / other_at / store); with out.other, the fused residual add:
+// rounded to fp16, other's values added, through `after`. The same float operations per element as
+// steps_to_halves_lanes, so the same bits. NaN lanes are looked for once per pair of vectors (a row
+// holding one takes the general rule) and the saturation to +-65504 is skipped where the chain ends in a
+// clip inside it.
+template <size_t kRows, size_t kVecs, class Out>
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline void step_rows_to_halves(
-    __m512 (&c)[kRows][kVecs], const ChannelStepRows& before, const ChannelStepRows* after, size_t k0, uint16_t* out,
-    const uint16_t* other, size_t ld) {
+    __m512 (&c)[kRows][kVecs], const ChannelStepRows& before, const ChannelStepRows* after, size_t k0, const Out& out) {
   apply_step_rows(before, k0, c);
-  if (other) {
+  if (out.other) {
 #pragma GCC unroll 12
     for (size_t r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
-      for (size_t v = 0; v < kVecs; ++v) {
-        const __m256i theirs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(other + r * ld + 16 * v));
-        c[r][v] = _mm512_add_ps(_mm512_cvtph_ps(to_halves_avx512(c[r][v])), _mm512_cvtph_ps(theirs));
-      }
+      for (size_t v = 0; v < kVecs; ++v)
+        c[r][v] = _mm512_add_ps(_mm512_cvtph_ps(to_halves_avx512(c[r][v])), _mm512_cvtph_ps(out.other_at(r, v)));
     apply_step_rows(*after, k0, c);
   }
-  const bool bounded = other ? after->bounded : before.bounded;
+  const bool bounded = out.other ? after->bounded : before.bounded;
   const __m512 top = _mm512_set1_ps(65504.f), bottom = _mm512_set1_ps(-65504.f);
 #pragma GCC unroll 12
   for (size_t r = 0; r < kRows; ++r) {
-    uint16_t* row = out + r * ld;
-    if (__builtin_expect(_mm512_cmp_ps_mask(c[r][0], c[r][kVecs - 1], _CMP_UNORD_Q) != 0, 0)) {
+    __mmask16 nan = 0;
 #pragma GCC unroll 4
-      for (size_t v = 0; v < kVecs; ++v)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * v), to_halves_avx512(c[r][v]));
+    for (size_t v = 0; v < kVecs; v += 2)
+      nan |= _mm512_cmp_ps_mask(c[r][v], c[r][v + 1 < kVecs ? v + 1 : v], _CMP_UNORD_Q);
+    if (__builtin_expect(nan != 0, 0)) {
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v) out.store(r, v, to_halves_avx512(c[r][v]));
       continue;
     }
 #pragma GCC unroll 4
     for (size_t v = 0; v < kVecs; ++v) {
       const __m512 x = bounded ? c[r][v] : _mm512_max_ps(bottom, _mm512_min_ps(top, c[r][v]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * v), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+      out.store(r, v, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
     }
   }
 }
