@@ -243,6 +243,13 @@ def test_fp16_whole_tile_epilogue_edge_values_identical_on_every_float_path(post
     got = np.frombuffer(results["portable"], np.float16)
     assert np.isnan(got).any() and not np.isinf(got).any()
     assert (np.abs(got) == 65504).any() == (post != "scale_clip6")  # saturated, or clipped to [0, 6]
+    if "amx" in results:
+        # The AMX-BF16 kernel (forced onto this short reduction) adds in its own order, exact here (one
+        # weight of 1 an output): the same values, its blocks' epilogue taking the same chain; NaN's sign
+        # and zero's are the tiles' own.
+        amx = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs],
+                             env={**_env("amx"), "SOFTDLA_AMX_F16": "all"}, capture_output=True, check=True).stdout
+        assert np.array_equal(np.frombuffer(amx, np.float16), got, equal_nan=True)
 
 
 @pytest.mark.parametrize("post", ["bias_relu", "scale_prelu_clip"])

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "half_steps_avx512.h"
 #include "implicit_grid.h"
 #include "sdp_chain.h"
 
@@ -44,9 +45,20 @@ void emit_runs_f16(const float* sums, size_t rows, size_t row0, size_t width, co
   const size_t base = image * o.image_stride + row0 * o.ld;
   HalfRows h{sums, kWidth, rows, width, nullptr, 0, o.steps + row0 * o.n_steps, o.n_steps};
   h.after = o.after + row0 * o.n_after, h.n_after = o.n_after;
+#ifdef SOFTDLA_X86
+  // The chain laid out step by step where the caller made it (half_steps_avx512.h).
+  const bool step_rows = kWidth % 16 == 0 && o.rows && (!o.other || o.rows_after);
+  auto rows_out = [&](uint16_t* out, const uint16_t* other, size_t ld) {
+    block_rows_to_halves<kWidth / 16>(sums, kWidth, rows, width, row0, out, other, ld, *o.rows, o.rows_after);
+  };
+#else
+  const bool step_rows = false;
+  auto rows_out = [](uint16_t*, const uint16_t*, size_t) {};
+#endif
   if (n_runs == 1 && runs[0].p == 0 && runs[0].count == width) {
     h.out = o.out + base + runs[0].hw0, h.out_stride = o.ld;
     if (o.other) h.other = o.other + base + runs[0].hw0, h.other_stride = o.ld;
+    if (step_rows) return rows_out(h.out, h.other, o.ld);
     return channel_steps_to_halves(h);
   }
   uint16_t theirs[kRows][kWidth], mine[kRows][kWidth];
@@ -58,7 +70,8 @@ void emit_runs_f16(const float* sums, size_t rows, size_t row0, size_t width, co
     h.other = &theirs[0][0], h.other_stride = kWidth;
   }
   h.out = &mine[0][0], h.out_stride = kWidth;
-  channel_steps_to_halves(h);
+  if (step_rows) rows_out(h.out, h.other, kWidth);
+  else channel_steps_to_halves(h);
   for (size_t r = 0; r < rows; ++r)
     for (size_t i = 0; i < n_runs; ++i)
       std::memcpy(o.out + base + r * o.ld + runs[i].hw0, &mine[r][runs[i].p], runs[i].count * sizeof(uint16_t));

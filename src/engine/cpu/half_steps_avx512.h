@@ -139,6 +139,45 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline 
     }
   }
 }
+// kRows rows of a block of sums (block_rows_to_halves) from its row r.
+template <size_t kRows, size_t kVecs>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline void block_rows_group(
+    const float* sums, size_t sums_ld, size_t r, const __mmask16 (&masks)[kVecs], bool full, size_t k0, uint16_t* out,
+    const uint16_t* other, size_t ld, const ChannelStepRows& before, const ChannelStepRows* after) {
+  __m512 c[kRows][kVecs];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < kRows; ++i)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) c[i][v] = _mm512_maskz_loadu_ps(masks[v], sums + (r + i) * sums_ld + 16 * v);
+  uint16_t* o = out + r * ld;
+  const uint16_t* t = other ? other + r * ld : nullptr;
+  if (full) return step_rows_to_halves(c, before, after, k0 + r, TileRowsOut<kVecs, true>{o, t, ld, {}});
+  TileRowsOut<kVecs, false> partial{o, t, ld, {}};
+  for (size_t v = 0; v < kVecs; ++v) partial.masks[v] = masks[v];
+  step_rows_to_halves(c, before, after, k0 + r, partial);
+}
+
+// Rows [0, rows) of a block of sums (row r at sums + r * sums_ld is channel k0 + r, kVecs vectors of which
+// the first `width` values are stored) through the step-major chain and stored as fp16 at out + r * ld
+// (with `other`, the fused residual add), in groups of 16 / kVecs rows: the blocks' epilogue of the AMX
+// and Winograd kernels (half_output.h's emit_runs_f16), which spent a call and a dispatch per row and
+// step on two vectors of work. Not inlined: its callers are compiled for any ISA.
+template <size_t kVecs>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), noinline)) void block_rows_to_halves(
+    const float* sums, size_t sums_ld, size_t rows, size_t width, size_t k0, uint16_t* out, const uint16_t* other,
+    size_t ld, const ChannelStepRows& before, const ChannelStepRows* after) {
+  constexpr size_t kGroup = 16 / kVecs;
+  __mmask16 masks[kVecs];
+  for (size_t v = 0; v < kVecs; ++v)
+    masks[v] = width >= 16 * (v + 1) ? __mmask16(0xFFFF)
+               : width <= 16 * v     ? __mmask16(0)
+                                     : __mmask16((1u << (width - 16 * v)) - 1);
+  const bool full = width == 16 * kVecs;
+  size_t r = 0;
+  for (; r + kGroup <= rows; r += kGroup)
+    block_rows_group<kGroup>(sums, sums_ld, r, masks, full, k0, out, other, ld, before, after);
+  for (; r < rows; ++r) block_rows_group<1>(sums, sums_ld, r, masks, full, k0, out, other, ld, before, after);
+}
 #endif
 
 }  // namespace softdla::cpu
