@@ -47,7 +47,8 @@ ThreadPool::ThreadPool(unsigned threads) {
     const char* env = std::getenv("SOFTDLA_THREADS");
     threads = env ? unsigned(std::max(1, std::atoi(env))) : std::max(1u, std::thread::hardware_concurrency());
   }
-  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  ranges_ = std::vector<Range>(threads);
+  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -81,7 +82,10 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   job_ = &fn;
   job_n_ = n;
   chunks_ = chunks;
-  next_chunk_.store(0, std::memory_order_relaxed);
+  for (size_t r = 0; r < ranges_.size(); ++r) {
+    ranges_[r].next.store(chunks * r / ranges_.size(), std::memory_order_relaxed);
+    ranges_[r].end = chunks * (r + 1) / ranges_.size();
+  }
   done_chunks_.store(0, std::memory_order_relaxed);
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
@@ -92,7 +96,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     wake = sleepers_ > 0;
   }
   if (wake) wake_.notify_all();
-  take_chunks();
+  take_chunks(0);
   auto finished = [&] { return done_chunks_.load(std::memory_order_acquire) == chunks; };
   if (!spin_until(finished)) {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -106,28 +110,36 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-void ThreadPool::take_chunks() {
-  for (;;) {
-    const size_t i = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= chunks_) return;
-    const size_t begin = job_n_ * i / chunks_, end = job_n_ * (i + 1) / chunks_;
-    if (!failed_.load(std::memory_order_relaxed)) {
-      try {
-        if (begin < end) (*job_)(begin, end);
-      } catch (...) {  // kept for the submitter; the chunks not yet started are skipped
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!error_) error_ = std::current_exception();
-        failed_.store(true, std::memory_order_relaxed);
-      }
+void ThreadPool::take_chunks(unsigned home) {
+  const size_t n = ranges_.size();
+  for (size_t k = 0; k < n; ++k)
+    while (take_from((home + k) % n)) {
     }
-    if (done_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_) {
-      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the submitter's check before it sleeps
-      if (waiting_) done_.notify_all();
-    }
-  }
 }
 
-void ThreadPool::worker_loop() {
+bool ThreadPool::take_from(size_t range) {
+  Range& r = ranges_[range];
+  if (r.next.load(std::memory_order_relaxed) >= r.end) return false;
+  const size_t i = r.next.fetch_add(1, std::memory_order_relaxed);
+  if (i >= r.end) return false;
+  const size_t begin = job_n_ * i / chunks_, end = job_n_ * (i + 1) / chunks_;
+  if (!failed_.load(std::memory_order_relaxed)) {
+    try {
+      if (begin < end) (*job_)(begin, end);
+    } catch (...) {  // kept for the submitter; the chunks not yet started are skipped
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
+  }
+  if (done_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_) {
+    std::lock_guard<std::mutex> lock(mutex_);  // pairs with the submitter's check before it sleeps
+    if (waiting_) done_.notify_all();
+  }
+  return true;
+}
+
+void ThreadPool::worker_loop(unsigned home) {
   unsigned seen = 0;  // the last generation this worker joined
   for (;;) {
     auto fresh = [&] {
@@ -151,7 +163,7 @@ void ThreadPool::worker_loop() {
       continue;
     }
     seen = g;
-    take_chunks();
+    take_chunks(home);
     active_.fetch_sub(1, std::memory_order_release);
   }
 }

@@ -38,8 +38,9 @@ class ThreadPool {
   static size_t min_items(size_t cost) { return std::max<size_t>(1, (size_t(1) << 15) / std::max<size_t>(cost, 1)); }
 
  private:
-  void worker_loop();
-  void take_chunks();  // runs chunks of the current job until none is left
+  void worker_loop(unsigned home);
+  void take_chunks(unsigned home);  // runs chunks of the current job until none is left
+  bool take_from(size_t range);     // runs one chunk of range `range`; false when it has none left
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::mutex submit_mutex_;  // one parallel_for at a time; callers from other threads wait
@@ -48,7 +49,15 @@ class ThreadPool {
   // they see the even generation that publishes it.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, chunks_ = 0;
-  std::atomic<size_t> next_chunk_{0};   // the next chunk of the current job not yet taken
+  // The job's chunks in one contiguous range per thread (the caller's first, then each worker's): a
+  // thread runs its own range from the front, then takes what is left of the others'. The same thread
+  // so keeps the same part of consecutive ops (the same pixels or channels), whose data is then in its
+  // own core's cache; chunks taken as threads come free would scatter them.
+  struct alignas(64) Range {
+    std::atomic<size_t> next{0};  // its next chunk not yet taken
+    size_t end = 0;
+  };
+  std::vector<Range> ranges_;
   std::atomic<size_t> done_chunks_{0};  // chunks of the current job run (or skipped after a throw)
   std::atomic<bool> failed_{false};     // a chunk of the current job threw: skip the rest
   std::exception_ptr error_;            // the first exception a chunk of the current job threw (mutex_)

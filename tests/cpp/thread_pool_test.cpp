@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
 #include <new>
 #include <thread>
 #include <vector>
@@ -63,6 +66,37 @@ TEST(ThreadPool, JobsBackToBackAndAfterTheWorkersSlept) {
     });
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1);
     if (rep % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Each thread starts on its own contiguous range of the chunks (the caller on the first): every chunk
+// waits until all four threads hold one, so no thread can take a second chunk before each has taken
+// its first, and the first chunks are the ranges' fronts.
+TEST(ThreadPool, EachThreadStartsOnItsOwnRange) {
+  ThreadPool pool(4);
+  for (int rep = 0; rep < 20; ++rep) {
+    std::mutex m;
+    std::map<std::thread::id, size_t> first;  // each thread's first chunk's first index
+    std::atomic<int> arrived{0};
+    std::atomic<bool> timed_out{false};
+    pool.parallel_for(16, [&](size_t b, size_t) {
+      bool mine_first = false;
+      {
+        std::lock_guard<std::mutex> lock(m);
+        mine_first = first.emplace(std::this_thread::get_id(), b).second;
+      }
+      if (!mine_first) return;
+      arrived++;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (arrived.load() < 4)
+        if (std::chrono::steady_clock::now() > until) return timed_out.store(true);
+        else std::this_thread::yield();
+    });
+    ASSERT_FALSE(timed_out.load());
+    std::set<size_t> starts;
+    for (const auto& [id, b] : first) starts.insert(b);
+    EXPECT_EQ(starts, (std::set<size_t>{0, 4, 8, 12}));
+    if (rep % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the workers asleep
   }
 }
 
