@@ -401,8 +401,10 @@ class ConvKernel final : public OpKernel {
     if (dw_planes_ && !residual_f16_) {
       const auto* x = static_cast<const uint16_t*>(io.inputs[0]);
       auto* y = static_cast<uint16_t*>(io.output);
-      pool.parallel_for(dw_planes_->units(batch_), [&](size_t b, size_t e) { dw_planes_->run(x, y, b, e); },
-                        ThreadPool::min_items(ohw * kdim));
+      const size_t threads = pool.size(), units = dw_planes_->units(batch_, threads);
+      const size_t bands = units / (size_t(batch_) * g_.K);
+      pool.parallel_for(units, [&](size_t b, size_t e) { dw_planes_->run(x, y, threads, b, e); },
+                        ThreadPool::min_items(ohw * kdim / bands));
       return;
     }
     if (dw_f16_ && !residual_f16_) {

@@ -185,7 +185,15 @@ DepthwiseF16Planes::DepthwiseF16Planes(const DepthwiseGeometry& g, uint32_t chan
   band_in_rows_ = (band_rows_ - 1) * g.sh + halo;
 }
 
-void DepthwiseF16Planes::run(const uint16_t* x, uint16_t* y, size_t begin, size_t end) const {
+DepthwiseF16Planes::Bands DepthwiseF16Planes::bands(size_t threads) const {
+  size_t rows = band_rows_;
+  // Fewer bands than threads: thinner ones, of whole groups (each costs its halo's rows widened again).
+  if ((g_.OH + rows - 1) / rows < threads && g_.OH >= threads * group_rows_)
+    rows = round_up((g_.OH + threads - 1) / threads, group_rows_);
+  return {rows, (g_.OH + rows - 1) / rows};
+}
+
+void DepthwiseF16Planes::run(const uint16_t* x, uint16_t* y, size_t threads, size_t begin, size_t end) const {
 #ifdef SOFTDLA_X86
   thread_local PlaneScratch scratch;
   const DepthwiseGeometry& g = g_;
@@ -195,40 +203,40 @@ void DepthwiseF16Planes::run(const uint16_t* x, uint16_t* y, size_t begin, size_
   // written (rows are widened into their valid columns only). Padded column pl of each row on a 64-byte
   // boundary, so that a stride-1 row is widened with aligned stores.
   float* band = scratch.zeroed(band_in_rows_ * row_floats_, (kLanes - g.pl % kLanes) % kLanes);
+  const Bands b = bands(threads);
   for (size_t unit = begin; unit < end; ++unit) {
-    const size_t n = unit / channels_, k = unit % channels_;
+    const size_t n = unit / (b.count * channels_), k = unit % channels_;
     const uint16_t* xp = x + (n * channels_ + k) * in_plane;
     uint16_t* yp = y + (n * channels_ + k) * out_plane;
     const float* w = weights_.data() + k * taps_;
     const ChannelStep* steps = steps_.data() + k * n_steps_;
-    for (size_t oh0 = 0; oh0 < g.OH; oh0 += band_rows_) {
-      const size_t rows = std::min<size_t>(band_rows_, g.OH - oh0);
-      const size_t in_rows = (rows - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
-      // The band's input rows; rows above or below the input are zeros.
-      for (size_t t = 0; t < in_rows; ++t) {
-        const int64_t ih = int64_t(oh0 * g.sh + t) - g.pt;
-        float* row = band + t * row_floats_;
-        if (ih < 0 || ih >= int64_t(g.H)) std::fill_n(row, row_floats_, 0.f);
-        else if (g.sw == 1) widen_row_s1(xp + size_t(ih) * g.W, g.W, row + g.pl);
-        else widen_row_s2(xp + size_t(ih) * g.W, g.W, g.pl, row, phase_len_);
-      }
-      // Whole groups, then the band's last rows as one shorter group; each in chunks of columns.
-      const size_t groups = rows / group_rows_, last = rows % group_rows_;
-      uint16_t* out = yp + oh0 * g.OW;
-      for (size_t j = 0; j < vecs_; j += chunk_vecs_) {
-        const size_t v = std::min(chunk_vecs_, vecs_ - j);
-        if (groups)
-          plane_groups_for(group_rows_, v, g.S)(band, row_step, tap_row_step, groups, tap_offsets_.data(), g.R,
-                                                g.S, w, steps, n_steps_, out, g.OW, j * kLanes);
-        if (last)
-          plane_groups_for(last, v, g.S)(band + groups * group_rows_ * row_step, row_step, tap_row_step, 1,
-                                         tap_offsets_.data(), g.R, g.S, w, steps, n_steps_,
-                                         out + groups * group_rows_ * g.OW, g.OW, j * kLanes);
-      }
+    const size_t oh0 = (unit / channels_ % b.count) * b.rows;
+    const size_t rows = std::min<size_t>(b.rows, g.OH - oh0);
+    const size_t in_rows = (rows - 1) * g.sh + size_t(g.R - 1) * g.dh + 1;
+    // The band's input rows; rows above or below the input are zeros.
+    for (size_t t = 0; t < in_rows; ++t) {
+      const int64_t ih = int64_t(oh0 * g.sh + t) - g.pt;
+      float* row = band + t * row_floats_;
+      if (ih < 0 || ih >= int64_t(g.H)) std::fill_n(row, row_floats_, 0.f);
+      else if (g.sw == 1) widen_row_s1(xp + size_t(ih) * g.W, g.W, row + g.pl);
+      else widen_row_s2(xp + size_t(ih) * g.W, g.W, g.pl, row, phase_len_);
+    }
+    // Whole groups, then the band's last rows as one shorter group; each in chunks of columns.
+    const size_t groups = rows / group_rows_, last = rows % group_rows_;
+    uint16_t* out = yp + oh0 * g.OW;
+    for (size_t j = 0; j < vecs_; j += chunk_vecs_) {
+      const size_t v = std::min(chunk_vecs_, vecs_ - j);
+      if (groups)
+        plane_groups_for(group_rows_, v, g.S)(band, row_step, tap_row_step, groups, tap_offsets_.data(), g.R,
+                                              g.S, w, steps, n_steps_, out, g.OW, j * kLanes);
+      if (last)
+        plane_groups_for(last, v, g.S)(band + groups * group_rows_ * row_step, row_step, tap_row_step, 1,
+                                       tap_offsets_.data(), g.R, g.S, w, steps, n_steps_,
+                                       out + groups * group_rows_ * g.OW, g.OW, j * kLanes);
     }
   }
 #else
-  (void)x, (void)y, (void)begin, (void)end;
+  (void)x, (void)y, (void)threads, (void)begin, (void)end;
 #endif
 }
 

@@ -36,12 +36,22 @@ class DepthwiseF16Planes {
   DepthwiseF16Planes(const DepthwiseGeometry& g, uint32_t channels, const float* weights,
                      std::vector<ChannelStep> steps);
 
-  // One unit per plane: image n, channel k is unit n * channels + k.
-  size_t units(uint32_t batch) const { return size_t(batch) * channels_; }
-  // Units [begin, end): x and y are the whole input and output, [N][C][H][W] and [N][C][OH][OW] fp16.
-  void run(const uint16_t* x, uint16_t* y, size_t begin, size_t end) const;
+  // One unit per band of a plane, for a pool of `threads`: image n, band b, channel k is unit
+  // (n * bands + b) * channels + k. Bands outermost, and at least one a thread where the plane has the
+  // rows: a thread's contiguous share of the units (thread_pool.h) is then a band of rows of every
+  // channel, the rows the 1x1 convolutions before and after the layer compute and read on that thread
+  // (MobileNetV2 FP16 on two threads: each layer read half its input from the other core's cache).
+  size_t units(uint32_t batch, size_t threads) const { return size_t(batch) * bands(threads).count * channels_; }
+  // Units [begin, end) of units(batch, threads): x and y are the whole input and output, [N][C][H][W] and
+  // [N][C][OH][OW] fp16.
+  void run(const uint16_t* x, uint16_t* y, size_t threads, size_t begin, size_t end) const;
 
  private:
+  struct Bands {
+    size_t rows, count;  // output rows a band (the last one fewer), bands a plane
+  };
+  Bands bands(size_t threads) const;
+
   DepthwiseGeometry g_;
   uint32_t channels_;
   size_t taps_, n_steps_;
@@ -50,7 +60,7 @@ class DepthwiseF16Planes {
   size_t row_floats_;     // floats of a band row: its phases
   size_t group_rows_;     // output rows computed together (1 where a row has eight vectors or more)
   size_t chunk_vecs_;     // vectors of a row computed together
-  size_t band_rows_;      // output rows a band computes (whole groups)
+  size_t band_rows_;      // output rows a band computes at most (whole groups)
   size_t band_in_rows_;   // the input rows a whole band reads
   std::vector<size_t> tap_offsets_;  // [S]: tap s's float offset within a band row, from an output's column
   std::vector<float> weights_;       // [channels][R][S]
