@@ -128,7 +128,8 @@ Model conv_model(const Layer& l, DataType t) {
   }
   if (l.relu6) relu.kind = SdpKind::kClip, relu.lo = 0.f, relu.hi = 6.f;
   p.post.steps = {bias, relu};
-  if (!l.relu) p.post.steps.pop_back();
+  // A ResNet bottleneck's FP16 convolution before its add keeps its bias only: the ReLU comes after the add.
+  if (!l.relu || (l.residual && t == DataType::kFloat16)) p.post.steps.pop_back();
   m.ops.push_back({"conv", {0}, {1}, p});
   m.inputs.push_back({0, TensorFormat::kLinear, {}});
   if (l.residual) {
@@ -202,8 +203,8 @@ int main(int argc, char** argv) {
   const char* iters = std::getenv("CONV_BENCH_ITERS");
   for (const Layer& l : kLayers)
     for (const DataType t : {DataType::kInt8, DataType::kFloat16}) {
-      // ResNet's adds (with ReLU) as INT8, MobileNetV2's (without) as FP16.
-      if (l.residual && (t == DataType::kInt8) != l.relu) continue;
+      // ResNet's adds (with ReLU) in both precisions, MobileNetV2's (without) as FP16.
+      if (l.residual && t == DataType::kInt8 && !l.relu) continue;
       if (l.relu6 && t == DataType::kInt8) continue;
       const std::string name = std::string(t == DataType::kInt8 ? "conv_int8/" : "conv_fp16/") + l.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Conv, l, t)->Unit(benchmark::kMillisecond)->UseRealTime();
