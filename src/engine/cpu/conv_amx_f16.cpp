@@ -55,35 +55,39 @@ inline uint32_t bf16_pair(uint32_t a, uint32_t b) { return a >> 16 | b; }
 }
 
 #ifdef SOFTDLA_X86
-// n halves as the pairs (hi, hi) into hi_dst and (lo, lo) into lo_dst; the weights are the pairs
-// (w_hi, w_lo), so the two planes' products add up to w * x_hi and w * x_lo.
+// 16 halves (the lanes under m) as the pairs (hi, hi) into hi_dst and (lo, lo) into lo_dst; the weights
+// are the pairs (w_hi, w_lo), so the two planes' products add up to w * x_hi and w * x_lo.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline void split16_avx512(
+    __m256i halves, __mmask16 m, uint32_t* hi_dst, uint32_t* lo_dst) {
+  const __m512i top = _mm512_set1_epi32(int(0xFFFF0000u)), exp_mask = _mm512_set1_epi32(0x7F800000);
+  __m512 x = _mm512_cvtph_ps(halves);
+  // NaN as the quiet NaN (as split_halves): its top 16 bits must still read as a NaN.
+  x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+  const __m512i bits = _mm512_castps_si512(x), hi = _mm512_and_si512(bits, top);
+  const __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(bits, exp_mask), exp_mask);
+  const __m512i lo = _mm512_and_si512(
+      _mm512_maskz_mov_epi32(finite, _mm512_castps_si512(_mm512_sub_ps(x, _mm512_castsi512_ps(hi)))), top);
+  // A non-finite x as (x, 0): x * w_hi + 0 * w_lo (w_lo is often 0, and 0 * inf would be NaN).
+  _mm512_mask_storeu_epi32(hi_dst, m, _mm512_or_si512(_mm512_srli_epi32(hi, 16), _mm512_maskz_mov_epi32(finite, hi)));
+  _mm512_mask_storeu_epi32(lo_dst, m, _mm512_or_si512(_mm512_srli_epi32(lo, 16), lo));
+}
+
+// n halves split as split16_avx512 does.
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_halves_avx512(const uint16_t* src, uint32_t* hi_dst,
                                                                                    uint32_t* lo_dst, size_t n) {
-  const __m512i top = _mm512_set1_epi32(int(0xFFFF0000u)), exp_mask = _mm512_set1_epi32(0x7F800000);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i));
-    // NaN as the quiet NaN (as split_halves): its top 16 bits must still read as a NaN.
-    x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
-    const __m512i bits = _mm512_castps_si512(x), hi = _mm512_and_si512(bits, top);
-    const __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(bits, exp_mask), exp_mask);
-    const __m512i lo = _mm512_and_si512(
-        _mm512_maskz_mov_epi32(finite, _mm512_castps_si512(_mm512_sub_ps(x, _mm512_castsi512_ps(hi)))), top);
-    // A non-finite x as (x, 0): x * w_hi + 0 * w_lo (w_lo is often 0, and 0 * inf would be NaN).
-    _mm512_mask_storeu_epi32(hi_dst + i, m, _mm512_or_si512(_mm512_srli_epi32(hi, 16), _mm512_maskz_mov_epi32(finite, hi)));
-    _mm512_mask_storeu_epi32(lo_dst + i, m, _mm512_or_si512(_mm512_srli_epi32(lo, 16), lo));
+    split16_avx512(_mm256_maskz_loadu_epi16(m, src + i), m, hi_dst + i, lo_dst + i);
   }
 }
 
-// The same for every second half of src (stride 2).
+// The same for every second half of src (stride 2), picked sixteen at a time in registers.
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_even_halves_avx512(const uint16_t* src,
                                                                                         uint32_t* hi_dst,
                                                                                         uint32_t* lo_dst, size_t n) {
-  alignas(64) uint16_t picked[16];
   for (size_t i = 0; i < n; i += 16) {
     const size_t values = std::min<size_t>(16, n - i);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(picked), even_halves_avx512(src + 2 * i, values));
-    split_halves_avx512(picked, hi_dst + i, lo_dst + i, values);
+    split16_avx512(even_halves_avx512(src + 2 * i, values), __mmask16((1u << values) - 1), hi_dst + i, lo_dst + i);
   }
 }
 
