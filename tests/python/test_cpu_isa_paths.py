@@ -174,6 +174,28 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
     assert results["avx512vnni"] == results["avx2"] == results["portable"]
 
 
+def _same_bits_on_every_path(g, arrays, tmp_path):
+    """The graph (inputs `arrays`, linear) run on every path this machine has, each output the same bytes
+    as the portable path's: ({path: output bytes}, the loadable's path, the input files)."""
+    from sdla_testkit import formats as F
+    path = tmp_path / "net.loadable"
+    path.write_bytes(g.serialize())
+    inputs = []
+    for i, a in enumerate(arrays):
+        p = tmp_path / f"in{i}.bin"
+        p.write_bytes(F.pack(a, F.LINEAR, g.target))
+        inputs.append(str(p))
+    results = {}
+    for isa in PATHS:
+        if _active(isa)[0] == isa:
+            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
+                                          capture_output=True, check=True).stdout
+    assert len(results) >= 2
+    for isa, out in results.items():
+        assert out == results["portable"], f"{isa} differs from portable"
+    return results, path, inputs
+
+
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize("post", ["bias_relu", "scale_clip6", "prelu_bias", "scale_wide_clip"])
 def test_fp16_whole_tile_epilogue_edge_values_identical_on_every_float_path(post, residual, tmp_path):
@@ -225,21 +247,8 @@ def test_fp16_whole_tile_epilogue_edge_values_identical_on_every_float_path(post
         arrays.append(e)
     else:
         g.output(c, F.LINEAR)
-    path = tmp_path / "net.loadable"
-    path.write_bytes(g.serialize())
-    inputs = []
-    for i, a in enumerate(arrays):
-        p = tmp_path / f"in{i}.bin"
-        p.write_bytes(F.pack(a, F.LINEAR, g.target))
-        inputs.append(str(p))
-    results = {}
-    for isa in PATHS:
-        if _active(isa)[0] == isa:
-            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
-                                          capture_output=True, check=True).stdout
-    assert len(results) >= 2 and len(results["portable"]) == x.size * 2
-    for isa, out in results.items():
-        assert out == results["portable"], f"{isa} differs from portable"
+    results, path, inputs = _same_bits_on_every_path(g, arrays, tmp_path)
+    assert len(results["portable"]) == x.size * 2
     got = np.frombuffer(results["portable"], np.float16)
     assert np.isnan(got).any() and not np.isinf(got).any()
     assert (np.abs(got) == 65504).any() == (post != "scale_clip6")  # saturated, or clipped to [0, 6]
@@ -359,21 +368,8 @@ def _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil,
         arrays.append(e)
     else:
         g.output(c, F.LINEAR)
-    path = tmp_path / "conv.loadable"
-    path.write_bytes(g.serialize())
-    inputs = []
-    for i, a in enumerate(arrays):
-        p = tmp_path / f"in{i}.bin"
-        p.write_bytes(F.pack(a, F.LINEAR, g.target))
-        inputs.append(str(p))
-    results = {}
-    for isa in PATHS:
-        if _active(isa)[0] == isa:
-            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
-                                          capture_output=True, check=True).stdout
-    assert len(results) >= 2 and len(results["portable"]) == n * k * oh * ow * 2
-    for isa, out in results.items():
-        assert out == results["portable"], f"{isa} differs from portable"
+    results, _, _ = _same_bits_on_every_path(g, arrays, tmp_path)
+    assert len(results["portable"]) == n * k * oh * ow * 2
     got = np.frombuffer(results["portable"], np.float16).reshape(n, k, oh, ow).astype(np.float64)
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
 
