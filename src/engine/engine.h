@@ -42,6 +42,8 @@ class Engine {
            std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) const;
 
  private:
+  void plan_residuals_in_place(const std::vector<int>& fusible);
+
   Model model_;
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<bool> absorbed_;  // op i runs inside op i - 1's kernel (OpKernel::fuse_next)

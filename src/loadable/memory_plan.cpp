@@ -7,7 +7,7 @@
 
 namespace softdla {
 
-MemoryPlan plan_memory(const Model& m) {
+MemoryPlan plan_memory(const Model& m, const std::vector<int>& in_place) {
   const std::vector<TensorLifetime> life = tensor_lifetimes(m);
   const std::vector<bool> inter = intermediate_mask(m);
   MemoryPlan plan;
@@ -21,6 +21,17 @@ MemoryPlan plan_memory(const Model& m) {
       if (!inter[t]) continue;
       const uint64_t bytes = element_count(m.tensors[t].shape) * element_size(m.tensors[t].dtype);
       const uint64_t need = (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+      // The input it may overwrite, when that input ends here and has its size: its block, kept alive.
+      const int src = in_place.empty() ? -1 : in_place[op];
+      if (src >= 0 && inter[size_t(src)] && life[size_t(src)].last == int(op) &&
+          element_count(m.tensors[size_t(src)].shape) * element_size(m.tensors[size_t(src)].dtype) == bytes) {
+        const auto block = live.find(plan.offsets[size_t(src)]);
+        if (block != live.end()) {
+          plan.offsets[t] = block->first;
+          block->second.second = std::max(life[t].last, int(op));
+          continue;
+        }
+      }
       uint64_t at = 0;
       for (const auto& [start, block] : live) {
         if (start >= at + need) break;

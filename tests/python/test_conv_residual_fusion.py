@@ -223,3 +223,50 @@ def test_fp16_residual_add_is_fused_on_avx512():
         pytest.skip("the FP16 residual fusion runs on AVX-512 only")
     g, _, _ = build_fp16("3x3", 1, False, "relu", also_output=False)
     assert fused_ops(g) == [1]
+
+
+# The residual operand an intermediate that dies at the add (as in ResNet and MobileNetV2, where it is the
+# block's input): the CPU engine then plans the add's output over it (Engine::plan_residuals_in_place), the
+# fused epilogue reading each position before writing it; except where the convolution reads that operand
+# itself (y = conv(a) + a), which would read positions the epilogue already wrote. Both against the
+# unfused graph's bits and NumPy.
+@pytest.mark.parametrize("geometry", [(24, 24, 3, 1, 1, 1), (40, 40, 1, 1, 0, 1), (96, 96, 1, 1, 0, 1)])
+@pytest.mark.parametrize("conv_reads_operand", [False, True], ids=["operand-apart", "operand-is-conv-input"])
+def test_fp16_residual_operand_from_the_arena(geometry, conv_reads_operand):
+    cin, cout, k, stride, pad, groups = geometry
+    rng = np.random.default_rng(cin + conv_reads_operand)
+    n, h, w = 2, 20, 36
+    x = rng.uniform(-1, 1, (n, cin, h, w)).astype(np.float16)
+    e = rng.uniform(-2, 2, (n, cout, h, w)).astype(np.float16)
+    wt = rng.uniform(-0.25, 0.25, (cout, cin, k, k)).astype(np.float16)
+    bias = rng.uniform(-1, 1, cout).astype(np.float32)
+
+    def graph(also_output):
+        g = writer.Graph()
+        xi = g.input("x", x.shape, np.float16)
+        ei = g.input("e", e.shape, np.float16)
+        a = g.tensor("a", e.shape, np.float16)  # relu(e): an intermediate in the arena
+        g.op("Sdp", [ei], a, writer.sdp([writer.sdp_step("relu")]))
+        conv_in = a if conv_reads_operand else xi
+        c = g.tensor("c", e.shape, np.float16)
+        post = writer.sdp([writer.sdp_step("bias", fvalues=bias)])
+        g.op("Conv", [conv_in], c, g.conv_params(g.constant(wt, np.float16), (stride, stride), (pad,) * 4, (1, 1),
+                                                 groups, post))
+        y = g.tensor("y", e.shape, np.float16)  # in the arena too: read by one more op
+        g.op("Sdp", [c, a], y, writer.sdp([writer.sdp_step("add", tensor=a), writer.sdp_step("relu")]))
+        z = g.tensor("z", e.shape, np.float16)
+        g.op("Sdp", [y], z, writer.sdp([writer.sdp_step("relu")]))
+        g.output(z)
+        if also_output:
+            g.output(c)
+        return g
+
+    a_ref = np.maximum(e.astype(np.float64), 0)
+    conv_in = a_ref if conv_reads_operand else x.astype(np.float64)
+    conv = R.conv_acc(conv_in, wt.astype(np.float64), (stride, stride), (pad,) * 4, (1, 1), groups)
+    conv = (conv + bias.reshape(1, -1, 1, 1)).astype(np.float16).astype(np.float64)
+    ref = np.maximum(conv + a_ref, 0)
+    y = run_graph(graph(False), x, e)
+    y_unfused, _ = run_graph(graph(True), x, e)
+    np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
