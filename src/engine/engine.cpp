@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <utility>
+#include <variant>
 
 #include "error.h"
 #include "io_convert.h"
@@ -16,46 +16,57 @@ namespace softdla {
 
 Engine::Engine(Model model) : model_(std::move(model)) {
   for (size_t i = 0; i < model_.ops.size(); ++i) kernels_.push_back(cpu::make_kernel(model_, i));
+  plan_residuals_in_place();
   // A kernel that can also compute the next op (a convolution and the residual add after it) takes it.
   absorbed_.assign(model_.ops.size(), false);
   const std::vector<int> fusible = fusible_next_inputs(model_);
   for (size_t i = 0; i + 1 < kernels_.size(); ++i)
     if (!absorbed_[i] && fusible[i] >= 0 && kernels_[i]->fuse_next(model_, model_.ops[i + 1], size_t(fusible[i])))
       absorbed_[i + 1] = true;
-  plan_residuals_in_place(fusible);
   io_linear_.resize(model_.inputs.size() + model_.outputs.size());
 }
 
-// An FP16 residual add fused into the convolution before it writes its output over its other operand
-// where that operand dies at the add (ResNet's block input, MobileNetV2's): the fused epilogues read each
-// position of the operand before they write the same position of the output (half_output.h, the FP16
-// tiles' and SdpChain's stores), and the output's lines are then already in cache, where a separate
-// output cost its read for ownership besides the operand's read (ResNet-50's 64 -> 256 at 56 x 56 with
-// its add: 1.05 -> 0.65 ms, the same layer without the add 0.55). The engine's own plan: the loadable's
-// stays as it is (its checks forbid shared bytes), and the CUDA backend keeps that one.
-void Engine::plan_residuals_in_place(const std::vector<int>& fusible) {
+namespace {
+constexpr uint64_t kInPlaceMinBytes = uint64_t(1) << 20;  // half of a 2 MB L2 (ResNet-50's 56 x 56 adds: 1.6 MB)
+}  // namespace
+
+// An FP16 two-input SDP op (a residual add) right after the op that computes one of its inputs writes its
+// output over its other input where that input dies there: the engine's own memory plan, made before the
+// fusion check sees it. The loadable's plan stays as it is (its checks forbid shared bytes) and the CUDA
+// backend keeps that one. Safe because every CPU kernel such an op runs in reads each position of that
+// input before it writes the same position of the output: the convolutions' fused FP16 epilogues
+// (half_output.h, the FP16 tiles' and SdpChain's stores) and the SDP op's own plane-by-plane pass; an
+// input the previous op itself reads is left alone (a fused convolution would read positions its
+// epilogue already wrote; the fusion check, which sees this plan, refuses such a pair too). Two gains:
+// the output's lines are in cache when written (a separate output cost its read for ownership besides
+// the operand's: ResNet-50's 64 -> 256 at 56 x 56 with its add 1.05 -> 0.65 ms, the layer without the
+// add 0.55), and an add whose loadable plan put its output on the convolution's input (ResNet-18's
+// blocks) no longer fails the fusion check.
+void Engine::plan_residuals_in_place() {
+  std::vector<uint32_t> readers(model_.tensors.size(), 0);
+  for (const Op& op : model_.ops)
+    for (uint32_t t : op.inputs) ++readers[t];
+  for (const IoBinding& io : model_.outputs) ++readers[io.tensor];
+  const std::vector<int> fusible = fusible_next_inputs(model_);  // under the loadable's plan
   std::vector<int> in_place(model_.ops.size(), -1);
   bool any = false;
   for (size_t i = 0; i + 1 < model_.ops.size(); ++i) {
-    const Op& next = model_.ops[i + 1];
-    if (!absorbed_[i + 1] || next.inputs.size() != 2 || model_.tensors[next.outputs[0]].dtype != DataType::kFloat16)
+    const Op &op = model_.ops[i], &next = model_.ops[i + 1];
+    if (!std::holds_alternative<SdpParams>(next.params) || next.inputs.size() != 2 || op.outputs.size() != 1) continue;
+    const Tensor& y = model_.tensors[next.outputs[0]];
+    const uint32_t mine = op.outputs[0];
+    if (y.dtype != DataType::kFloat16 || readers[mine] != 1 || (next.inputs[0] != mine && next.inputs[1] != mine))
       continue;
-    const uint32_t other = next.inputs[fusible[i] == 0 ? 1 : 0];
-    // Not an operand the convolution itself reads: it would read positions the epilogue already wrote.
-    const std::vector<uint32_t>& conv_inputs = model_.ops[i].inputs;
-    if (std::find(conv_inputs.begin(), conv_inputs.end(), other) != conv_inputs.end()) continue;
+    const uint32_t other = next.inputs[next.inputs[0] == mine ? 1 : 0];
+    const Tensor& o = model_.tensors[other];
+    if (other == mine || o.shape != y.shape || o.dtype != y.dtype) continue;
+    if (std::find(op.inputs.begin(), op.inputs.end(), other) != op.inputs.end()) continue;
+    // Where the pair fuses under the loadable's plan too, only an operand beyond the core's cache gains
+    // (MobileNetV2's, 16 to 150 KB, measured no faster written over).
+    if (fusible[i] >= 0 && element_count(o.shape) * element_size(o.dtype) < kInPlaceMinBytes) continue;
     in_place[i + 1] = int(other), any = true;
   }
-  if (!any) return;
-  MemoryPlan loadable_plan = std::exchange(model_.memory_plan, plan_memory(model_, in_place));
-  // Every fused pair must still be one the plan allows (the convolution's inputs apart from the add's
-  // output); otherwise the loadable's plan stays.
-  const std::vector<int> still = fusible_next_inputs(model_);
-  for (size_t i = 0; i + 1 < model_.ops.size(); ++i)
-    if (absorbed_[i + 1] && still[i] != fusible[i]) {
-      model_.memory_plan = std::move(loadable_plan);
-      return;
-    }
+  if (any) model_.memory_plan = plan_memory(model_, in_place);
 }
 
 Engine::~Engine() = default;

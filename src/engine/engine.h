@@ -42,7 +42,7 @@ class Engine {
            std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) const;
 
  private:
-  void plan_residuals_in_place(const std::vector<int>& fusible);
+  void plan_residuals_in_place();
 
   Model model_;
   std::vector<std::unique_ptr<OpKernel>> kernels_;

@@ -226,16 +226,17 @@ def test_fp16_residual_add_is_fused_on_avx512():
 
 
 # The residual operand an intermediate that dies at the add (as in ResNet and MobileNetV2, where it is the
-# block's input): the CPU engine then plans the add's output over it (Engine::plan_residuals_in_place), the
-# fused epilogue reading each position before writing it; except where the convolution reads that operand
-# itself (y = conv(a) + a), which would read positions the epilogue already wrote. Both against the
-# unfused graph's bits and NumPy.
+# block's input), past 1 MiB: the CPU engine then plans the add's output over it
+# (Engine::plan_residuals_in_place), the fused epilogue (or on AVX2 the add's own pass) reading each
+# position before writing it; except where the convolution reads that operand itself (y = conv(a) + a),
+# which would read positions the epilogue already wrote. Both against the unfused graph's bits and NumPy.
 @pytest.mark.parametrize("geometry", [(24, 24, 3, 1, 1, 1), (40, 40, 1, 1, 0, 1), (96, 96, 1, 1, 0, 1)])
 @pytest.mark.parametrize("conv_reads_operand", [False, True], ids=["operand-apart", "operand-is-conv-input"])
 def test_fp16_residual_operand_from_the_arena(geometry, conv_reads_operand):
     cin, cout, k, stride, pad, groups = geometry
     rng = np.random.default_rng(cin + conv_reads_operand)
-    n, h, w = 2, 20, 36
+    n, w = 2, 64
+    h = -(-(1 << 20) // (n * cout * w * 2)) + 1  # the operand just past 1 MiB of fp16
     x = rng.uniform(-1, 1, (n, cin, h, w)).astype(np.float16)
     e = rng.uniform(-2, 2, (n, cout, h, w)).astype(np.float16)
     wt = rng.uniform(-0.25, 0.25, (cout, cin, k, k)).astype(np.float16)
