@@ -47,6 +47,12 @@ struct IgemmGeometry {
 namespace igemm {
 
 constexpr int kStages = 4;  // the default pipeline: 64-byte k-tiles, four stages
+// wgmma main loops issue a k-tile's products before the copies of the stage that refills the slot freed
+// at the barrier (igemm_reduce); -DSOFTDLA_WG_ISSUE_FIRST=0 builds the earlier order (copies first).
+#ifndef SOFTDLA_WG_ISSUE_FIRST
+#define SOFTDLA_WG_ISSUE_FIRST 1
+#endif
+constexpr bool kWgIssueFirst = SOFTDLA_WG_ISSUE_FIRST != 0;
 constexpr int kBlockThreads = 256;
 
 // KT: bytes of the reduction per k-tile (64 or 128), Stages: cp.async stages in flight.
@@ -337,9 +343,14 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       wgmma::wait<0>();            // the previous k-tile's products: its slot is refilled after the barrier
     }
     __syncthreads();  // stage kt visible to all; stage kt-1 fully consumed
-    const int next_kt = kt + Stages - 1;
-    if (next_kt < ktiles) load_stage(write_slot, kt_begin + next_kt);
-    cp_async_commit();
+    const int next_kt = kt + Stages - 1, load_slot = write_slot;
+    // mma.sync: the next stage's copies first, then the products. wgmma: the products first (they run
+    // asynchronously while this thread issues the copies), so that the tensor cores' gap between k-tiles
+    // is the barrier alone, not the copies' address arithmetic too.
+    if constexpr (!kWg || !kWgIssueFirst) {
+      if (next_kt < ktiles) load_stage(load_slot, kt_begin + next_kt);
+      cp_async_commit();
+    }
 
     const uint32_t a_smem = smem_base + read_slot * Tile::kStageBytes, b_smem = a_smem + BM * KT;
     read_slot = read_slot == Stages - 1 ? 0 : read_slot + 1;
@@ -370,6 +381,10 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       if (ksteps == KT / 32) products(std::integral_constant<int, KT / 32>{});
       else products(std::integral_constant<int, 2>{});
       wgmma::commit();  // waited for at the next k-tile's barrier, or below
+      if constexpr (kWgIssueFirst) {
+        if (next_kt < ktiles) load_stage(load_slot, kt_begin + next_kt);
+        cp_async_commit();
+      }
     } else {
       mma_ktile<Mma, BM, BN, KT>(a_smem, b_smem, ksteps, acc);
     }
