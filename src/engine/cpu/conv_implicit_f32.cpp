@@ -58,11 +58,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void even_halves_to_fl
   }
 }
 
-__attribute__((always_inline)) inline __mmask16 lanes_mask(size_t valid, size_t v) {
-  if (valid >= 16 * (v + 1)) return __mmask16(0xFFFF);
-  return valid <= 16 * v ? __mmask16(0) : __mmask16((1u << (valid - 16 * v)) - 1);
-}
-
 // Where the lanes of a k x k tile's kVecs grid vectors go in a channel's output plane: lanes under a[v]
 // at index at_a[v] + lane (the vector's first row), lanes under b[v] at at_b[v] + lane (the next row;
 // the grid's wq - ow extra pixels of a row are in neither). Needs ow >= 16: a vector then touches at

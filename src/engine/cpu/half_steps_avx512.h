@@ -80,6 +80,12 @@ __attribute__((target("avx512f"), always_inline)) inline void apply_step_rows(co
   }
 }
 
+// The lanes of vector v (16 values from 16 v) among the first `valid` values of a run.
+__attribute__((always_inline)) inline __mmask16 lanes_mask(size_t valid, size_t v) {
+  if (valid >= 16 * (v + 1)) return __mmask16(0xFFFF);
+  return valid <= 16 * v ? __mmask16(0) : __mmask16((1u << (valid - 16 * v)) - 1);
+}
+
 // Where the rows of a register tile go (step_rows_to_halves' Out): row r's vector v at out + r * ld + 16 v,
 // every lane (kFull) or those under masks[v]; the residual's other input laid out alike.
 template <size_t kVecs, bool kFull>
@@ -168,10 +174,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), noinline)) void block_r
     size_t ld, const ChannelStepRows& before, const ChannelStepRows* after) {
   constexpr size_t kGroup = 16 / kVecs;
   __mmask16 masks[kVecs];
-  for (size_t v = 0; v < kVecs; ++v)
-    masks[v] = width >= 16 * (v + 1) ? __mmask16(0xFFFF)
-               : width <= 16 * v     ? __mmask16(0)
-                                     : __mmask16((1u << (width - 16 * v)) - 1);
+  for (size_t v = 0; v < kVecs; ++v) masks[v] = lanes_mask(width, v);
   const bool full = width == 16 * kVecs;
   size_t r = 0;
   for (; r + kGroup <= rows; r += kGroup)
