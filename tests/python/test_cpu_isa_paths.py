@@ -339,11 +339,59 @@ def test_fp16_kxk_tiles_identical_on_every_float_path(cin, k, h, w, r, stride, p
 def _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil, residual, tmp_path):
     """An FP16 convolution (bias, ReLU, optionally a fused residual add) run on every path the machine
     has: the same bits as the portable path, and within fp16 rounding of NumPy."""
+    g, arrays, ref = _fp16_conv_graph(cin, k, h, w, r, stride, pads, dil, residual, 2)
+    results, _, _ = _same_bits_on_every_path(g, arrays, tmp_path)
+    assert len(results["portable"]) == ref.size * 2
+    got = np.frombuffer(results["portable"], np.float16).reshape(ref.shape).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("cin,k,h,w,r,stride,pads,dil", [
+    (3, 32, 35, 41, 3, 2, (1, 1, 1, 1), 1),   # MobileNetV2's first layer's kind: 18 output rows
+    (20, 24, 13, 29, 3, 1, (1, 1, 1, 1), 1),  # 20 channels: the AMX tiles' planes where they are forced
+    (16, 40, 9, 9, 3, 2, (1, 1, 1, 1), 1),    # 5 output rows split three ways
+    (5, 12, 10, 30, 3, 1, (0, 0, 0, 0), 1),   # stride 1 without padding: the planes are the input's
+    (18, 8, 4, 40, 3, 1, (0, 0, 0, 0), 1)])   # 2 output rows: fewer than three threads
+def test_fp16_kxk_batch1_same_bits_on_any_thread_count(cin, k, h, w, r, stride, pads, dil, tmp_path):
+    """At batch 1 the threads split one image's packed planes and its pixel blocks between them
+    (conv_implicit_f32.cpp, conv_amx_f16.cpp). On 1, 2 and 3 threads: the FMA paths give the portable
+    path's bits on one thread, the AMX tiles (every FP16 convolution forced onto them) the same bits on
+    every thread count; all within fp16 rounding of NumPy."""
+    g, arrays, ref = _fp16_conv_graph(cin, k, h, w, r, stride, pads, dil, False, 1)
+    from sdla_testkit import formats as F
+    path = tmp_path / "net.loadable"
+    path.write_bytes(g.serialize())
+    inp = tmp_path / "in0.bin"
+    inp.write_bytes(F.pack(arrays[0], F.LINEAR, g.target))
+
+    def run(isa, threads, amx="auto"):
+        env = {**_env(isa), "SOFTDLA_THREADS": str(threads), "SOFTDLA_AMX_F16": amx}
+        return subprocess.run([sys.executable, "-c", RUN_RAW, str(path), str(inp)], env=env, capture_output=True,
+                              check=True).stdout
+
+    portable = run("portable", 1)
+    got = np.frombuffer(portable, np.float16).reshape(ref.shape).astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+    for isa in PATHS:
+        if _active(isa)[0] != isa:
+            continue
+        for threads in (1, 2, 3):
+            if isa != "amx":
+                assert run(isa, threads) == portable, f"{isa} on {threads} threads differs from portable"
+        if isa == "amx":
+            tiles = [run(isa, threads, "all") for threads in (1, 2, 3)]
+            assert tiles[1] == tiles[0] and tiles[2] == tiles[0], "the AMX tiles' bits depend on the thread count"
+            got = np.frombuffer(tiles[0], np.float16).reshape(ref.shape).astype(np.float64)
+            np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+
+
+def _fp16_conv_graph(cin, k, h, w, r, stride, pads, dil, residual, n):
+    """A graph of one FP16 convolution (bias, ReLU, optionally a fused residual add) of batch n: (graph,
+    input arrays, NumPy's output)."""
     from sdla_testkit import formats as F
     from sdla_testkit import reference as R
     from sdla_testkit import writer
     rng = np.random.default_rng(cin * k + h)
-    n = 2
     pt, pl, pb, pr = pads
     oh = (h + pt + pb - (r - 1) * dil - 1) // stride + 1
     ow = (w + pl + pr - (r - 1) * dil - 1) // stride + 1
@@ -368,10 +416,7 @@ def _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil,
         arrays.append(e)
     else:
         g.output(c, F.LINEAR)
-    results, _, _ = _same_bits_on_every_path(g, arrays, tmp_path)
-    assert len(results["portable"]) == n * k * oh * ow * 2
-    got = np.frombuffer(results["portable"], np.float16).reshape(n, k, oh, ow).astype(np.float64)
-    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+    return g, arrays, ref
 
 
 
