@@ -67,9 +67,9 @@ constexpr int blocks_per_sm() { return igemm::TileShape<BM, BN>::kMI == 4 ? 2 : 
 // Where that would leave no room for two blocks an SM (the deeper pipeline of 128-byte k-tiles), the
 // other input's tile goes into the pipeline's memory past the parked accumulators instead, fetched once
 // the reduction is done (while the accumulators are parked and summed).
-template <int BM, int BN, int KT = 64, int Stages = igemm::kStages>
-struct TileShape : igemm::TileShape<BM, BN, KT, Stages> {
-  using Base = igemm::TileShape<BM, BN, KT, Stages>;
+template <int BM, int BN, int KT = 64, int Stages = igemm::kStages, bool Mbar = false>
+struct TileShape : igemm::TileShape<BM, BN, KT, Stages, Mbar> {
+  using Base = igemm::TileShape<BM, BN, KT, Stages, Mbar>;
   static constexpr int kWindowBytes = BN * int(sizeof(num::RequantWindow));
   static constexpr int kOperandBytes = BM * BN;
   // 228 KB an SM, 1 KB of it reserved per block: 113 KB each for two blocks.
@@ -234,16 +234,16 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[Fragm
 // keeps four channels' parameters in registers and works on 4-byte groups. `fused` there: 0 none, 1 the
 // convolution computes the residual add's first input (x), 2 its second (e); the other is read.
 // KT, Stages: the pipeline (igemm::TileShape). kWg: the products run on wgmma (igemm_reduce; 128 x 128
-// tiles of 128-byte k-tiles, sm_90a builds).
+// tiles of 128-byte k-tiles, sm_90a builds); kMbar: on igemm_reduce's per-stage mbarrier pipeline.
 constexpr int kEpiGeneral = 0, kEpiWindow = 1;
-template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, bool kMbar = false>
 __global__ void __launch_bounds__(kBlockThreads, blocks_per_sm<BM, BN>())
 igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g, int output_nhwc,
              int fast_form, FastChain fast, const num::RequantWindow* __restrict windows, int flags,
              num::ResidualWindow residual, SharedAdd shared,
              const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops, int fused,
              const __grid_constant__ DevChain next, const __grid_constant__ Operands next_ops) {
-  using Tile = TileShape<BM, BN, KT, Stages>;
+  using Tile = TileShape<BM, BN, KT, Stages, kMbar>;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   // wgmma reads the stages with the hardware's swizzle, which igemm::swizzle matches only from a
@@ -285,7 +285,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
     cp_async_commit();
     if (direct) {
       int32_t acc[Tile::kMI][4][4];
-      igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg>(
+      igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg, kMbar>(
           reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, acc);
       if (!Tile::kOperandInSide && fused) {  // into the pipeline's memory, now free
         fetch_own_operand<BM, BN, kWg>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
@@ -303,7 +303,7 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       cp_async_commit();
     }
   };
-  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg>(
+  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg, kMbar>(
       reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, before_park);
   if constexpr (kEpi == kEpiWindow && !Tile::kOperandInSide) {
     if (fused) {
@@ -489,13 +489,13 @@ void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, 
 
 constexpr int kNarrowStages = 3;  // narrow tiles: 64-byte k-tiles, three stages (48 KB with the side region)
 
-template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, bool kMbar = false>
 void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
             const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
             const SharedAdd& shared, const DevChain& chain, const Operands& ops, int fused, const DevChain& next,
             const Operands& next_ops, cudaStream_t stream) {
-  using Tile = TileShape<BM, BN, KT, Stages>;
-  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages, kWg>, g, splits,
+  using Tile = TileShape<BM, BN, KT, Stages, kMbar>;
+  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages, kWg, kMbar>, g, splits,
                               kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes, stream, x, w, y, g,
                               int(output_nhwc), int(fast_form), fast, windows, flags, residual, shared, chain, ops,
                               fused, next, next_ops);
@@ -547,6 +547,7 @@ void allow_shared_memory() {
            integral_constant<int, 4>{});
 #ifdef SOFTDLA_WGMMA
   allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true>, TileShape<128, 128, 128, 3>::kWindowSmemBytes);
+  allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true, true>, TileShape<128, 128, 128, 3, true>::kWindowSmemBytes);
   allow(igemm_kernel<256, 64, 16, kEpiWindow, 64, 4, true>, TileShape<256, 64, 64, 4>::kWindowSmemBytes);
 #endif
   // Narrow tiles: channels of at least 16 bytes a tap only.
@@ -668,6 +669,17 @@ bool wgmma_device() {
 #else
   return false;
 #endif
+}
+
+// Which pipeline the 128 x 128 wgmma tiles (three 32 KB stages of 128-byte k-tiles) take:
+// SOFTDLA_CUDA_WG_MBAR=1, read once, per-stage mbarriers with one k-tile's products in flight while the
+// next k-tile's are issued (igemm_reduce's kMbarriers); 0, a block barrier a k-tile.
+bool wgmma_mbarriers() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_WG_MBAR");
+    return v && std::string(v) == "1";
+  }();
+  return on;
 }
 
 // Whether the 256 x 64 tiles (64-byte k-tiles, 16-byte taps, the windowed epilogue: the stem and layer 1
@@ -876,7 +888,12 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
       // epilogue (in the general one, whose chain interpreter holds more registers, ptxas serializes the
       // wgmma).
       if constexpr (kTile == 0 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
-        if (wide && wgmma_)
+        if (wide && wgmma_ && wgmma_mbarriers())
+          return launch<128, 128, 16, kEpiWindow, 128, 3, true, true>(
+              x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
+              flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
+              chain_.chain(), ops, fused, next, next_ops, stream);
+        else if (wide && wgmma_)
           return launch<128, 128, 16, kEpiWindow, 128, 3, true>(
               x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
               flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},

@@ -18,7 +18,9 @@
 // accumulators are summed through distributed shared memory and each block of the cluster runs the
 // epilogue on its share of the rows. On Hopper (sm_90a builds) the INT8 128 x 128 tiles of 128-byte
 // k-tiles and 256 x 64 tiles of 64-byte ones run their products on warpgroup MMA instead
-// (igemm_wgmma.cuh; same loaders, same pipeline).
+// (igemm_wgmma.cuh; same loaders, same pipeline). The 128 x 128 wgmma tiles can instead take a pipeline
+// of per-stage mbarriers with no block barrier in the k-loop (TileShape's Mbar, SOFTDLA_CUDA_WG_MBAR=1;
+// measured slower on the H200, off by default: docs/PERFORMANCE.md).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -56,7 +58,7 @@ constexpr bool kWgIssueFirst = SOFTDLA_WG_ISSUE_FIRST != 0;
 constexpr int kBlockThreads = 256;
 
 // KT: bytes of the reduction per k-tile (64 or 128), Stages: cp.async stages in flight.
-template <int BM, int BN, int KT = 64, int Stages = kStages>
+template <int BM, int BN, int KT = 64, int Stages = kStages, bool Mbar = false>
 struct TileShape {
   static constexpr int kWarpsN = BN / 32;
   // Warps of kWarpM x 32: 64 rows (four m16 fragments, the usual) or 32 (two: half the accumulator
@@ -65,7 +67,11 @@ struct TileShape {
   static_assert(kWarpM == 64 || kWarpM == 32, "8 warps of 64 x 32 or 32 x 32");
   static_assert(KT == 64 || KT == 128, "k-tiles of 64 or 128 bytes");
   static constexpr int kStageBytes = (BM + BN) * KT;
-  static constexpr int kPipelineBytes = Stages * kStageBytes;
+  // Mbar (wgmma's 128 x 128 tiles): igemm_reduce's per-stage mbarrier pipeline, its 2 x Stages
+  // barriers after the stages.
+  static constexpr bool kMbarriers = Mbar;
+  static constexpr int kBarrierBytes = kMbarriers ? 128 : 0;
+  static constexpr int kPipelineBytes = Stages * kStageBytes + kBarrierBytes;
   // Parked accumulators: 4-byte words, rows padded by 8 words (16-byte aligned, and the 8-byte stores
   // of one warp land in as few wavefronts as their 256 bytes allow).
   static constexpr int kParkStride = BN + 8;
@@ -234,11 +240,12 @@ __device__ __forceinline__ void mma_ktile(uint32_t a_smem, uint32_t b_smem, int 
 // A k-tile's products run while the threads wait for the next one's copies; they are waited for
 // before the barrier after which that k-tile's slot is refilled. The stage base must lie on a
 // 1024-byte boundary (the hardware's swizzle; 512 bytes suffice for 64-byte rows).
-template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false>
+template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false,
+          bool kMbar = false>
 __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                              const IgemmGeometry& g, uint8_t* smem,
                                              typename Mma::Acc (&acc)[TileShape<BM, BN, KT, Stages>::kMI][4][4]) {
-  using Tile = TileShape<BM, BN, KT, Stages>;
+  using Tile = TileShape<BM, BN, KT, Stages, kMbar>;
   constexpr int kMI = Tile::kMI;
   static_assert(kTap == 4 || kTap == 8 || kTap == 16, "tap widths");
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
@@ -329,6 +336,72 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[i][j][v] = 0;
 
+  if constexpr (Tile::kMbarriers) {
+    // ---- the per-stage mbarrier pipeline (wgmma, 128 x 128 tiles, three 32 KB stages of 128-byte
+    // k-tiles): no block barrier and no wait for a thread's own copies in the loop. Every thread loads
+    // and every warpgroup multiplies; they meet only on each stage's two barriers: "full" (every
+    // thread's copies of the stage landed: cp.async.mbarrier.arrive, 256 arrivals made by the copy
+    // engine) and "empty" (each warp arrives once its warpgroup's products that read the stage
+    // completed: 8 arrivals). At k-tile kt a warp waits for stage kt to be full, fences it to the async
+    // proxy and issues its products without waiting for k-tile kt - 1's (the tensor cores' queue does
+    // not drain between k-tiles), then waits for those (wgmma.wait_group 1), marks their stage empty,
+    // and refills it with k-tile kt + 2 once every warp has. ----
+    static_assert(kWg && BM == 128 && BN == 128 && KT == 128 && kMI == 4, "the mbarrier pipeline's shape");
+    constexpr int kAhead = Stages - 1;  // k-tile kt + kAhead is loaded at k-tile kt, into kt - 1's stage
+    const int lane = tid & 31;
+    const uint32_t full0 = smem_base + Stages * Tile::kStageBytes, empty0 = full0 + Stages * 8;
+    if (tid == 0) {
+#pragma unroll
+      for (int s = 0; s < Stages; ++s)
+        wgmma::mbar_init(full0 + 8 * s, kBlockThreads), wgmma::mbar_init(empty0 + 8 * s, kBlockThreads / 32);
+    }
+    __syncthreads();  // the barriers initialized before any warp uses them
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < ktiles) {
+        load_stage(s, kt_begin + s);
+        wgmma::mbar_arrive_copies(full0 + 8 * s);
+      }
+      cp_async_commit();  // (groups only for the final cp_async_wait<0>)
+    }
+    // This warpgroup's 64 channels (B rows), all 128 rows of A as two m64 blocks.
+    const uint32_t b_off = uint32_t(warp >> 2) * 64 * KT;
+    int slot = 0;
+    uint32_t phase = 0;  // of stage `slot`'s barriers in this round
+    for (int kt = 0; kt < ktiles; ++kt) {
+      wgmma::mbar_wait(full0 + 8 * slot, phase);
+      wgmma::fence_proxy_async();  // the stage's copies (generic proxy), seen through the barrier, to wgmma
+      const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_rows = a_smem + BM * KT + b_off;
+      auto products = [&](auto steps) {
+        wgmma::fence();
+#pragma unroll
+        for (int ks = 0; ks < decltype(steps)::value; ++ks) {
+          const uint64_t b = wgmma::descriptor(b_rows + ks * 32, 8 * KT, KT);
+#pragma unroll
+          for (int mb = 0; mb < 2; ++mb)
+            wgmma::m64n64k32_s8(acc[2 * mb], acc[2 * mb + 1],
+                                wgmma::descriptor(a_smem + mb * 64 * KT + ks * 32, 8 * KT, KT), b);
+        }
+      };
+      // A k-tile whose second half lies past kpad holds zeros there: its two k-steps are skipped.
+      if (uint32_t(kt_begin + kt) * KT + 64 < g.kpad) products(std::integral_constant<int, KT / 32>{});
+      else products(std::integral_constant<int, 2>{});
+      wgmma::commit();
+      wgmma::wait<1>();  // k-tile kt - 1's products done: its stage is empty for this warp
+      const int prev = slot == 0 ? Stages - 1 : slot - 1;
+      if (kt > 0 && lane == 0) wgmma::mbar_arrive(empty0 + 8 * prev);
+      const int next = kt + kAhead;
+      if (next < ktiles) {
+        // Every warp's products of k-tile kt - 1 (round phase - 1 of stage prev, or phase of it when it
+        // wrapped) done before its stage is refilled.
+        if (next >= Stages) wgmma::mbar_wait(empty0 + 8 * prev, slot == 0 ? phase ^ 1u : phase);
+        load_stage(prev, kt_begin + next);
+        wgmma::mbar_arrive_copies(full0 + 8 * prev);
+      }
+      cp_async_commit();
+      if (++slot == Stages) slot = 0, phase ^= 1u;
+    }
+  } else {
 #pragma unroll
   for (int s = 0; s < Stages - 1; ++s) {
     if (s < ktiles) load_stage(s, kt_begin + s);
@@ -389,6 +462,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       mma_ktile<Mma, BM, BN, KT>(a_smem, b_smem, ksteps, acc);
     }
   }
+  }
   if constexpr (kWg) wgmma::wait<0>();
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's memory is free
@@ -404,14 +478,14 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
 // With split-K the caller ends with cluster_wait() (no block leaves while another may still read its
 // parking space).
 template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false,
-          class Hook = NoHook>
+          bool kMbar = false, class Hook = NoHook>
 __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                                      const IgemmGeometry& g, uint8_t* smem,
                                                      const Hook& after_reduce = Hook{}) {
   using Tile = TileShape<BM, BN, KT, Stages>;
   using Acc = typename Mma::Acc;
   Acc acc[Tile::kMI][4][4];
-  igemm_reduce<Mma, BM, BN, kTap, KT, Stages, kWg>(x, w, g, smem, acc);
+  igemm_reduce<Mma, BM, BN, kTap, KT, Stages, kWg, kMbar>(x, w, g, smem, acc);
   after_reduce();
   const int tid = threadIdx.x, lane = tid & 31;
   const AccLayout<BM, BN, kWg> layout;

@@ -52,6 +52,51 @@ __device__ __forceinline__ void wait() {
 #endif
 }
 
+// Shared-memory mbarriers (the per-stage pipeline of igemm_reduce's kMbarriers): init by one thread
+// (a block barrier after it), arrive (release, one per warp in the pipeline), and the wait for the
+// completion of the phase of parity `parity` (acquire). Built where wgmma is (sm_90a), a trap elsewhere.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+  (void)bar, (void)count;
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+#else
+  (void)bar;
+  __trap();
+#endif
+}
+// An arrival on `bar` made by the copy engine once every cp.async this thread issued before it has
+// landed (noinc: the barrier's count includes it); the thread does not wait.
+__device__ __forceinline__ void mbar_arrive_copies(uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#else
+  (void)bar;
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
+  (void)bar, (void)parity;
+  __trap();
+#endif
+}
+
 // d += A (64 rows x 32 bytes, descriptor a) * B^T (64 rows x 32 bytes, descriptor b), s8 -> s32. Thread
 // `lane` of warp w (of the warpgroup) holds, for columns 8 J .. 8 J + 7 (J < 4 in d0[J], J >= 4 in
 // d1[J - 4]), v = 0..3: row 16 w + lane / 4 (+ 8 for v >= 2), column 8 J + 2 (lane % 4) (+ 1 for odd v):
