@@ -372,20 +372,9 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       wgmma::mbar_wait(full0 + 8 * slot, phase);
       wgmma::fence_proxy_async();  // the stage's copies (generic proxy), seen through the barrier, to wgmma
       const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_rows = a_smem + BM * KT + b_off;
-      auto products = [&](auto steps) {
-        wgmma::fence();
-#pragma unroll
-        for (int ks = 0; ks < decltype(steps)::value; ++ks) {
-          const uint64_t b = wgmma::descriptor(b_rows + ks * 32, 8 * KT, KT);
-#pragma unroll
-          for (int mb = 0; mb < 2; ++mb)
-            wgmma::m64n64k32_s8(acc[2 * mb], acc[2 * mb + 1],
-                                wgmma::descriptor(a_smem + mb * 64 * KT + ks * 32, 8 * KT, KT), b);
-        }
-      };
       // A k-tile whose second half lies past kpad holds zeros there: its two k-steps are skipped.
-      if (uint32_t(kt_begin + kt) * KT + 64 < g.kpad) products(std::integral_constant<int, KT / 32>{});
-      else products(std::integral_constant<int, 2>{});
+      if (uint32_t(kt_begin + kt) * KT + 64 < g.kpad) wgmma::ktile_products<KT / 32, KT>(acc, a_smem, b_rows);
+      else wgmma::ktile_products<2, KT>(acc, a_smem, b_rows);
       wgmma::commit();
       wgmma::wait<1>();  // k-tile kt - 1's products done: its stage is empty for this warp
       const int prev = slot == 0 ? Stages - 1 : slot - 1;
@@ -434,25 +423,11 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       static_assert(!kWg || (BM == 128 && BN == 128 && KT == 128 && kMI == 4) ||
                         (BM == 256 && BN == 64 && KT == 64 && kMI == 4),
                     "wgmma: 128 x 128 tiles of 128-byte k-tiles, 256 x 64 of 64-byte ones");
-      // 8-row groups of KT-byte rows are 8 KT bytes apart; a k-step advances the start by 32 bytes
-      // inside the swizzled row (the hardware swizzles the address it forms).
       // 128 x 128: this warpgroup's 64 channels, all rows; 256 x 64: its 128 rows, all channels.
       const uint32_t b_rows = b_smem + (BN == 128 ? uint32_t(warp >> 2) * 64 * KT : 0u);
       const uint32_t a_rows = a_smem + (BN == 64 ? uint32_t(warp >> 2) * 128 * KT : 0u);
-      // The k-steps as straight-line code (a branch between them makes ptxas fence the accumulators).
-      auto products = [&](auto steps) {
-        wgmma::fence();
-#pragma unroll
-        for (int ks = 0; ks < decltype(steps)::value; ++ks) {
-          const uint64_t b = wgmma::descriptor(b_rows + ks * 32, 8 * KT, KT);
-#pragma unroll
-          for (int mb = 0; mb < 2; ++mb)
-            wgmma::m64n64k32_s8(acc[2 * mb], acc[2 * mb + 1],
-                                wgmma::descriptor(a_rows + mb * 64 * KT + ks * 32, 8 * KT, KT), b);
-        }
-      };
-      if (ksteps == KT / 32) products(std::integral_constant<int, KT / 32>{});
-      else products(std::integral_constant<int, 2>{});
+      if (ksteps == KT / 32) wgmma::ktile_products<KT / 32, KT>(acc, a_rows, b_rows);
+      else wgmma::ktile_products<2, KT>(acc, a_rows, b_rows);
       wgmma::commit();  // waited for at the next k-tile's barrier, or below
       if constexpr (kWgIssueFirst) {
         if (next_kt < ktiles) load_stage(load_slot, kt_begin + next_kt);

@@ -120,4 +120,20 @@ __device__ __forceinline__ void m64n64k32_s8(int32_t (&d0)[4][4], int32_t (&d1)[
 #endif
 }
 
+// One k-tile's products for a warpgroup: Steps k-steps of 32 bytes, each two m64n64k32 (A rows a_rows..
+// and 64 rows further) against the 64 channels of b_rows, A and B in 8-row groups of KT-byte swizzled rows
+// (a k-step advances the start by 32 bytes inside the row; the hardware swizzles the address it forms).
+// Straight-line code: a branch between the k-steps makes ptxas fence the accumulators.
+template <int Steps, int KT, class Acc>
+__device__ __forceinline__ void ktile_products(Acc& acc, uint32_t a_rows, uint32_t b_rows) {
+  fence();
+#pragma unroll
+  for (int ks = 0; ks < Steps; ++ks) {
+    const uint64_t b = descriptor(b_rows + ks * 32, 8 * KT, KT);
+#pragma unroll
+    for (int mb = 0; mb < 2; ++mb)
+      m64n64k32_s8(acc[2 * mb], acc[2 * mb + 1], descriptor(a_rows + mb * 64 * KT + ks * 32, 8 * KT, KT), b);
+  }
+}
+
 }  // namespace softdla::gpu::wgmma
