@@ -873,13 +873,20 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int kTile = decltype(tile_tag)::value;
     constexpr int BM = kTile == 0 ? 128 : kTile == 1 ? 256 : kTile == 2 ? 64 : 128, BN = kTile % 2 ? 64 : 128;
-    auto run = [&](auto kt, auto stages) {
-      launch<BM, BN, decltype(tap_tag)::value, decltype(epi_tag)::value, decltype(kt)::value, decltype(stages)::value>(
+    using std::integral_constant;
+    // The launch of tiles bm x bn, k-tiles of kt bytes in `stages` stages, products on wgmma (wg) and on the
+    // mbarrier pipeline (mbar); `run` the mma.sync ones of this op's tile.
+    auto launch_as = [&](auto bm, auto bn, auto kt, auto stages, auto wg, auto mbar) {
+      launch<decltype(bm)::value, decltype(bn)::value, decltype(tap_tag)::value, decltype(epi_tag)::value,
+             decltype(kt)::value, decltype(stages)::value, decltype(wg)::value, decltype(mbar)::value>(
           x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
           flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
           chain_.chain(), ops, fused, next, next_ops, stream);
     };
-    using std::integral_constant;
+    auto run = [&](auto kt, auto stages) {
+      launch_as(integral_constant<int, BM>{}, integral_constant<int, BN>{}, kt, stages, std::false_type{},
+                std::false_type{});
+    };
     if constexpr (kTile >= 2) {
       return run(integral_constant<int, 64>{}, integral_constant<int, kNarrowStages>{});
     } else {
@@ -888,22 +895,17 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
       // epilogue (in the general one, whose chain interpreter holds more registers, ptxas serializes the
       // wgmma).
       if constexpr (kTile == 0 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
-        if (wide && wgmma_ && wgmma_mbarriers())
-          return launch<128, 128, 16, kEpiWindow, 128, 3, true, true>(
-              x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
-              flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
-              chain_.chain(), ops, fused, next, next_ops, stream);
-        else if (wide && wgmma_)
-          return launch<128, 128, 16, kEpiWindow, 128, 3, true>(
-              x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
-              flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
-              chain_.chain(), ops, fused, next, next_ops, stream);
+        if (wide && wgmma_) {
+          const integral_constant<int, 128> w128;
+          return wgmma_mbarriers() ? launch_as(w128, w128, w128, integral_constant<int, 3>{}, std::true_type{},
+                                               std::true_type{})
+                                   : launch_as(w128, w128, w128, integral_constant<int, 3>{}, std::true_type{},
+                                               std::false_type{});
+        }
       if constexpr (kTile == 1 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
         if (wgmma_ && wgmma_tall())
-          return launch<256, 64, 16, kEpiWindow, 64, 4, true>(
-              x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
-              flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
-              chain_.chain(), ops, fused, next, next_ops, stream);
+          return launch_as(integral_constant<int, 256>{}, integral_constant<int, 64>{}, integral_constant<int, 64>{},
+                           integral_constant<int, 4>{}, std::true_type{}, std::false_type{});
 #endif
       if constexpr (BM == 128)
         if (wide) return run(integral_constant<int, 128>{}, integral_constant<int, 3>{});
