@@ -232,6 +232,19 @@ def test_conv_int8_many_channels(c_in, k, r, stride, pads, dil):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# Output channel counts that the AVX-512 VNNI implicit GEMM shares out in lane blocks of different sizes
+# (at most 48 channels a block, sizes made even: 64 as 32 + 32, 100 as 48 + 32 + 20, 161 as 48 + 48 + 48 + 17),
+# with and without ReLU (signed results round their ties away from zero), on the machine's threads.
+@pytest.mark.parametrize("k", [16, 64, 100, 161])
+@pytest.mark.parametrize("relu", [False, True], ids=["bias", "bias_relu"])
+def test_conv_int8_output_channels_in_uneven_blocks(k, relu):
+    c = dict(n=2, c=24, k=k, h=13, w=21, r=3, s=3, stride=(1, 1), dil=(1, 1), pads=(1, 1, 1, 1), groups=1, seed=k)
+    rng = np.random.default_rng(c["seed"])
+    spec = [("bias", {"values": rng.integers(-(2 ** 16), 2 ** 16, k)})] + ([("relu", {})] if relu else [])
+    g, x, ref = build_int8(c, rng, spec)
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 # A batch whose packed input outgrows one group of images (conv_implicit.cpp packs and runs images in
 # groups of about 512 KiB of packed input): 64 channels at 60 x 60 is about 240 KiB an image, so three
 # images run as a group of two then one (the fused residual add's case: test_conv_residual_fusion.py).

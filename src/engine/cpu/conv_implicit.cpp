@@ -207,9 +207,11 @@ ImplicitConvS8::ImplicitConvS8(const ImplicitGeometry& g, const int8_t* weights,
   lanes_ = !pairs && !amx_ && lanes_pay(g);
   if (lanes_) {
     const size_t kq = taps * cq_, B = lanes_s8::kBlockRows;
-    lanes_w_.assign((g.K + B - 1) / B * B * kq, 0);
-    for (size_t k = 0; k < g.K; ++k)
-      for (size_t i = 0; i < kq; ++i) lanes_w_[(k / B * kq + i) * B + k % B] = taps_quads_[k * kq + i];
+    lane_blocks_ = lanes_s8::even_blocks(g.K);
+    lanes_w_.assign((lane_blocks_.size() - 1) * B * kq, 0);
+    for (size_t j = 0; j + 1 < lane_blocks_.size(); ++j)
+      for (size_t k = lane_blocks_[j]; k < lane_blocks_[j + 1]; ++k)
+        for (size_t i = 0; i < kq; ++i) lanes_w_[(j * kq + i) * B + k - lane_blocks_[j]] = taps_quads_[k * kq + i];
     for (size_t t = 0; t < taps; ++t)
       for (size_t q = 0; q < cq_; ++q) k_off_.push_back(tap_offsets_[t] + q * plane_px_ * 4);
     for (size_t oh = 0; oh < g.OH; ++oh)
@@ -478,14 +480,14 @@ void ImplicitConvS8::block_amx(const uint8_t* packed, uint32_t n, size_t row0, s
 #endif
 }
 
-void ImplicitConvS8::run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t row0,
+void ImplicitConvS8::run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t block,
                                size_t col0, size_t cols) const {
-  const size_t rows = std::min(lanes_s8::kBlockRows, size_t(g_.K) - row0), kq = k_off_.size();
+  const size_t row0 = lane_blocks_[block], rows = lane_blocks_[block + 1] - row0, kq = k_off_.size();
   Int8Output o = direct;
   o.windows += row0;
   o.out += image * o.image_stride + row0 * o.ld + col0;
   if (o.other) o.other += image * o.image_stride + row0 * o.ld + col0;
-  gemm_lanes_s8_gather(lanes_w_.data() + row0 * kq, offset_sums_.data() + row0, packed, pixel_off_.data() + col0,
+  gemm_lanes_s8_gather(lanes_w_.data() + block * lanes_s8::kBlockRows * kq, offset_sums_.data() + row0, packed, pixel_off_.data() + col0,
                        k_off_.data(), rows, cols, kq, o);
 }
 
@@ -507,17 +509,17 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
       },
       [&](size_t n0, size_t count) {
         if (lanes_ && direct) {
-          // Blocks of 48 output channels outermost (a chunk's units share their weights), then images,
-          // then each image's output pixels in parts: four units a thread at least (ResNet-50's last 3 x 3
-          // layers at batch 1 are 11 blocks of one 49-pixel image).
-          const size_t blocks = (g_.K + lanes_s8::kBlockRows - 1) / lanes_s8::kBlockRows;
+          // Lane blocks (lane_blocks_: up to 48 output channels, of even sizes) outermost (a chunk's units
+          // share their weights), then images, then each image's output pixels in parts: four units a
+          // thread at least (ResNet-50's last 3 x 3 layers at batch 1 are 11 blocks of one 49-pixel image).
+          const size_t blocks = lane_blocks_.size() - 1;
           const size_t want = (4 * pool.size() + blocks * count - 1) / (blocks * count);
           const size_t pixels = pixel_off_.size(), part = lane_unit_columns(pixels, want);
           const size_t parts = (pixels + part - 1) / part, per_block = count * parts;
           pool.parallel_for(blocks * per_block, [&](size_t b, size_t e) {
             for (size_t u = b; u < e; ++u) {
               const size_t image = u % per_block / parts, col0 = u % parts * part;
-              run_lanes(data + image * image_bytes, n0 + image, *direct, u / per_block * lanes_s8::kBlockRows, col0,
+              run_lanes(data + image * image_bytes, n0 + image, *direct, u / per_block, col0,
                         std::min(part, pixels - col0));
             }
           });

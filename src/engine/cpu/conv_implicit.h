@@ -10,7 +10,7 @@
 // its B shifted by a constant, so a register tile of 32 grid pixels loads 64 contiguous bytes per channel
 // quad and tap. The grid's last columns of each row are computed and dropped (3 % of a 56-wide 3x3
 // layer, 23 % of a 7-wide one). On AVX-512 VNNI the int8 results come from lane tiles instead
-// (run_lanes): 48 output channels on the vector lanes and each output pixel's quads broadcast from its own
+// (run_lanes): up to 48 output channels on the vector lanes and each output pixel's quads broadcast from its own
 // packed position, so only outputs are computed. Exact as gemm_vnni.h: the +128 offset is taken back with
 // the weight sums, and int32 cannot overflow while K <= kVnniMaxK.
 #pragma once
@@ -92,11 +92,12 @@ class ImplicitConvS8 {
   // The AVX-512 VNNI path's lane tiles (gemm_lanes_s8_gather): output channels on the lanes, each output
   // pixel's quads gathered from the packed planes, so no grid column is computed and dropped (a 7 x 7
   // 3 x 3 layer's grid is 64 pixels for 49 outputs, a 14 x 14 one's 224 for 196). One unit: output
-  // channels [row0, row0 + 48) of image `image` (packed at `packed`), output pixels [col0, col0 + cols).
-  void run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t row0, size_t col0,
+  // channels of lane block `block` of image `image` (packed at `packed`), output pixels [col0, col0 + cols).
+  void run_lanes(const uint8_t* packed, size_t image, const Int8Output& direct, size_t block, size_t col0,
                  size_t cols) const;
   bool lanes_ = false;
-  std::vector<int32_t> lanes_w_;   // [ceil(K / 48)][taps * cq][48] weight quads, output channels on the lanes
+  std::vector<size_t> lane_blocks_;  // lanes_s8::even_blocks(K): each lane block's first output channel, K last
+  std::vector<int32_t> lanes_w_;   // [lane block][taps * cq][48] weight quads, output channels on the lanes
   std::vector<size_t> k_off_;      // per (tap, quad) of a row of taps_quads_: bytes from a pixel's packed position
   std::vector<size_t> pixel_off_;  // per output pixel (oh * OW + ow): its packed position, bytes
 };
