@@ -236,9 +236,11 @@ def k_tile_block(g):
 # one-k-tile pointwise layers (64- and 128-byte reductions) on igemm_stream_kernel, one block a channel
 # column walking every pixel tile (SOFTDLA_CUDA_PERSIST=128, SOFTDLA_CUDA_PERSIST_GRID=1); `no-persist`:
 # `wide` without it. `wg-mbar` / `wg-barrier`: `wide` with the 128 x 128 wgmma tiles on the per-stage
-# mbarrier pipeline / on the one with a block barrier a k-tile (SOFTDLA_CUDA_WG_MBAR=1 / 0).
+# mbarrier pipeline / on the one with a block barrier a k-tile, every stage by cp.async
+# (SOFTDLA_CUDA_WG_TMA=off, SOFTDLA_CUDA_WG_MBAR=1 / 0); the other pipelines copy those tiles' weights
+# and pointwise layers' pixels by TMA, and `wg-tma-w` the weights alone (SOFTDLA_CUDA_WG_TMA=w).
 @pytest.mark.parametrize("pipeline", ["base", "wide", "no-wgmma", "default", "exact-add", "full-requant", "no-trim",
-                                      "persist", "no-persist", "wg-mbar", "wg-barrier"])
+                                      "persist", "no-persist", "wg-mbar", "wg-barrier", "wg-tma-w"])
 def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t\n"
@@ -251,14 +253,15 @@ def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "base" if pipeline == "base" else "",
            "SOFTDLA_CUDA_NARROW": "",
            "SOFTDLA_CUDA_NARROW_FILL": "0" if pipeline in ("base", "wide", "no-wgmma", "persist", "no-persist", "wg-mbar",
-                                                           "wg-barrier") else "",
+                                                           "wg-barrier", "wg-tma-w") else "",
            "SOFTDLA_CUDA_PERSIST": {"persist": "128", "no-persist": "off"}.get(pipeline, ""),
            "SOFTDLA_CUDA_PERSIST_GRID": "1" if pipeline == "persist" else "",
            "SOFTDLA_CUDA_WGMMA": "off" if pipeline == "no-wgmma" else "",
            "SOFTDLA_CUDA_ADD": "exact" if pipeline == "exact-add" else "",
            "SOFTDLA_CUDA_REQUANT": "full" if pipeline == "full-requant" else "",
            "SOFTDLA_CUDA_TRIM": "off" if pipeline == "no-trim" else "",
-           "SOFTDLA_CUDA_WG_MBAR": {"wg-mbar": "1", "wg-barrier": "0"}.get(pipeline, "")}
+           "SOFTDLA_CUDA_WG_MBAR": {"wg-mbar": "1", "wg-barrier": "0"}.get(pipeline, ""),
+           "SOFTDLA_CUDA_WG_TMA": {"wg-mbar": "off", "wg-barrier": "off", "wg-tma-w": "w"}.get(pipeline, "")}
     r = subprocess.run([sys.executable, "-c", code, here, str(tmp_path)], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "same bytes" in r.stdout, r.stderr + r.stdout
 

@@ -21,7 +21,9 @@
 // Launches are programmatic dependents of the previous kernel (griddepcontrol), so a block's set-up
 // overlaps the previous layer's last wave. Pointwise layers whose reduction is one 64-byte k-tile, over
 // more than a wave of tiles, take igemm_stream_kernel instead: blocks that walk their pixel tiles with
-// the next tile's loads in flight during this one's epilogue.
+// the next tile's loads in flight during this one's epilogue. The 128 x 128 wgmma tiles take their
+// weights, and in pointwise layers their pixels too, through the bulk tensor copy engine (TMA) from 2-D
+// tensor maps made on the host (igemm::kPipeTma; SOFTDLA_CUDA_WG_TMA=off|w|wa, wa by default).
 
 #include <algorithm>
 #include <cstdlib>
@@ -67,9 +69,9 @@ constexpr int blocks_per_sm() { return igemm::TileShape<BM, BN>::kMI == 4 ? 2 : 
 // Where that would leave no room for two blocks an SM (the deeper pipeline of 128-byte k-tiles), the
 // other input's tile goes into the pipeline's memory past the parked accumulators instead, fetched once
 // the reduction is done (while the accumulators are parked and summed).
-template <int BM, int BN, int KT = 64, int Stages = igemm::kStages, bool Mbar = false>
-struct TileShape : igemm::TileShape<BM, BN, KT, Stages, Mbar> {
-  using Base = igemm::TileShape<BM, BN, KT, Stages, Mbar>;
+template <int BM, int BN, int KT = 64, int Stages = igemm::kStages, int Pipe = igemm::kPipeBarrier>
+struct TileShape : igemm::TileShape<BM, BN, KT, Stages, Pipe> {
+  using Base = igemm::TileShape<BM, BN, KT, Stages, Pipe>;
   static constexpr int kWindowBytes = BN * int(sizeof(num::RequantWindow));
   static constexpr int kOperandBytes = BM * BN;
   // 228 KB an SM, 1 KB of it reserved per block: 113 KB each for two blocks.
@@ -234,16 +236,18 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[Fragm
 // keeps four channels' parameters in registers and works on 4-byte groups. `fused` there: 0 none, 1 the
 // convolution computes the residual add's first input (x), 2 its second (e); the other is read.
 // KT, Stages: the pipeline (igemm::TileShape). kWg: the products run on wgmma (igemm_reduce; 128 x 128
-// tiles of 128-byte k-tiles, sm_90a builds); kMbar: on igemm_reduce's per-stage mbarrier pipeline.
+// tiles of 128-byte k-tiles, sm_90a builds); kPipe: igemm_reduce's k-loop (igemm::kPipeMbar: per-stage
+// mbarriers; kPipeTma: TMA copies of the weights (and pointwise pixels) from the tensor maps in `maps`).
 constexpr int kEpiGeneral = 0, kEpiWindow = 1;
-template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, bool kMbar = false>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, int kPipe = igemm::kPipeBarrier>
 __global__ void __launch_bounds__(kBlockThreads, blocks_per_sm<BM, BN>())
 igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __restrict y, Geo g, int output_nhwc,
              int fast_form, FastChain fast, const num::RequantWindow* __restrict windows, int flags,
              num::ResidualWindow residual, SharedAdd shared,
              const __grid_constant__ DevChain chain, const __grid_constant__ Operands ops, int fused,
-             const __grid_constant__ DevChain next, const __grid_constant__ Operands next_ops) {
-  using Tile = TileShape<BM, BN, KT, Stages, kMbar>;
+             const __grid_constant__ DevChain next, const __grid_constant__ Operands next_ops,
+             const __grid_constant__ igemm::TmaMaps maps) {
+  using Tile = TileShape<BM, BN, KT, Stages, kPipe>;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
   // wgmma reads the stages with the hardware's swizzle, which igemm::swizzle matches only from a
@@ -285,8 +289,8 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
     cp_async_commit();
     if (direct) {
       int32_t acc[Tile::kMI][4][4];
-      igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg, kMbar>(
-          reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, acc);
+      igemm::igemm_reduce<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg, kPipe>(
+          reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, acc, &maps);
       if (!Tile::kOperandInSide && fused) {  // into the pipeline's memory, now free
         fetch_own_operand<BM, BN, kWg>(smem_base + Tile::kOperandOffset, operand, g, m0, n0);
         cp_async_commit();
@@ -303,8 +307,8 @@ igemm_kernel(const int8_t* __restrict x, const int8_t* __restrict w, int8_t* __r
       cp_async_commit();
     }
   };
-  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg, kMbar>(
-      reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, before_park);
+  const igemm::TileRows share = igemm::igemm_accumulate<igemm::MmaS8, BM, BN, kTap, KT, Stages, kWg, kPipe>(
+      reinterpret_cast<const uint8_t*>(x), reinterpret_cast<const uint8_t*>(w), g, smem, before_park, &maps);
   if constexpr (kEpi == kEpiWindow && !Tile::kOperandInSide) {
     if (fused) {
       igemm::cp_async_wait<0>();
@@ -489,16 +493,16 @@ void enqueue_space_to_depth(const int8_t* x, int8_t* y, uint32_t N, uint32_t C, 
 
 constexpr int kNarrowStages = 3;  // narrow tiles: 64-byte k-tiles, three stages (48 KB with the side region)
 
-template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, bool kMbar = false>
+template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, int kPipe = igemm::kPipeBarrier>
 void launch(const int8_t* x, const int8_t* w, int8_t* y, const Geo& g, int splits, bool output_nhwc, bool fast_form,
             const FastChain& fast, const num::RequantWindow* windows, int flags, const num::ResidualWindow& residual,
             const SharedAdd& shared, const DevChain& chain, const Operands& ops, int fused, const DevChain& next,
-            const Operands& next_ops, cudaStream_t stream) {
-  using Tile = TileShape<BM, BN, KT, Stages, kMbar>;
-  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages, kWg, kMbar>, g, splits,
+            const Operands& next_ops, const igemm::TmaMaps& maps, cudaStream_t stream) {
+  using Tile = TileShape<BM, BN, KT, Stages, kPipe>;
+  igemm::launch_tiles<BM, BN>(igemm_kernel<BM, BN, kTap, kEpi, KT, Stages, kWg, kPipe>, g, splits,
                               kEpi == kEpiWindow ? Tile::kWindowSmemBytes : Tile::kSmemBytes, stream, x, w, y, g,
                               int(output_nhwc), int(fast_form), fast, windows, flags, residual, shared, chain, ops,
-                              fused, next, next_ops);
+                              fused, next, next_ops, maps);
 }
 
 // igemm_stream_kernel over `columns` blocks for each 128-channel tile, a programmatic dependent of the
@@ -547,7 +551,10 @@ void allow_shared_memory() {
            integral_constant<int, 4>{});
 #ifdef SOFTDLA_WGMMA
   allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true>, TileShape<128, 128, 128, 3>::kWindowSmemBytes);
-  allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true, true>, TileShape<128, 128, 128, 3, true>::kWindowSmemBytes);
+  allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true, igemm::kPipeMbar>,
+        TileShape<128, 128, 128, 3, igemm::kPipeMbar>::kWindowSmemBytes);
+  allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true, igemm::kPipeTma>,
+        TileShape<128, 128, 128, 3, igemm::kPipeTma>::kWindowSmemBytes);
   allow(igemm_kernel<256, 64, 16, kEpiWindow, 64, 4, true>, TileShape<256, 64, 64, 4>::kWindowSmemBytes);
 #endif
   // Narrow tiles: channels of at least 16 bytes a tap only.
@@ -673,13 +680,61 @@ bool wgmma_device() {
 
 // Which pipeline the 128 x 128 wgmma tiles (three 32 KB stages of 128-byte k-tiles) take:
 // SOFTDLA_CUDA_WG_MBAR=1, read once, per-stage mbarriers with one k-tile's products in flight while the
-// next k-tile's are issued (igemm_reduce's kMbarriers); 0, a block barrier a k-tile.
+// next k-tile's are issued (igemm_reduce's kMbarriers); 0, a block barrier a k-tile. Only where the TMA
+// stages are off (SOFTDLA_CUDA_WG_TMA=off: wgmma_tma).
 bool wgmma_mbarriers() {
   static const bool on = [] {
     const char* v = std::getenv("SOFTDLA_CUDA_WG_MBAR");
     return v && std::string(v) == "1";
   }();
   return on;
+}
+
+// Whether the 128 x 128 wgmma tiles have the bulk tensor copy engine (TMA) fill their stages' weights
+// (igemm::kPipeTma, still a block barrier a k-tile): SOFTDLA_CUDA_WG_TMA, read once: wa (the default:
+// the weights from a 2-D tensor map of [K][kpad], one thread issuing each stage's copy, and the pixels
+// of pointwise layers from one of [M][Cp], so that no cp.async is left in their k-loop), w (the weights
+// alone) or off (every stage by cp.async; SOFTDLA_CUDA_WG_MBAR=1 then takes effect). Measured on the
+// H200: wa -3 % ResNet-50 INT8 at batch 32, -4 % at 128 (docs/PERFORMANCE.md).
+int wgmma_tma() {
+  static const int mode = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_WG_TMA");
+    const std::string s = v ? v : "";
+    return s == "off" ? 0 : s == "w" ? 1 : 2;
+  }();
+  return mode;
+}
+
+// cuTensorMapEncodeTiled, a driver function, through the runtime's entry-point query (the plugin links
+// no libcuda); null where the driver has none.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return EncodeTiled(nullptr);
+    }
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// A 2-D tensor map of `rows` rows of `row_bytes` bytes at `base`, read in boxes of 128 rows x 128 bytes
+// with the 128-byte swizzle (igemm::swizzle<128>), zeros outside. False where it cannot be made.
+bool encode_rows(CUtensorMap* map, const void* base, uint64_t row_bytes, uint64_t rows) {
+  const EncodeTiled fn = encode_tiled();
+  if (!fn || reinterpret_cast<uintptr_t>(base) % 16 || row_bytes % 16) return false;
+  const cuuint64_t dims[2] = {row_bytes, rows}, strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {128, 128}, element_strides[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // Whether the 256 x 64 tiles (64-byte k-tiles, 16-byte taps, the windowed epilogue: the stem and layer 1
@@ -799,6 +854,11 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   splits_ = igemm::choose_splits(tiles, int(g_->kpad / 64), int(BM), windows_.get() != nullptr,
                                  narrow ? kNarrowBlocks : 2);
   wgmma_ = wgmma_device();
+  // The weights' tensor map for the TMA pipeline of the 128 x 128 wgmma tiles (SOFTDLA_CUDA_WG_TMA).
+  if (wgmma_ && wgmma_tma() && tile_ == 0 && g_->kpad > 64) {
+    maps_ = std::make_unique<igemm::TmaMaps>();
+    if (!encode_rows(&maps_->b, weights_.get(), g_->kpad, K)) maps_.reset();
+  }
   // One-k-tile pointwise layers over more than a wave of tiles walk their tiles (igemm_stream_kernel).
   const uint32_t m_tiles = (g_->M + 127) / 128, n_tiles = (K + 127) / 128;
   if (tile_ == 0 && g_->pointwise && (g_->kpad == 64 || g_->kpad == 128) && g_->kpad <= stream_kpad() &&
@@ -870,22 +930,29 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
     return launch_stream<128, 2>(x, weights_.as<int8_t>(), y, *g_, stream_columns_, windows, flags, residual,
                                  shared, operand, fused, stream);
   }
+  // The TMA pipeline's tensor maps (wgmma_tma): the weights' made at load; with `wa`, a pointwise
+  // layer's pixels, made here (the input's address is known only now; a host-side encoding).
+  igemm::TmaMaps maps{};
+  if (maps_) {
+    maps = *maps_;
+    maps.a_on = wgmma_tma() == 2 && g_->pointwise && encode_rows(&maps.a, x, g_->Cp, g_->M) ? 1 : 0;
+  }
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int kTile = decltype(tile_tag)::value;
     constexpr int BM = kTile == 0 ? 128 : kTile == 1 ? 256 : kTile == 2 ? 64 : 128, BN = kTile % 2 ? 64 : 128;
     using std::integral_constant;
-    // The launch of tiles bm x bn, k-tiles of kt bytes in `stages` stages, products on wgmma (wg) and on the
-    // mbarrier pipeline (mbar); `run` the mma.sync ones of this op's tile.
-    auto launch_as = [&](auto bm, auto bn, auto kt, auto stages, auto wg, auto mbar) {
+    // The launch of tiles bm x bn, k-tiles of kt bytes in `stages` stages, products on wgmma (wg) and the
+    // k-loop `pipe` (igemm::kPipe*); `run` the mma.sync ones of this op's tile.
+    auto launch_as = [&](auto bm, auto bn, auto kt, auto stages, auto wg, auto pipe) {
       launch<decltype(bm)::value, decltype(bn)::value, decltype(tap_tag)::value, decltype(epi_tag)::value,
-             decltype(kt)::value, decltype(stages)::value, decltype(wg)::value, decltype(mbar)::value>(
+             decltype(kt)::value, decltype(stages)::value, decltype(wg)::value, decltype(pipe)::value>(
           x, weights_.as<int8_t>(), y, *g_, splits_, output_nhwc_, fast_, fast, windows_.as<num::RequantWindow>(),
           flags, residual_ ? *residual_ : num::ResidualWindow{}, shared_add_ ? *shared_add_ : SharedAdd{},
-          chain_.chain(), ops, fused, next, next_ops, stream);
+          chain_.chain(), ops, fused, next, next_ops, maps, stream);
     };
+    using Barrier = integral_constant<int, igemm::kPipeBarrier>;
     auto run = [&](auto kt, auto stages) {
-      launch_as(integral_constant<int, BM>{}, integral_constant<int, BN>{}, kt, stages, std::false_type{},
-                std::false_type{});
+      launch_as(integral_constant<int, BM>{}, integral_constant<int, BN>{}, kt, stages, std::false_type{}, Barrier{});
     };
     if constexpr (kTile >= 2) {
       return run(integral_constant<int, 64>{}, integral_constant<int, kNarrowStages>{});
@@ -897,15 +964,16 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
       if constexpr (kTile == 0 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
         if (wide && wgmma_) {
           const integral_constant<int, 128> w128;
-          return wgmma_mbarriers() ? launch_as(w128, w128, w128, integral_constant<int, 3>{}, std::true_type{},
-                                               std::true_type{})
-                                   : launch_as(w128, w128, w128, integral_constant<int, 3>{}, std::true_type{},
-                                               std::false_type{});
+          const integral_constant<int, 3> three;
+          if (maps_) return launch_as(w128, w128, w128, three, std::true_type{}, integral_constant<int, igemm::kPipeTma>{});
+          return wgmma_mbarriers()
+                     ? launch_as(w128, w128, w128, three, std::true_type{}, integral_constant<int, igemm::kPipeMbar>{})
+                     : launch_as(w128, w128, w128, three, std::true_type{}, Barrier{});
         }
       if constexpr (kTile == 1 && decltype(tap_tag)::value == 16 && decltype(epi_tag)::value == kEpiWindow)
         if (wgmma_ && wgmma_tall())
           return launch_as(integral_constant<int, 256>{}, integral_constant<int, 64>{}, integral_constant<int, 64>{},
-                           integral_constant<int, 4>{}, std::true_type{}, std::false_type{});
+                           integral_constant<int, 4>{}, std::true_type{}, Barrier{});
 #endif
       if constexpr (BM == 128)
         if (wide) return run(integral_constant<int, 128>{}, integral_constant<int, 3>{});

@@ -16,6 +16,9 @@
 namespace softdla::gpu {
 
 struct IgemmGeometry;  // igemm_core.cuh
+namespace igemm {
+struct TmaMaps;  // igemm_core.cuh
+}
 
 // A fused residual add on one shared scale in 32-bit arithmetic (num::SharedScaleSum, int8_tables.h):
 // out = clamp(((x + e) * mult + add) >> shift, lo, hi), checked there against the exact
@@ -62,6 +65,7 @@ class IgemmConv final : public GpuOp {
   int splits_ = 1;  // blocks (a cluster) sharing one output tile, each with a slice of the reduction
   bool wgmma_ = false;  // 128 x 128 (128-byte k-tiles) and 256 x 64 tiles take wgmma (sm_90a on CC 9.0)
   uint32_t stream_columns_ = 0;  // blocks a channel column of igemm_stream_kernel (0: the tiled kernels)
+  std::unique_ptr<igemm::TmaMaps> maps_;  // the weights' tensor map where the wgmma tiles take TMA stages
 };
 
 }  // namespace softdla::gpu

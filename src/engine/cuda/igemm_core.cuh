@@ -19,9 +19,12 @@
 // epilogue on its share of the rows. On Hopper (sm_90a builds) the INT8 128 x 128 tiles of 128-byte
 // k-tiles and 256 x 64 tiles of 64-byte ones run their products on warpgroup MMA instead
 // (igemm_wgmma.cuh; same loaders, same pipeline). The 128 x 128 wgmma tiles can instead take a pipeline
-// of per-stage mbarriers with no block barrier in the k-loop (TileShape's Mbar, SOFTDLA_CUDA_WG_MBAR=1;
-// measured slower on the H200, off by default: docs/PERFORMANCE.md).
+// of per-stage mbarriers with no block barrier in the k-loop (TileShape's Pipe kPipeMbar,
+// SOFTDLA_CUDA_WG_MBAR=1; measured slower on the H200, off by default: docs/PERFORMANCE.md), or keep the
+// block barrier and have the bulk tensor copy engine (TMA) fill the weights' half of each stage (and
+// the pixels' half in pointwise layers) from 2-D tensor maps (kPipeTma, SOFTDLA_CUDA_WG_TMA).
 #pragma once
+#include <cuda.h>  // CUtensorMap (the type only: no driver call is linked)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -57,8 +60,21 @@ constexpr int kStages = 4;  // the default pipeline: 64-byte k-tiles, four stage
 constexpr bool kWgIssueFirst = SOFTDLA_WG_ISSUE_FIRST != 0;
 constexpr int kBlockThreads = 256;
 
+// The k-loop's synchronization (TileShape's Pipe): a block barrier a k-tile, every stage by cp.async
+// (kPipeBarrier); per-stage mbarriers (kPipeMbar); a block barrier a k-tile with the weights' half of
+// each stage (and, where TmaMaps::a_on, the pixels' half) copied by TMA on a per-stage mbarrier (kPipeTma).
+constexpr int kPipeBarrier = 0, kPipeMbar = 1, kPipeTma = 2;
+
+// The tensor maps of kPipeTma (a __grid_constant__ kernel parameter): b, the weights [K][kpad] bytes;
+// a, a pointwise layer's pixels [M][Cp] bytes (valid where a_on); both in boxes of 128 rows x 128 bytes
+// with the hardware's 128-byte swizzle, which is swizzle<128>'s layout from a 1024-byte boundary.
+struct TmaMaps {  // (128-byte aligned, as CUtensorMap)
+  CUtensorMap b, a;
+  int a_on;
+};
+
 // KT: bytes of the reduction per k-tile (64 or 128), Stages: cp.async stages in flight.
-template <int BM, int BN, int KT = 64, int Stages = kStages, bool Mbar = false>
+template <int BM, int BN, int KT = 64, int Stages = kStages, int Pipe = kPipeBarrier>
 struct TileShape {
   static constexpr int kWarpsN = BN / 32;
   // Warps of kWarpM x 32: 64 rows (four m16 fragments, the usual) or 32 (two: half the accumulator
@@ -67,10 +83,10 @@ struct TileShape {
   static_assert(kWarpM == 64 || kWarpM == 32, "8 warps of 64 x 32 or 32 x 32");
   static_assert(KT == 64 || KT == 128, "k-tiles of 64 or 128 bytes");
   static constexpr int kStageBytes = (BM + BN) * KT;
-  // Mbar (wgmma's 128 x 128 tiles): igemm_reduce's per-stage mbarrier pipeline, its 2 x Stages
-  // barriers after the stages.
-  static constexpr bool kMbarriers = Mbar;
-  static constexpr int kBarrierBytes = kMbarriers ? 128 : 0;
+  // kPipeMbar (wgmma's 128 x 128 tiles): igemm_reduce's per-stage mbarrier pipeline, its 2 x Stages
+  // barriers after the stages; kPipeTma: its Stages barriers of the TMA copies there.
+  static constexpr bool kMbarriers = Pipe == kPipeMbar, kTma = Pipe == kPipeTma;
+  static constexpr int kBarrierBytes = Pipe != kPipeBarrier ? 128 : 0;
   static constexpr int kPipelineBytes = Stages * kStageBytes + kBarrierBytes;
   // Parked accumulators: 4-byte words, rows padded by 8 words (16-byte aligned, and the 8-byte stores
   // of one warp land in as few wavefronts as their 256 bytes allow).
@@ -241,11 +257,12 @@ __device__ __forceinline__ void mma_ktile(uint32_t a_smem, uint32_t b_smem, int 
 // before the barrier after which that k-tile's slot is refilled. The stage base must lie on a
 // 1024-byte boundary (the hardware's swizzle; 512 bytes suffice for 64-byte rows).
 template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false,
-          bool kMbar = false>
+          int kPipe = kPipeBarrier>
 __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                              const IgemmGeometry& g, uint8_t* smem,
-                                             typename Mma::Acc (&acc)[TileShape<BM, BN, KT, Stages>::kMI][4][4]) {
-  using Tile = TileShape<BM, BN, KT, Stages, kMbar>;
+                                             typename Mma::Acc (&acc)[TileShape<BM, BN, KT, Stages>::kMI][4][4],
+                                             const TmaMaps* maps = nullptr) {
+  using Tile = TileShape<BM, BN, KT, Stages, kPipe>;
   constexpr int kMI = Tile::kMI;
   static_assert(kTap == 4 || kTap == 8 || kTap == 16, "tap widths");
   const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
@@ -282,9 +299,25 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
   TapCursor cur{0, 0, 0};
   if (!g.pointwise) cur.advance(uint32_t(kt_begin) * KT + chunk * 16, g);
 
-  auto load_stage = [&](int slot, int kt) {
+  // kPipeTma: the stages' barriers after the stages (one arrival, thread 0's, plus the copies' bytes);
+  // thread 0 issues a stage's TMA copies. a_tma: the pixels' half by TMA too (pointwise layers).
+  const uint32_t tma_bar0 = smem_base + Stages * Tile::kStageBytes;
+  bool a_tma = false;
+  if constexpr (Tile::kTma) a_tma = maps->a_on != 0;
+  // kPipeTma: `tma` issues the stage's TMA copies, `copies` the threads' cp.async ones (the k-loop issues
+  // the former before a k-tile's products, the latter after).
+  auto load_stage = [&](int slot, int kt, bool tma = true, bool copies = true) {
     const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_smem = a_smem + BM * KT;
     const uint32_t k_here = uint32_t(kt) * KT + chunk * 16;  // this thread's byte of the reduction
+    if constexpr (Tile::kTma) {
+      if (tma && tid == 0) {
+        const uint32_t bar = tma_bar0 + 8 * slot;
+        wgmma::mbar_expect_tx(bar, uint32_t(a_tma ? (BM + BN) * KT : BN * KT));
+        wgmma::tma_load_2d(b_smem, &maps->b, kt * KT, int32_t(n0), bar);
+        if (a_tma) wgmma::tma_load_2d(a_smem, &maps->a, kt * KT, int32_t(m0), bar);
+      }
+      if (a_tma || !copies) return;  // (pointwise: no tap cursor to advance)
+    }
     if constexpr (kTap == 16) {
       if (g.pointwise) {
         const uint32_t c = k_here;  // the reduction is the row's channels
@@ -319,12 +352,15 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       }
     }
     // Weights: rows of kpad bytes; a 128-byte k-tile may reach past kpad (a multiple of 64): zeros there.
-    const bool k_ok = KT == 64 || k_here < g.kpad;
+    if constexpr (!Tile::kTma) {
+      const bool k_ok = KT == 64 || k_here < g.kpad;
 #pragma unroll
-    for (int i = 0; i < kBRows; ++i) {
-      const uint32_t n = n0 + row0 + kRowStep * i;
-      const bool ok = n < g.K && k_ok;
-      cp_async16(b_smem + swizzle<KT>(row0 + kRowStep * i, chunk), ok ? w + uint64_t(n) * g.kpad + k_here : w, ok);
+      for (int i = 0; i < kBRows; ++i) {
+        const uint32_t n = n0 + row0 + kRowStep * i;
+        const bool ok = n < g.K && k_ok;
+        cp_async16(b_smem + swizzle<KT>(row0 + kRowStep * i, chunk), ok ? w + uint64_t(n) * g.kpad + k_here : w,
+                   ok);
+      }
     }
     if (!g.pointwise) cur.advance(KT, g);
   };
@@ -391,6 +427,15 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       if (++slot == Stages) slot = 0, phase ^= 1u;
     }
   } else {
+  if constexpr (Tile::kTma) {
+    static_assert(kWg && BM == 128 && BN == 128 && KT == 128, "TMA stages: the 128 x 128 wgmma tiles");
+    if (tid == 0) {
+#pragma unroll
+      for (int s = 0; s < Stages; ++s) wgmma::mbar_init(tma_bar0 + 8 * s, 1);
+      wgmma::mbar_init_fence();
+    }
+    __syncthreads();  // the barriers initialized before any copy completes on them or any thread waits
+  }
 #pragma unroll
   for (int s = 0; s < Stages - 1; ++s) {
     if (s < ktiles) load_stage(s, kt_begin + s);
@@ -398,6 +443,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
   }
 
   int read_slot = 0, write_slot = Stages - 1;  // kt % Stages and (kt + Stages - 1) % Stages
+  uint32_t tma_phase = 0;                      // of stage read_slot's TMA barrier in this round
   for (int kt = 0; kt < ktiles; ++kt) {
     cp_async_wait<Stages - 2>();
     if constexpr (kWg) {
@@ -412,9 +458,18 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
     if constexpr (!kWg || !kWgIssueFirst) {
       if (next_kt < ktiles) load_stage(load_slot, kt_begin + next_kt);
       cp_async_commit();
+    } else if constexpr (Tile::kTma) {
+      // The TMA copies first: one thread, a few instructions, and the copy engine starts at once.
+      if (next_kt < ktiles) load_stage(load_slot, kt_begin + next_kt, true, false);
     }
 
     const uint32_t a_smem = smem_base + read_slot * Tile::kStageBytes, b_smem = a_smem + BM * KT;
+    if constexpr (Tile::kTma) {
+      // The stage's TMA copies landed (the barrier's wait makes their bytes visible to this thread's
+      // wgmma; the slot was last read by k-tile kt - 1's products, waited for before the barrier above).
+      wgmma::mbar_wait(tma_bar0 + 8 * read_slot, tma_phase);
+      if (read_slot == Stages - 1) tma_phase ^= 1u;
+    }
     read_slot = read_slot == Stages - 1 ? 0 : read_slot + 1;
     write_slot = write_slot == Stages - 1 ? 0 : write_slot + 1;
     // A 128-byte k-tile whose second half lies past kpad holds zeros there: its two k-steps are skipped.
@@ -430,7 +485,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       else wgmma::ktile_products<2, KT>(acc, a_rows, b_rows);
       wgmma::commit();  // waited for at the next k-tile's barrier, or below
       if constexpr (kWgIssueFirst) {
-        if (next_kt < ktiles) load_stage(load_slot, kt_begin + next_kt);
+        if (next_kt < ktiles) load_stage(load_slot, kt_begin + next_kt, !Tile::kTma, true);
         cp_async_commit();
       }
     } else {
@@ -453,14 +508,15 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
 // With split-K the caller ends with cluster_wait() (no block leaves while another may still read its
 // parking space).
 template <class Mma, int BM, int BN, int kTap, int KT = 64, int Stages = kStages, bool kWg = false,
-          bool kMbar = false, class Hook = NoHook>
+          int kPipe = kPipeBarrier, class Hook = NoHook>
 __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x, const uint8_t* __restrict w,
                                                      const IgemmGeometry& g, uint8_t* smem,
-                                                     const Hook& after_reduce = Hook{}) {
+                                                     const Hook& after_reduce = Hook{},
+                                                     const TmaMaps* maps = nullptr) {
   using Tile = TileShape<BM, BN, KT, Stages>;
   using Acc = typename Mma::Acc;
   Acc acc[Tile::kMI][4][4];
-  igemm_reduce<Mma, BM, BN, kTap, KT, Stages, kWg, kMbar>(x, w, g, smem, acc);
+  igemm_reduce<Mma, BM, BN, kTap, KT, Stages, kWg, kPipe>(x, w, g, smem, acc, maps);
   after_reduce();
   const int tid = threadIdx.x, lane = tid & 31;
   const AccLayout<BM, BN, kWg> layout;

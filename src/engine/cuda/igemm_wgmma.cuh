@@ -97,6 +97,39 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// The bulk tensor copy engine (TMA) for igemm_reduce's kTma pipeline. mbar_init_fence: the barriers' init
+// made visible to the async proxy (and the cluster) before the block barrier after it. mbar_expect_tx:
+// one arrival on `bar` that also expects `bytes` of transactions (the copies' completions) in this
+// phase. tma_load_2d: the box at (c0 bytes, row c1) of the 2-D tensor map `map` (a __grid_constant__
+// kernel parameter) into shared memory at `dst`, completing its bytes on `bar` (parts of the box
+// outside the tensor arrive as zeros and count too).
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+#else
+  (void)bar, (void)bytes;
+  __trap();
+#endif
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int32_t c0, int32_t c1, uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#else
+  (void)dst, (void)map, (void)c0, (void)c1, (void)bar;
+  __trap();
+#endif
+}
+
 // d += A (64 rows x 32 bytes, descriptor a) * B^T (64 rows x 32 bytes, descriptor b), s8 -> s32. Thread
 // `lane` of warp w (of the warpgroup) holds, for columns 8 J .. 8 J + 7 (J < 4 in d0[J], J >= 4 in
 // d1[J - 4]), v = 0..3: row 16 w + lane / 4 (+ 8 for v >= 2), column 8 J + 2 (lane % 4) (+ 1 for odd v):
