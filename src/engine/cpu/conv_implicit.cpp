@@ -487,8 +487,8 @@ void ImplicitConvS8::run_lanes(const uint8_t* packed, size_t image, const Int8Ou
   o.windows += row0;
   o.out += image * o.image_stride + row0 * o.ld + col0;
   if (o.other) o.other += image * o.image_stride + row0 * o.ld + col0;
-  gemm_lanes_s8_gather(lanes_w_.data() + block * lanes_s8::kBlockRows * kq, offset_sums_.data() + row0, packed, pixel_off_.data() + col0,
-                       k_off_.data(), rows, cols, kq, o);
+  gemm_lanes_s8_gather(lanes_w_.data() + block * lanes_s8::kBlockRows * kq, offset_sums_.data() + row0, packed,
+                       pixel_off_.data() + col0, k_off_.data(), rows, cols, kq, o);
 }
 
 void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, ThreadPool& pool,

@@ -10,8 +10,8 @@
 // its B shifted by a constant, so a register tile of 32 grid pixels loads 64 contiguous bytes per channel
 // quad and tap. The grid's last columns of each row are computed and dropped (3 % of a 56-wide 3x3
 // layer, 23 % of a 7-wide one). On AVX-512 VNNI the int8 results come from lane tiles instead
-// (run_lanes): up to 48 output channels on the vector lanes and each output pixel's quads broadcast from its own
-// packed position, so only outputs are computed. Exact as gemm_vnni.h: the +128 offset is taken back with
+// (run_lanes): up to 48 output channels on the vector lanes and each output pixel's quads broadcast from
+// its own packed position, so only outputs are computed. Exact as gemm_vnni.h: the +128 offset is taken back with
 // the weight sums, and int32 cannot overflow while K <= kVnniMaxK.
 #pragma once
 #include <cstddef>

@@ -8,9 +8,9 @@
 // same exact int32. They leave through a [channel][column] buffer (scattered sixteen channels at a
 // time) and gemm_vnni.cpp's usual tile epilogue.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
