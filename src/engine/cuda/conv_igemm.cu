@@ -23,7 +23,9 @@
 // more than a wave of tiles, take igemm_stream_kernel instead: blocks that walk their pixel tiles with
 // the next tile's loads in flight during this one's epilogue. The 128 x 128 wgmma tiles take their
 // weights, and in pointwise layers their pixels too, through the bulk tensor copy engine (TMA) from 2-D
-// tensor maps made on the host (igemm::kPipeTma; SOFTDLA_CUDA_WG_TMA=off|w|wa, wa by default).
+// tensor maps made on the host (igemm::kPipeTma; SOFTDLA_CUDA_WG_TMA=off|w|wa, wa by default); with
+// SOFTDLA_CUDA_WG_TMA_FREE=1 the pointwise ones among them also drop the k-loop's block barrier
+// (igemm::kPipeTmaFree, off by default).
 
 #include <algorithm>
 #include <cstdlib>
@@ -237,7 +239,8 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[Fragm
 // convolution computes the residual add's first input (x), 2 its second (e); the other is read.
 // KT, Stages: the pipeline (igemm::TileShape). kWg: the products run on wgmma (igemm_reduce; 128 x 128
 // tiles of 128-byte k-tiles, sm_90a builds); kPipe: igemm_reduce's k-loop (igemm::kPipeMbar: per-stage
-// mbarriers; kPipeTma: TMA copies of the weights (and pointwise pixels) from the tensor maps in `maps`).
+// mbarriers; kPipeTma: TMA copies of the weights (and pointwise pixels) from the tensor maps in `maps`;
+// kPipeTmaFree: both halves by TMA with no block barrier in the k-loop, pointwise layers with maps.a_on).
 constexpr int kEpiGeneral = 0, kEpiWindow = 1;
 template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, int kPipe = igemm::kPipeBarrier>
 __global__ void __launch_bounds__(kBlockThreads, blocks_per_sm<BM, BN>())
@@ -555,6 +558,8 @@ void allow_shared_memory() {
         TileShape<128, 128, 128, 3, igemm::kPipeMbar>::kWindowSmemBytes);
   allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true, igemm::kPipeTma>,
         TileShape<128, 128, 128, 3, igemm::kPipeTma>::kWindowSmemBytes);
+  allow(igemm_kernel<128, 128, 16, kEpiWindow, 128, 3, true, igemm::kPipeTmaFree>,
+        TileShape<128, 128, 128, 3, igemm::kPipeTmaFree>::kWindowSmemBytes);
   allow(igemm_kernel<256, 64, 16, kEpiWindow, 64, 4, true>, TileShape<256, 64, 64, 4>::kWindowSmemBytes);
 #endif
   // Narrow tiles: channels of at least 16 bytes a tap only.
@@ -703,6 +708,18 @@ int wgmma_tma() {
     return s == "off" ? 0 : s == "w" ? 1 : 2;
   }();
   return mode;
+}
+
+// Whether pointwise layers whose stages are all TMA copies (SOFTDLA_CUDA_WG_TMA=wa and a pixels' map)
+// drop the block barrier from their k-loop (igemm::kPipeTmaFree: the warps meet only on the stages'
+// mbarriers; the last warp done with a stage refills it): SOFTDLA_CUDA_WG_TMA_FREE=1, read once; off by
+// default (built without a GPU at hand, not yet measured: docs/PERFORMANCE.md).
+bool wgmma_tma_free() {
+  static const bool on = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_WG_TMA_FREE");
+    return v && v[0] == '1' && v[1] == '\0';
+  }();
+  return on;
 }
 
 // cuTensorMapEncodeTiled, a driver function, through the runtime's entry-point query (the plugin links
@@ -965,6 +982,8 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
         if (wide && wgmma_) {
           const integral_constant<int, 128> w128;
           const integral_constant<int, 3> three;
+          if (maps_ && maps.a_on && wgmma_tma_free())
+            return launch_as(w128, w128, w128, three, std::true_type{}, integral_constant<int, igemm::kPipeTmaFree>{});
           if (maps_) return launch_as(w128, w128, w128, three, std::true_type{}, integral_constant<int, igemm::kPipeTma>{});
           return wgmma_mbarriers()
                      ? launch_as(w128, w128, w128, three, std::true_type{}, integral_constant<int, igemm::kPipeMbar>{})

@@ -22,7 +22,9 @@
 // of per-stage mbarriers with no block barrier in the k-loop (TileShape's Pipe kPipeMbar,
 // SOFTDLA_CUDA_WG_MBAR=1; measured slower on the H200, off by default: docs/PERFORMANCE.md), or keep the
 // block barrier and have the bulk tensor copy engine (TMA) fill the weights' half of each stage (and
-// the pixels' half in pointwise layers) from 2-D tensor maps (kPipeTma, SOFTDLA_CUDA_WG_TMA).
+// the pixels' half in pointwise layers) from 2-D tensor maps (kPipeTma, SOFTDLA_CUDA_WG_TMA). Pointwise
+// layers whose stages are all TMA copies can drop the block barrier too (kPipeTmaFree,
+// SOFTDLA_CUDA_WG_TMA_FREE=1, off by default; not yet measured).
 #pragma once
 #include <cuda.h>  // CUtensorMap (the type only: no driver call is linked)
 #include <cuda_runtime.h>
@@ -62,8 +64,10 @@ constexpr int kBlockThreads = 256;
 
 // The k-loop's synchronization (TileShape's Pipe): a block barrier a k-tile, every stage by cp.async
 // (kPipeBarrier); per-stage mbarriers (kPipeMbar); a block barrier a k-tile with the weights' half of
-// each stage (and, where TmaMaps::a_on, the pixels' half) copied by TMA on a per-stage mbarrier (kPipeTma).
-constexpr int kPipeBarrier = 0, kPipeMbar = 1, kPipeTma = 2;
+// each stage (and, where TmaMaps::a_on, the pixels' half) copied by TMA on a per-stage mbarrier (kPipeTma);
+// both halves by TMA (TmaMaps::a_on required) with no block barrier in the k-loop: the warps wait only on
+// the stages' mbarriers, and the last warp done with a stage issues its refill (kPipeTmaFree).
+constexpr int kPipeBarrier = 0, kPipeMbar = 1, kPipeTma = 2, kPipeTmaFree = 3;
 
 // The tensor maps of kPipeTma (a __grid_constant__ kernel parameter): b, the weights [K][kpad] bytes;
 // a, a pointwise layer's pixels [M][Cp] bytes (valid where a_on); both in boxes of 128 rows x 128 bytes
@@ -84,8 +88,10 @@ struct TileShape {
   static_assert(KT == 64 || KT == 128, "k-tiles of 64 or 128 bytes");
   static constexpr int kStageBytes = (BM + BN) * KT;
   // kPipeMbar (wgmma's 128 x 128 tiles): igemm_reduce's per-stage mbarrier pipeline, its 2 x Stages
-  // barriers after the stages; kPipeTma: its Stages barriers of the TMA copies there.
-  static constexpr bool kMbarriers = Pipe == kPipeMbar, kTma = Pipe == kPipeTma;
+  // barriers after the stages; kPipeTma: its Stages barriers of the TMA copies there; kPipeTmaFree: the
+  // same barriers, then Stages 32-bit counts of the warps done with each stage.
+  static constexpr bool kMbarriers = Pipe == kPipeMbar, kTmaFree = Pipe == kPipeTmaFree,
+                        kTma = Pipe == kPipeTma || kTmaFree;
   static constexpr int kBarrierBytes = Pipe != kPipeBarrier ? 128 : 0;
   static constexpr int kPipelineBytes = Stages * kStageBytes + kBarrierBytes;
   // Parked accumulators: 4-byte words, rows padded by 8 words (16-byte aligned, and the 8-byte stores
@@ -372,7 +378,59 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[i][j][v] = 0;
 
-  if constexpr (Tile::kMbarriers) {
+  if constexpr (Tile::kTmaFree) {
+    // ---- pointwise layers with both halves of every stage copied by TMA (maps->a_on; the host launches
+    // this form only then), wgmma, 128 x 128 tiles, three 32 KB stages of 128-byte k-tiles: no block
+    // barrier and no cp.async in the k-loop. Thread 0 fills every stage once before the loop; each stage's
+    // "full" mbarrier takes one arrival (the issuing thread's expect_tx) and the copies' bytes. At k-tile
+    // kt a warp waits for stage kt to be full, issues its products without waiting for k-tile kt - 1's
+    // (the tensor cores' queue does not drain between k-tiles), then waits for those (wgmma.wait_group 1)
+    // and, lane 0, adds 1 to the count of warps done with kt - 1's stage (acquire-release); the warp that
+    // brings it to a multiple of 8 (the last of the block's warps) refills the stage with k-tile kt + 2.
+    // No warp waits for another's products, and none polls an "empty" barrier. ----
+    static_assert(kWg && BM == 128 && BN == 128 && KT == 128 && kMI == 4 && kTap == 16,
+                  "the barrier-free TMA pipeline's shape");
+    const int lane = tid & 31;
+    const uint32_t done0 = tma_bar0 + 8 * Stages;  // the counts, after the stages' mbarriers
+    auto issue = [&](int slot, int kt) {  // both halves of k-tile kt into `slot`, completing on its mbarrier
+      const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, bar = tma_bar0 + 8 * slot;
+      wgmma::mbar_expect_tx(bar, uint32_t((BM + BN) * KT));
+      wgmma::tma_load_2d(a_smem + BM * KT, &maps->b, kt * KT, int32_t(n0), bar);
+      wgmma::tma_load_2d(a_smem, &maps->a, kt * KT, int32_t(m0), bar);
+    };
+    if (tid == 0) {
+#pragma unroll
+      for (int s = 0; s < Stages; ++s) {
+        wgmma::mbar_init(tma_bar0 + 8 * s, 1);
+        reinterpret_cast<uint32_t*>(smem + Stages * Tile::kStageBytes + 8 * Stages)[s] = 0;
+      }
+      wgmma::mbar_init_fence();
+#pragma unroll
+      for (int s = 0; s < Stages; ++s)
+        if (s < ktiles) issue(s, kt_begin + s);
+    }
+    __syncthreads();  // the barriers and counts initialized before any thread waits on them
+    // This warpgroup's 64 channels (B rows), all 128 rows of A as two m64 blocks.
+    const uint32_t b_off = uint32_t(warp >> 2) * 64 * KT;
+    int slot = 0;
+    uint32_t phase = 0;  // of stage `slot`'s mbarrier in this round
+    for (int kt = 0; kt < ktiles; ++kt) {
+      wgmma::mbar_wait(tma_bar0 + 8 * slot, phase);  // (TMA writes through the async proxy: no fence)
+      const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, b_rows = a_smem + BM * KT + b_off;
+      // A k-tile whose second half lies past kpad holds zeros there: its two k-steps are skipped.
+      if (uint32_t(kt_begin + kt) * KT + 64 < g.kpad) wgmma::ktile_products<KT / 32, KT>(acc, a_smem, b_rows);
+      else wgmma::ktile_products<2, KT>(acc, a_smem, b_rows);
+      wgmma::commit();
+      wgmma::wait<1>();  // k-tile kt - 1's products done: this warp is done with its stage
+      const int prev = slot == 0 ? Stages - 1 : slot - 1, next = kt - 1 + Stages;
+      if (kt > 0 && next < ktiles && lane == 0) {
+        if (wgmma::consumed_add(done0 + 4 * prev) % (kBlockThreads / 32) == kBlockThreads / 32 - 1)
+          issue(prev, kt_begin + next);
+      }
+      __syncwarp();
+      if (++slot == Stages) slot = 0, phase ^= 1u;
+    }
+  } else if constexpr (Tile::kMbarriers) {
     // ---- the per-stage mbarrier pipeline (wgmma, 128 x 128 tiles, three 32 KB stages of 128-byte
     // k-tiles): no block barrier and no wait for a thread's own copies in the loop. Every thread loads
     // and every warpgroup multiplies; they meet only on each stage's two barriers: "full" (every

@@ -130,6 +130,21 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int32
 #endif
 }
 
+// kPipeTmaFree's count of the warps done with a stage: adds 1 to the shared-memory word at `addr` and
+// returns the value before (acquire-release at the block's scope: the caller's completed wgmma reads of
+// the stage come before the add, and the warp that sees the last add issues the refill after it).
+__device__ __forceinline__ uint32_t consumed_add(uint32_t addr) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t before = 0;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;\n" : "=r"(before) : "r"(addr) : "memory");
+  return before;
+#else
+  (void)addr;
+  __trap();
+  return 0;
+#endif
+}
+
 // d += A (64 rows x 32 bytes, descriptor a) * B^T (64 rows x 32 bytes, descriptor b), s8 -> s32. Thread
 // `lane` of warp w (of the warpgroup) holds, for columns 8 J .. 8 J + 7 (J < 4 in d0[J], J >= 4 in
 // d1[J - 4]), v = 0..3: row 16 w + lane / 4 (+ 8 for v >= 2), column 8 J + 2 (lane % 4) (+ 1 for odd v):
