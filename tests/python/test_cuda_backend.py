@@ -80,6 +80,21 @@ def wide_block(g):
     return g.node("Relu", [g.bn(g.conv(y, 256, 32, bias=False), 32)])
 
 
+def tap_tile_block(g):
+    """Two images of 11 x 14, 3 x 3 convolutions whose channels are whole 128-byte k-tiles (each k-tile
+    one tap: the TMA im2col boxes of SOFTDLA_CUDA_WG_TMA=wai): stride 1 over 128 channels into 160 (three
+    pixel tiles across the two images, a partial second column of channels), a 1 x 1 into 256, stride 2
+    over 256 with pads of 0 above and 1 to the left (pixel-box corners that differ in H and W), and a
+    dilation of 2 over 128."""
+    x = g.input("features", [2, 128, 11, 14])
+    h = g.node("Relu", [g.bn(g.conv(x, 128, 160, bias=False), 160)])
+    h = g.node("Relu", [g.bn(g.conv(h, 160, 256, k=1, pad=0, bias=False), 256)])
+    h = g.node("Relu", [g.bn(g.node("Conv", [h, g.weight(128, 256, 3, 3)], kernel_shape=[3, 3], strides=[2, 2],
+                                    pads=[0, 1, 1, 1]), 128)])
+    h = g.node("Relu", [g.bn(g.conv(h, 128, 128, pad=2, bias=False, dilations=[2, 2]), 128)])
+    return g.node("Relu", [g.bn(g.conv(h, 128, 32, k=1, pad=0, bias=False), 32)])
+
+
 def assert_int8_same_on_both_backends(net, seed, tmp_path):
     """Builds `net` for INT8 (calibrated on 8 random images) and runs two random inputs on the CUDA and
     CPU backends; the outputs must be the same bytes."""
@@ -240,22 +255,27 @@ def k_tile_block(g):
 # (SOFTDLA_CUDA_WG_TMA=off, SOFTDLA_CUDA_WG_MBAR=1 / 0); the other pipelines copy those tiles' weights
 # and pointwise layers' pixels by TMA, and `wg-tma-w` the weights alone (SOFTDLA_CUDA_WG_TMA=w).
 # `wg-tma-free`: `wide` with those pointwise layers' k-loop free of the block barrier
-# (SOFTDLA_CUDA_WG_TMA_FREE=1).
+# (SOFTDLA_CUDA_WG_TMA_FREE=1); `wg-im2col`: `wide` with the pixels of 3 x 3 layers over whole 128-byte
+# channel tiles by TMA's im2col mode as well (SOFTDLA_CUDA_WG_TMA=wai; tap_tile_block has them), and
+# `wg-im2col-free` both.
 @pytest.mark.parametrize("pipeline", ["base", "wide", "no-wgmma", "default", "exact-add", "full-requant", "no-trim",
-                                      "persist", "no-persist", "wg-mbar", "wg-barrier", "wg-tma-w", "wg-tma-free"])
+                                      "persist", "no-persist", "wg-mbar", "wg-barrier", "wg-tma-w", "wg-tma-free",
+                                      "wg-im2col", "wg-im2col-free"])
 def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t\n"
             "for splits in ('1', '2', '8'):\n"
             "    os.environ['SOFTDLA_CUDA_SPLITK'] = splits\n"
-            "    for i, net in enumerate([t.k_tile_block, t.wide_block, t.residual_tail, t.nets.resnet_like]):\n"
+            "    for i, net in enumerate([t.k_tile_block, t.wide_block, t.residual_tail, t.nets.resnet_like,\n"
+            "                             t.tap_tile_block]):\n"
             "        d = os.path.join(sys.argv[2], splits + net.__name__); os.makedirs(d)\n"
             "        t.assert_int8_same_on_both_backends(net, 17 + i, d)\n"
             "print('same bytes')")
     env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "base" if pipeline == "base" else "",
            "SOFTDLA_CUDA_NARROW": "",
            "SOFTDLA_CUDA_NARROW_FILL": "0" if pipeline in ("base", "wide", "no-wgmma", "persist", "no-persist", "wg-mbar",
-                                                           "wg-barrier", "wg-tma-w", "wg-tma-free") else "",
+                                                           "wg-barrier", "wg-tma-w", "wg-tma-free", "wg-im2col",
+                                                           "wg-im2col-free") else "",
            "SOFTDLA_CUDA_PERSIST": {"persist": "128", "no-persist": "off"}.get(pipeline, ""),
            "SOFTDLA_CUDA_PERSIST_GRID": "1" if pipeline == "persist" else "",
            "SOFTDLA_CUDA_WGMMA": "off" if pipeline == "no-wgmma" else "",
@@ -263,8 +283,9 @@ def test_int8_pipelines_match_cpu(pipeline, tmp_path):
            "SOFTDLA_CUDA_REQUANT": "full" if pipeline == "full-requant" else "",
            "SOFTDLA_CUDA_TRIM": "off" if pipeline == "no-trim" else "",
            "SOFTDLA_CUDA_WG_MBAR": {"wg-mbar": "1", "wg-barrier": "0"}.get(pipeline, ""),
-           "SOFTDLA_CUDA_WG_TMA_FREE": "1" if pipeline == "wg-tma-free" else "",
-           "SOFTDLA_CUDA_WG_TMA": {"wg-mbar": "off", "wg-barrier": "off", "wg-tma-w": "w"}.get(pipeline, "")}
+           "SOFTDLA_CUDA_WG_TMA_FREE": "1" if pipeline in ("wg-tma-free", "wg-im2col-free") else "",
+           "SOFTDLA_CUDA_WG_TMA": {"wg-mbar": "off", "wg-barrier": "off", "wg-tma-w": "w", "wg-im2col": "wai",
+                                   "wg-im2col-free": "wai"}.get(pipeline, "")}
     r = subprocess.run([sys.executable, "-c", code, here, str(tmp_path)], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "same bytes" in r.stdout, r.stderr + r.stdout
 

@@ -24,8 +24,9 @@
 // the next tile's loads in flight during this one's epilogue. The 128 x 128 wgmma tiles take their
 // weights, and in pointwise layers their pixels too, through the bulk tensor copy engine (TMA) from 2-D
 // tensor maps made on the host (igemm::kPipeTma; SOFTDLA_CUDA_WG_TMA=off|w|wa, wa by default); with
-// SOFTDLA_CUDA_WG_TMA_FREE=1 the pointwise ones among them also drop the k-loop's block barrier
-// (igemm::kPipeTmaFree, off by default).
+// SOFTDLA_CUDA_WG_TMA_FREE=1 those whose stages are all TMA copies also drop the k-loop's block barrier
+// (igemm::kPipeTmaFree, off by default); SOFTDLA_CUDA_WG_TMA=wai adds the pixels of k x k layers by
+// TMA's im2col mode.
 
 #include <algorithm>
 #include <cstdlib>
@@ -240,7 +241,7 @@ __device__ __forceinline__ void window_from_fragments(const int32_t (&acc)[Fragm
 // KT, Stages: the pipeline (igemm::TileShape). kWg: the products run on wgmma (igemm_reduce; 128 x 128
 // tiles of 128-byte k-tiles, sm_90a builds); kPipe: igemm_reduce's k-loop (igemm::kPipeMbar: per-stage
 // mbarriers; kPipeTma: TMA copies of the weights (and pointwise pixels) from the tensor maps in `maps`;
-// kPipeTmaFree: both halves by TMA with no block barrier in the k-loop, pointwise layers with maps.a_on).
+// kPipeTmaFree: both halves by TMA with no block barrier in the k-loop, layers with maps.a_on).
 constexpr int kEpiGeneral = 0, kEpiWindow = 1;
 template <int BM, int BN, int kTap, int kEpi, int KT, int Stages, bool kWg = false, int kPipe = igemm::kPipeBarrier>
 __global__ void __launch_bounds__(kBlockThreads, blocks_per_sm<BM, BN>())
@@ -700,18 +701,20 @@ bool wgmma_mbarriers() {
 // the weights from a 2-D tensor map of [K][kpad], one thread issuing each stage's copy, and the pixels
 // of pointwise layers from one of [M][Cp], so that no cp.async is left in their k-loop), w (the weights
 // alone) or off (every stage by cp.async; SOFTDLA_CUDA_WG_MBAR=1 then takes effect). Measured on the
-// H200: wa -3 % ResNet-50 INT8 at batch 32, -4 % at 128 (docs/PERFORMANCE.md).
+// H200: wa -3 % ResNet-50 INT8 at batch 32, -4 % at 128 (docs/PERFORMANCE.md). wai: wa, and the pixels
+// of k x k layers whose channels are whole 128-byte k-tiles through TMA's im2col mode (a 4-D map of the
+// input made at each enqueue; not yet measured).
 int wgmma_tma() {
   static const int mode = [] {
     const char* v = std::getenv("SOFTDLA_CUDA_WG_TMA");
     const std::string s = v ? v : "";
-    return s == "off" ? 0 : s == "w" ? 1 : 2;
+    return s == "off" ? 0 : s == "w" ? 1 : s == "wai" ? 3 : 2;
   }();
   return mode;
 }
 
-// Whether pointwise layers whose stages are all TMA copies (SOFTDLA_CUDA_WG_TMA=wa and a pixels' map)
-// drop the block barrier from their k-loop (igemm::kPipeTmaFree: the warps meet only on the stages'
+// Whether layers whose stages are all TMA copies (a pixels' map: SOFTDLA_CUDA_WG_TMA=wa for pointwise
+// layers, wai for k x k ones too) drop the block barrier from their k-loop (igemm::kPipeTmaFree: the warps meet only on the stages'
 // mbarriers; the last warp done with a stage refills it): SOFTDLA_CUDA_WG_TMA_FREE=1, read once; off by
 // default (built without a GPU at hand, not yet measured: docs/PERFORMANCE.md).
 bool wgmma_tma_free() {
@@ -752,6 +755,53 @@ bool encode_rows(CUtensorMap* map, const void* base, uint64_t row_bytes, uint64_
   return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, element_strides,
             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// cuTensorMapEncodeIm2col, found as encode_tiled; null where the driver has none.
+using EncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t, const cuuint32_t*,
+                                  CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                  CUtensorMapFloatOOBfill);
+EncodeIm2col encode_im2col_fn() {
+  static const EncodeIm2col fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return EncodeIm2col(nullptr);
+    }
+    return reinterpret_cast<EncodeIm2col>(p);
+  }();
+  return fn;
+}
+
+// The im2col tensor map of a k x k layer's channels-last input x ([N][H][W][Cp] bytes) for
+// igemm::TmaMaps::a_on == 2: boxes of 128 output pixels x 128 channels (the 128-byte swizzle), the pixel
+// box from (-pl, -pt) to the last output pixel's tap-(0, 0) corner ((OW - 1) sw - pl, (OH - 1) sh - pt;
+// the driver takes it as an offset from (W - 1, H - 1)), walked with the convolution's strides; the tap's
+// offset (s dw, r dh) comes with each copy. Only where every 128-byte k-tile is one tap's channels
+// (Cp % 128 == 0) and the geometry fits the map's ranges (corners in [-128, 127], strides up to 8,
+// offsets in 16 bits). False where it cannot be made.
+bool encode_im2col(CUtensorMap* map, const void* x, const IgemmGeometry& g) {
+  const EncodeIm2col fn = encode_im2col_fn();
+  if (!fn || reinterpret_cast<uintptr_t>(x) % 16 || g.pointwise || g.Cp % 128 || g.kpad != g.R * g.S * g.Cp)
+    return false;
+  if (g.sh < 1 || g.sh > 8 || g.sw < 1 || g.sw > 8 || (g.R - 1) * g.dh > 65535 || (g.S - 1) * g.dw > 65535)
+    return false;
+  const int64_t lower_w = -int64_t(g.pl), lower_h = -int64_t(g.pt);
+  const int64_t upper_w = int64_t(g.OW - 1) * g.sw + 1 - int64_t(g.W) - int64_t(g.pl);
+  const int64_t upper_h = int64_t(g.OH - 1) * g.sh + 1 - int64_t(g.H) - int64_t(g.pt);
+  for (const int64_t v : {lower_w, lower_h, upper_w, upper_h})
+    if (v < -128 || v > 127) return false;
+  const cuuint64_t dims[4] = {g.Cp, g.W, g.H, g.N};
+  const cuuint64_t strides[3] = {g.Cp, uint64_t(g.W) * g.Cp, uint64_t(g.H) * g.W * g.Cp};
+  const int lower[2] = {int(lower_w), int(lower_h)}, upper[2] = {int(upper_w), int(upper_h)};  // W, then H
+  const cuuint32_t element_strides[4] = {1, g.sw, g.sh, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(x), dims, strides, lower, upper, 128, 128,
+            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // Whether the 256 x 64 tiles (64-byte k-tiles, 16-byte taps, the windowed epilogue: the stem and layer 1
@@ -952,7 +1002,8 @@ void IgemmConv::enqueue(const GpuOpIo& io, const OpContext&, cudaStream_t stream
   igemm::TmaMaps maps{};
   if (maps_) {
     maps = *maps_;
-    maps.a_on = wgmma_tma() == 2 && g_->pointwise && encode_rows(&maps.a, x, g_->Cp, g_->M) ? 1 : 0;
+    maps.a_on = wgmma_tma() >= 2 && g_->pointwise && encode_rows(&maps.a, x, g_->Cp, g_->M) ? 1 : 0;
+    if (wgmma_tma() == 3 && !g_->pointwise && encode_im2col(&maps.a, x, *g_)) maps.a_on = 2;
   }
   auto go = [&](auto tile_tag, auto tap_tag, auto epi_tag) {
     constexpr int kTile = decltype(tile_tag)::value;

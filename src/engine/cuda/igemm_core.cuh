@@ -22,9 +22,10 @@
 // of per-stage mbarriers with no block barrier in the k-loop (TileShape's Pipe kPipeMbar,
 // SOFTDLA_CUDA_WG_MBAR=1; measured slower on the H200, off by default: docs/PERFORMANCE.md), or keep the
 // block barrier and have the bulk tensor copy engine (TMA) fill the weights' half of each stage (and
-// the pixels' half in pointwise layers) from 2-D tensor maps (kPipeTma, SOFTDLA_CUDA_WG_TMA). Pointwise
-// layers whose stages are all TMA copies can drop the block barrier too (kPipeTmaFree,
-// SOFTDLA_CUDA_WG_TMA_FREE=1, off by default; not yet measured).
+// the pixels' half in pointwise layers, and with SOFTDLA_CUDA_WG_TMA=wai in k x k layers of whole
+// 128-byte channel tiles through TMA's im2col mode) from tensor maps (kPipeTma, SOFTDLA_CUDA_WG_TMA).
+// Layers whose stages are all TMA copies can drop the block barrier too (kPipeTmaFree,
+// SOFTDLA_CUDA_WG_TMA_FREE=1, off by default; `wai` and the barrier-free loop not yet measured).
 #pragma once
 #include <cuda.h>  // CUtensorMap (the type only: no driver call is linked)
 #include <cuda_runtime.h>
@@ -70,8 +71,11 @@ constexpr int kBlockThreads = 256;
 constexpr int kPipeBarrier = 0, kPipeMbar = 1, kPipeTma = 2, kPipeTmaFree = 3;
 
 // The tensor maps of kPipeTma (a __grid_constant__ kernel parameter): b, the weights [K][kpad] bytes;
-// a, a pointwise layer's pixels [M][Cp] bytes (valid where a_on); both in boxes of 128 rows x 128 bytes
-// with the hardware's 128-byte swizzle, which is swizzle<128>'s layout from a 1024-byte boundary.
+// a, the pixels where a_on: 1, a pointwise layer's [M][Cp] bytes (a 2-D map); 2, a k x k layer's
+// channels-last input [N][H][W][Cp] with Cp a multiple of 128 (every k-tile one tap's 128 channels) as an
+// im2col map of 128 pixels x 128 channels a box, its pixel box and traversal strides the convolution's.
+// Every box lands as 128 rows x 128 bytes with the hardware's 128-byte swizzle, which is swizzle<128>'s
+// layout from a 1024-byte boundary.
 struct TmaMaps {  // (128-byte aligned, as CUtensorMap)
   CUtensorMap b, a;
   int a_on;
@@ -306,10 +310,31 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
   if (!g.pointwise) cur.advance(uint32_t(kt_begin) * KT + chunk * 16, g);
 
   // kPipeTma: the stages' barriers after the stages (one arrival, thread 0's, plus the copies' bytes);
-  // thread 0 issues a stage's TMA copies. a_tma: the pixels' half by TMA too (pointwise layers).
+  // thread 0 issues a stage's TMA copies. a_tma: the pixels' half by TMA too (TmaMaps::a_on).
   const uint32_t tma_bar0 = smem_base + Stages * Tile::kStageBytes;
   bool a_tma = false;
-  if constexpr (Tile::kTma) a_tma = maps->a_on != 0;
+  int32_t a_w0 = 0, a_h0 = 0, a_n0 = 0;  // a_on == 2: where the im2col walk of the block's pixels starts
+  if constexpr (Tile::kTma) {
+    a_tma = maps->a_on != 0;
+    if (maps->a_on == 2) {
+      const uint32_t n = m0 / ohw, p = m0 % ohw;
+      a_n0 = int32_t(n);
+      a_h0 = int32_t(p / g.OW) * int32_t(g.sh) - int32_t(g.pt);
+      a_w0 = int32_t(p % g.OW) * int32_t(g.sw) - int32_t(g.pl);
+    }
+  }
+  // The pixels' half of k-tile kt by TMA into `dst`, completing on `bar`: the block's rows, or (im2col)
+  // its pixels at the k-tile's tap (r, s) and channels c.. (a k-tile never spans two taps: Cp % 128 == 0).
+  auto load_a_tma = [&](uint32_t dst, int kt, uint32_t bar) {
+    if constexpr (!Tile::kTma) return (void)dst, (void)kt, (void)bar;
+    else if (maps->a_on == 2) {
+      const uint32_t k = uint32_t(kt) * KT, tap = k / g.Cp, r = tap / g.S, s = tap % g.S;
+      wgmma::tma_load_im2col_4d(dst, &maps->a, int32_t(k % g.Cp), a_w0, a_h0, a_n0, uint16_t(s * g.dw),
+                                uint16_t(r * g.dh), bar);
+    } else {
+      wgmma::tma_load_2d(dst, &maps->a, kt * KT, int32_t(m0), bar);
+    }
+  };
   // kPipeTma: `tma` issues the stage's TMA copies, `copies` the threads' cp.async ones (the k-loop issues
   // the former before a k-tile's products, the latter after).
   auto load_stage = [&](int slot, int kt, bool tma = true, bool copies = true) {
@@ -320,9 +345,9 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
         const uint32_t bar = tma_bar0 + 8 * slot;
         wgmma::mbar_expect_tx(bar, uint32_t(a_tma ? (BM + BN) * KT : BN * KT));
         wgmma::tma_load_2d(b_smem, &maps->b, kt * KT, int32_t(n0), bar);
-        if (a_tma) wgmma::tma_load_2d(a_smem, &maps->a, kt * KT, int32_t(m0), bar);
+        if (a_tma) load_a_tma(a_smem, kt, bar);
       }
-      if (a_tma || !copies) return;  // (pointwise: no tap cursor to advance)
+      if (a_tma || !copies) return;  // (no tap cursor in use)
     }
     if constexpr (kTap == 16) {
       if (g.pointwise) {
@@ -379,8 +404,8 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       for (int v = 0; v < 4; ++v) acc[i][j][v] = 0;
 
   if constexpr (Tile::kTmaFree) {
-    // ---- pointwise layers with both halves of every stage copied by TMA (maps->a_on; the host launches
-    // this form only then), wgmma, 128 x 128 tiles, three 32 KB stages of 128-byte k-tiles: no block
+    // ---- layers with both halves of every stage copied by TMA (maps->a_on: pointwise rows or im2col
+    // boxes; the host launches this form only then), wgmma, 128 x 128 tiles, three 32 KB stages of 128-byte k-tiles: no block
     // barrier and no cp.async in the k-loop. Thread 0 fills every stage once before the loop; each stage's
     // "full" mbarrier takes one arrival (the issuing thread's expect_tx) and the copies' bytes. At k-tile
     // kt a warp waits for stage kt to be full, issues its products without waiting for k-tile kt - 1's
@@ -396,7 +421,7 @@ __device__ __forceinline__ void igemm_reduce(const uint8_t* __restrict x, const 
       const uint32_t a_smem = smem_base + slot * Tile::kStageBytes, bar = tma_bar0 + 8 * slot;
       wgmma::mbar_expect_tx(bar, uint32_t((BM + BN) * KT));
       wgmma::tma_load_2d(a_smem + BM * KT, &maps->b, kt * KT, int32_t(n0), bar);
-      wgmma::tma_load_2d(a_smem, &maps->a, kt * KT, int32_t(m0), bar);
+      load_a_tma(a_smem, kt, bar);
     };
     if (tid == 0) {
 #pragma unroll

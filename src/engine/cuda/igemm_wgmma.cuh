@@ -130,6 +130,24 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int32
 #endif
 }
 
+// The im2col box of the 4-D tensor map `map` ({C, W, H, N} from the innermost, channels-last pixels): the
+// map's pixels-per-column pixels from (w, h, n), walked along W, H, then N inside the map's pixel box with
+// its traversal strides, each moved by (off_w, off_h) (the filter tap), channels c.. (the map's channels
+// per pixel) of each, into shared memory at `dst`; zeros outside the tensor. Completes on `bar`.
+__device__ __forceinline__ void tma_load_im2col_4d(uint32_t dst, const void* map, int32_t c, int32_t w, int32_t h,
+                                                   int32_t n, uint16_t off_w, uint16_t off_h, uint32_t bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6], {%7, %8};\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(off_w), "h"(off_h)
+      : "memory");
+#else
+  (void)dst, (void)map, (void)c, (void)w, (void)h, (void)n, (void)off_w, (void)off_h, (void)bar;
+  __trap();
+#endif
+}
+
 // kPipeTmaFree's count of the warps done with a stage: adds 1 to the shared-memory word at `addr` and
 // returns the value before (acquire-release at the block's scope: the caller's completed wgmma reads of
 // the stage come before the add, and the warp that sees the last add issues the refill after it).
