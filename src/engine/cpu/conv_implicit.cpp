@@ -539,9 +539,9 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
           if (amx_) tiles.emplace();
           for (size_t u = b; u < e; ++u) {
             const size_t column = images_outer ? u / row_blocks : u % columns;
-            const size_t row_block = images_outer ? u % row_blocks : u / columns;
-            block(data + column / pixel_blocks * image_bytes, uint32_t(n0 + column / pixel_blocks),
-                  row_block * unit_rows, (column % pixel_blocks) * unit_pixels, epilogue, direct);
+            const size_t row_block = images_outer ? u % row_blocks : u / columns, n = column / pixel_blocks;
+            block(data + n * image_bytes, uint32_t(n0 + n), row_block * unit_rows,
+                  (column % pixel_blocks) * unit_pixels, epilogue, direct);
           }
         });
       });

@@ -714,9 +714,10 @@ int wgmma_tma() {
 }
 
 // Whether layers whose stages are all TMA copies (a pixels' map: SOFTDLA_CUDA_WG_TMA=wa for pointwise
-// layers, wai for k x k ones too) drop the block barrier from their k-loop (igemm::kPipeTmaFree: the warps meet only on the stages'
-// mbarriers; the last warp done with a stage refills it): SOFTDLA_CUDA_WG_TMA_FREE=1, read once; off by
-// default (built without a GPU at hand, not yet measured: docs/PERFORMANCE.md).
+// layers, wai for k x k ones too) drop the block barrier from their k-loop (igemm::kPipeTmaFree: the
+// warps meet only on the stages' mbarriers; the last warp done with a stage refills it):
+// SOFTDLA_CUDA_WG_TMA_FREE=1, read once; off by default (built without a GPU at hand, not yet measured:
+// docs/PERFORMANCE.md).
 bool wgmma_tma_free() {
   static const bool on = [] {
     const char* v = std::getenv("SOFTDLA_CUDA_WG_TMA_FREE");
