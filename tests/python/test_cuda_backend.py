@@ -254,13 +254,16 @@ def k_tile_block(g):
 # mbarrier pipeline / on the one with a block barrier a k-tile, every stage by cp.async
 # (SOFTDLA_CUDA_WG_TMA=off, SOFTDLA_CUDA_WG_MBAR=1 / 0); the other pipelines copy those tiles' weights
 # and pointwise layers' pixels by TMA, and `wg-tma-w` the weights alone (SOFTDLA_CUDA_WG_TMA=w).
-# `wg-tma-free`: `wide` with those pointwise layers' k-loop free of the block barrier
-# (SOFTDLA_CUDA_WG_TMA_FREE=1); `wg-im2col`: `wide` with the pixels of 3 x 3 layers over whole 128-byte
-# channel tiles by TMA's im2col mode as well (SOFTDLA_CUDA_WG_TMA=wai; tap_tile_block has them), and
-# `wg-im2col-free` both.
+# The default pipelines also take the pixels of 3 x 3 layers over whole 128-byte channel tiles by TMA's
+# im2col mode (tap_tile_block has them), and every launch whose stages are all TMA copies has no block
+# barrier in its k-loop. `wg-tma-wa`: `wide` with those layers' pixels by cp.async and every k-loop's
+# block barrier kept (SOFTDLA_CUDA_WG_TMA=wa, SOFTDLA_CUDA_WG_TMA_FREE=0); `wg-im2col`: `wide` with
+# im2col and the block barrier kept (SOFTDLA_CUDA_WG_TMA_FREE=0); `wg-tma-free`: `wa` with the
+# pointwise layers' k-loop free of the block barrier (SOFTDLA_CUDA_WG_TMA=wa); `wg-im2col-free`: `wide`
+# with both named (SOFTDLA_CUDA_WG_TMA=wai, SOFTDLA_CUDA_WG_TMA_FREE=1).
 @pytest.mark.parametrize("pipeline", ["base", "wide", "no-wgmma", "default", "exact-add", "full-requant", "no-trim",
-                                      "persist", "no-persist", "wg-mbar", "wg-barrier", "wg-tma-w", "wg-tma-free",
-                                      "wg-im2col", "wg-im2col-free"])
+                                      "persist", "no-persist", "wg-mbar", "wg-barrier", "wg-tma-w", "wg-tma-wa",
+                                      "wg-tma-free", "wg-im2col", "wg-im2col-free"])
 def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import test_cuda_backend as t\n"
@@ -274,8 +277,8 @@ def test_int8_pipelines_match_cpu(pipeline, tmp_path):
     env = {**os.environ, "SOFTDLA_CUDA_IGEMM": "base" if pipeline == "base" else "",
            "SOFTDLA_CUDA_NARROW": "",
            "SOFTDLA_CUDA_NARROW_FILL": "0" if pipeline in ("base", "wide", "no-wgmma", "persist", "no-persist", "wg-mbar",
-                                                           "wg-barrier", "wg-tma-w", "wg-tma-free", "wg-im2col",
-                                                           "wg-im2col-free") else "",
+                                                           "wg-barrier", "wg-tma-w", "wg-tma-wa", "wg-tma-free",
+                                                           "wg-im2col", "wg-im2col-free") else "",
            "SOFTDLA_CUDA_PERSIST": {"persist": "128", "no-persist": "off"}.get(pipeline, ""),
            "SOFTDLA_CUDA_PERSIST_GRID": "1" if pipeline == "persist" else "",
            "SOFTDLA_CUDA_WGMMA": "off" if pipeline == "no-wgmma" else "",
@@ -283,9 +286,10 @@ def test_int8_pipelines_match_cpu(pipeline, tmp_path):
            "SOFTDLA_CUDA_REQUANT": "full" if pipeline == "full-requant" else "",
            "SOFTDLA_CUDA_TRIM": "off" if pipeline == "no-trim" else "",
            "SOFTDLA_CUDA_WG_MBAR": {"wg-mbar": "1", "wg-barrier": "0"}.get(pipeline, ""),
-           "SOFTDLA_CUDA_WG_TMA_FREE": "1" if pipeline in ("wg-tma-free", "wg-im2col-free") else "",
-           "SOFTDLA_CUDA_WG_TMA": {"wg-mbar": "off", "wg-barrier": "off", "wg-tma-w": "w", "wg-im2col": "wai",
-                                   "wg-im2col-free": "wai"}.get(pipeline, "")}
+           "SOFTDLA_CUDA_WG_TMA_FREE": {"wg-tma-free": "1", "wg-im2col-free": "1", "wg-tma-wa": "0",
+                                        "wg-im2col": "0"}.get(pipeline, ""),
+           "SOFTDLA_CUDA_WG_TMA": {"wg-mbar": "off", "wg-barrier": "off", "wg-tma-w": "w", "wg-tma-wa": "wa",
+                                   "wg-tma-free": "wa", "wg-im2col-free": "wai"}.get(pipeline, "")}
     r = subprocess.run([sys.executable, "-c", code, here, str(tmp_path)], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "same bytes" in r.stdout, r.stderr + r.stdout
 

@@ -23,10 +23,10 @@
 // more than a wave of tiles, take igemm_stream_kernel instead: blocks that walk their pixel tiles with
 // the next tile's loads in flight during this one's epilogue. The 128 x 128 wgmma tiles take their
 // weights, and in pointwise layers their pixels too, through the bulk tensor copy engine (TMA) from 2-D
-// tensor maps made on the host (igemm::kPipeTma; SOFTDLA_CUDA_WG_TMA=off|w|wa, wa by default); with
-// SOFTDLA_CUDA_WG_TMA_FREE=1 those whose stages are all TMA copies also drop the k-loop's block barrier
-// (igemm::kPipeTmaFree, off by default); SOFTDLA_CUDA_WG_TMA=wai adds the pixels of k x k layers by
-// TMA's im2col mode.
+// tensor maps made on the host, and the pixels of k x k layers over whole 128-byte channel tiles through
+// TMA's im2col mode (igemm::kPipeTma; SOFTDLA_CUDA_WG_TMA=off|w|wa|wai, wai by default); launches
+// whose stages are then all TMA copies also drop the k-loop's block barrier (igemm::kPipeTmaFree;
+// SOFTDLA_CUDA_WG_TMA_FREE=0|1, 1 by default).
 
 #include <algorithm>
 #include <cstdlib>
@@ -696,32 +696,34 @@ bool wgmma_mbarriers() {
   return on;
 }
 
-// Whether the 128 x 128 wgmma tiles have the bulk tensor copy engine (TMA) fill their stages' weights
-// (igemm::kPipeTma, still a block barrier a k-tile): SOFTDLA_CUDA_WG_TMA, read once: wa (the default:
-// the weights from a 2-D tensor map of [K][kpad], one thread issuing each stage's copy, and the pixels
-// of pointwise layers from one of [M][Cp], so that no cp.async is left in their k-loop), w (the weights
-// alone) or off (every stage by cp.async; SOFTDLA_CUDA_WG_MBAR=1 then takes effect). Measured on the
-// H200: wa -3 % ResNet-50 INT8 at batch 32, -4 % at 128 (docs/PERFORMANCE.md). wai: wa, and the pixels
-// of k x k layers whose channels are whole 128-byte k-tiles through TMA's im2col mode (a 4-D map of the
-// input made at each enqueue; not yet measured).
+// Whether the 128 x 128 wgmma tiles have the bulk tensor copy engine (TMA) fill their stages
+// (igemm::kPipeTma): SOFTDLA_CUDA_WG_TMA, read once: wai (the default: the weights from a 2-D tensor map
+// of [K][kpad], one thread issuing each stage's copy; the pixels of pointwise layers from one of [M][Cp],
+// and those of k x k layers whose channels are whole 128-byte k-tiles through TMA's im2col mode, a 4-D
+// map of the input made at each enqueue, so that no cp.async is left in their k-loops), wa (the k x k
+// layers' pixels by cp.async), w (the weights alone) or off (every stage by cp.async;
+// SOFTDLA_CUDA_WG_MBAR=1 then takes effect). Measured on the H200, ResNet-50 INT8 (docs/PERFORMANCE.md):
+// wa -3 % of the time of off at batch 32, -4 % at 128; wai -3 % of wa's at batch 32, -4 % at 128.
 int wgmma_tma() {
   static const int mode = [] {
     const char* v = std::getenv("SOFTDLA_CUDA_WG_TMA");
     const std::string s = v ? v : "";
-    return s == "off" ? 0 : s == "w" ? 1 : s == "wai" ? 3 : 2;
+    return s == "off" ? 0 : s == "w" ? 1 : s == "wa" ? 2 : 3;
   }();
   return mode;
 }
 
-// Whether layers whose stages are all TMA copies (a pixels' map: SOFTDLA_CUDA_WG_TMA=wa for pointwise
-// layers, wai for k x k ones too) drop the block barrier from their k-loop (igemm::kPipeTmaFree: the
-// warps meet only on the stages' mbarriers; the last warp done with a stage refills it):
-// SOFTDLA_CUDA_WG_TMA_FREE=1, read once; off by default (built without a GPU at hand, not yet measured:
-// docs/PERFORMANCE.md).
+// Whether launches whose stages are all TMA copies (a pixels' map, wgmma_tma() >= 2) drop the block
+// barrier from their k-loop (igemm::kPipeTmaFree: the warps meet only on the stages' mbarriers; the last
+// warp done with a stage refills it): SOFTDLA_CUDA_WG_TMA_FREE, read once: 1 (the default) or 0.
+// Measured on the H200, ResNet-50 INT8, against the same launches with the barrier kept
+// (docs/PERFORMANCE.md): every launch of wai barrier-free, -2.5 % of the time at batch 32 and -1.5 % at
+// 128; only the pointwise ones (with wa), +4.4 % and +5.7 %; only the k x k ones (with wai), +4.6 % at
+// both. It pays only with every wgmma launch of the task on it (why, not yet known).
 bool wgmma_tma_free() {
   static const bool on = [] {
     const char* v = std::getenv("SOFTDLA_CUDA_WG_TMA_FREE");
-    return v && v[0] == '1' && v[1] == '\0';
+    return !(v && std::string(v) == "0");
   }();
   return on;
 }
