@@ -34,6 +34,8 @@ constexpr Layer kLayers[] = {
     {"res3_3x3s2_128", 128, 128, 56, 3, 2},
     {"res4_3x3s2_256", 256, 256, 28, 3, 2},
     {"res5_3x3s2_512", 512, 512, 14, 3, 2},  // the last stage's first 3x3: 9 MB of weights over a 7x7 grid
+    {"res5_3x3_512", 512, 512, 7, 3, 1},      // the last stage's other 3x3 layers (ResNet-18's layer 4)
+    {"res5_3x3_512_b8", 512, 512, 7, 3, 1, 1, 8},
     {"stem_7x7s2_64", 3, 64, 224, 7, 2},
     {"res3_1x1s2_256to512", 256, 512, 56, 1, 2},
     {"res5_1x1s2_1024to2048", 1024, 2048, 14, 1, 2},  // the last stage's downsample: 7 x 7 outputs

@@ -326,13 +326,17 @@ def test_fp16_1x1_tiles_identical_on_every_float_path(cin, k, h, w, stride, resi
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize("cin,k,h,w,r,stride,pads,dil", [
     (3, 32, 35, 41, 3, 2, (1, 1, 1, 1), 1), (3, 20, 40, 38, 7, 2, (3, 3, 3, 3), 1),
-    (8, 13, 19, 50, 5, 1, (2, 1, 2, 0), 1), (5, 30, 20, 30, 3, 1, (2, 2, 2, 2), 2), (6, 25, 30, 17, 3, 2, (1, 1, 1, 1), 1)])
+    (8, 13, 19, 50, 5, 1, (2, 1, 2, 0), 1), (5, 30, 20, 30, 3, 1, (2, 2, 2, 2), 2), (6, 25, 30, 17, 3, 2, (1, 1, 1, 1), 1),
+    (64, 50, 7, 7, 3, 1, (1, 1, 1, 1), 1), (40, 70, 14, 14, 3, 2, (1, 1, 1, 1), 1)])
 def test_fp16_kxk_tiles_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil, residual, tmp_path):
-    """FP16 k x k convolutions on the AVX-512 tiles (few input channels: no Winograd, no AMX), whose
-    grid rows are wider than the output rows: where the output rows have 16 pixels or more the tiles
-    store through the epilogue themselves, each vector's lanes split between two output rows (ResNet's
-    7x7 and MobileNetV2's 3x3 stride-2 first layers; 5x5 with asymmetric padding; dilation); 9 outputs a
-    row (the last case) go through the block's rows. The same bits as the portable path."""
+    """FP16 k x k convolutions on the AVX-512 tiles (no Winograd, no AMX), whose grid rows are wider than
+    the output rows: where the output rows have 16 pixels or more the tiles store through the epilogue
+    themselves, each vector's lanes split between two output rows (ResNet's 7x7 and MobileNetV2's 3x3
+    stride-2 first layers; 5x5 with asymmetric padding; dilation); 9 outputs a row go through the block's
+    rows. Grids the pixel vectors fit badly (the last three: 15 x 9, and 7 x 7 at stride 1 and 2) take
+    the output-channel lane tiles with each pixel gathered from its grid position: whole 8-pixel tiles
+    storing themselves, the last short one through the rows, a block of 2 channels (50) and of 22 (70).
+    The same bits as the portable path."""
     _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil, residual, tmp_path)
 
 
@@ -351,7 +355,8 @@ def _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil,
     (20, 24, 13, 29, 3, 1, (1, 1, 1, 1), 1),  # 20 channels: the AMX tiles' planes where they are forced
     (16, 40, 9, 9, 3, 2, (1, 1, 1, 1), 1),    # 5 output rows split three ways
     (5, 12, 10, 30, 3, 1, (0, 0, 0, 0), 1),   # stride 1 without padding: the planes are the input's
-    (18, 8, 4, 40, 3, 1, (0, 0, 0, 0), 1)])   # 2 output rows: fewer than three threads
+    (18, 8, 4, 40, 3, 1, (0, 0, 0, 0), 1),    # 2 output rows: fewer than three threads
+    (32, 40, 7, 7, 3, 1, (1, 1, 1, 1), 1)])   # gathered lane tiles: the 49 pixels in parts
 def test_fp16_kxk_batch1_same_bits_on_any_thread_count(cin, k, h, w, r, stride, pads, dil, tmp_path):
     """At batch 1 the threads split one image's packed planes and its pixel blocks between them
     (conv_implicit_f32.cpp, conv_amx_f16.cpp). On 1, 2 and 3 threads: the FMA paths give the portable

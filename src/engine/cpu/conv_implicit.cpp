@@ -29,14 +29,6 @@ constexpr size_t kBlockRows = 24, kBlockPixels = 64;
 // channels most of each lane vector would be padding.
 bool lanes_pay(const ImplicitGeometry& g) { return g.K >= 16; }
 
-// Output pixels a lane-tile work unit takes: whole tiles, at most about 512 (a unit's packed input in
-// L2), in at least `parts` parts where the pixels allow.
-size_t lane_unit_columns(size_t pixels, size_t parts) {
-  const size_t tiles = (pixels + lanes_s8::kTileCols - 1) / lanes_s8::kTileCols;
-  const size_t units = std::max((pixels + 511) / 512, std::min(parts, tiles));
-  return ((pixels + units - 1) / units + lanes_s8::kTileCols - 1) / lanes_s8::kTileCols * lanes_s8::kTileCols;
-}
-
 #ifdef SOFTDLA_X86
 #define SOFTDLA_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
@@ -518,7 +510,8 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
           // weights outgrow L2).
           const size_t blocks = lane_blocks_.size() - 1;
           const size_t want = (4 * pool.size() + blocks * count - 1) / (blocks * count);
-          const size_t pixels = pixel_off_.size(), part = lane_unit_columns(pixels, want);
+          // Parts of up to about 512 pixels: a unit's packed input in L2.
+          const size_t pixels = pixel_off_.size(), part = lane_unit_pixels(pixels, want, lanes_s8::kTileCols, 512);
           const size_t parts = (pixels + part - 1) / part, per_image = blocks * parts;
           pool.parallel_for(count * per_image, [&](size_t b, size_t e) {
             for (size_t u = b; u < e; ++u) {

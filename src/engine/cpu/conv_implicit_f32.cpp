@@ -1,7 +1,9 @@
 #include "conv_implicit_f32.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "conv_implicit.h"
@@ -339,14 +341,20 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
   // A 1x1 convolution over a grid the pixel vectors fit badly (7 x 7) puts output channels on the lanes.
   lanes_ = g.R == 1 && g.S == 1 && lanes_f32::pays(g.K, grid_, vector_tile_pixels(grid_));
   if (lanes_) reads_halves_ = false;
+  // A k x k one of that kind gathers its pixels (a 3 x 3 layer at 7 x 7: 49 outputs a channel against
+  // 64 grid pixels computed).
+  const char* gather_env = std::getenv("SOFTDLA_F16_GATHER");
+  const std::string gather_mode = gather_env ? gather_env : "";
+  gathers_ = !lanes_ && !(g.R == 1 && g.S == 1 && plain_planes_) && gather_mode != "0" &&
+             (gather_mode == "1" || lanes_f32::pays(g.K, size_t(g.OH) * g.OW, vector_tile_pixels(grid_)));
   // Where a pixel column takes many tiles (48 output channels or more), each tile widened the same fp16
   // input again: two conversions a step beside 24 FMAs, on the FMA ports. The block is widened once into
   // L1 instead, where it fits (MobileNetV2's 16 -> 96 and 24 -> 144: 0.90-0.97x the time; with two or
   // three tiles a column the widening costs more than it saves: 96 -> 24 1.25-1.4x, 32 -> 16 1.35x).
   widens_blocks_ = reads_halves_ && g.K >= 4 * kPanelRows &&
                    size_t(g.C) * kBlockPixels * sizeof(float) <= kWidenedBlockBytes;
-  const size_t panel = lanes_ ? lanes_f32::kBlockChannels : kPanelRows;
-  block_rows_ = lanes_ ? lanes_f32::kBlockChannels : kBlockRows;
+  const size_t panel = lanes_ || gathers_ ? lanes_f32::kBlockChannels : kPanelRows;
+  block_rows_ = lanes_ || gathers_ ? lanes_f32::kBlockChannels : kBlockRows;
   k_rows_ = (size_t(g.K) + panel - 1) / panel * panel;
   // Panels of `panel` output channels, k-major ([K / panel][C * R * S][panel], zero rows past K): a tile
   // reads its weights as one stream. [K][C][R][S] is already k = (c, r, s) within a row.
@@ -354,6 +362,13 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
   weights_.assign(k_rows_ * kdim, 0.f);
   for (size_t k = 0; k < g.K; ++k)
     for (size_t j = 0; j < kdim; ++j) weights_[(k / panel * kdim + j) * panel + k % panel] = weights[k * kdim + j];
+  if (gathers_) {
+    for (size_t c = 0; c < g.C; ++c)
+      for (const size_t tap : tap_offsets_) k_off_.push_back(c * plane_px_ + tap);
+    k_off_.resize(k_off_.size() + lanes_f32::kGatherAhead, k_off_.back());
+    for (size_t oh = 0; oh < g.OH; ++oh)
+      for (size_t ow = 0; ow < g.OW; ++ow) pixel_off_.push_back(oh * wq_ + ow);
+  }
 }
 
 // Planes [u0, u1), u = (used phase) * C + channel: the phase's rows and columns of the zero-padded
@@ -510,6 +525,61 @@ void ImplicitConvF32::run_widened_blocks(const uint16_t* x, size_t images, size_
   });
 }
 
+void ImplicitConvF32::run_gathered(const float* planes, size_t image_floats, size_t n0, size_t count,
+                                   ThreadPool& pool, const Epilogue& epilogue, const HalfOutput* direct) const {
+  // Images outermost (a thread reads the images it packed, as the INT8 lane tiles do), then blocks of 48
+  // output channels, then each image's output pixels in parts of whole tiles, up to kBlockPixels (the
+  // sums' rows), enough of them for kUnitsPerThread units a thread.
+  const size_t blocks = k_rows_ / lanes_f32::kBlockChannels, pixels = pixel_off_.size(), tile = lanes_f32::kTilePixels;
+  const size_t want = (kUnitsPerThread * pool.size() + blocks * count - 1) / (blocks * count);
+  const size_t part = lane_unit_pixels(pixels, want, tile, kBlockPixels), n_parts = (pixels + part - 1) / part;
+  const size_t per_image = blocks * n_parts;
+  pool.parallel_for(count * per_image, [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) {
+      const size_t image = u / per_image, block = u % per_image / n_parts, col0 = u % n_parts * part;
+      gathered_unit(planes + image * image_floats, uint32_t(n0 + image), block * lanes_f32::kBlockChannels, col0,
+                    std::min(part, pixels - col0), epilogue, direct);
+    }
+  });
+}
+
+void ImplicitConvF32::gathered_unit(const float* planes, uint32_t n, size_t row0, size_t col0, size_t cols,
+                                    const Epilogue& epilogue, const HalfOutput* direct) const {
+#ifdef SOFTDLA_X86
+  alignas(64) float sums[lanes_f32::kBlockChannels * kBlockPixels];
+  const size_t rows = std::min<size_t>(lanes_f32::kBlockChannels, g_.K - row0);
+  const size_t steps = size_t(g_.C) * tap_offsets_.size(), tile = lanes_f32::kTilePixels;
+  const float* panel = weights_.data() + row0 * steps;  // row0 is a panel's first row
+  // Whole tiles store themselves through the epilogue in lanes (conv_lanes_f16_store.h); the last, short
+  // one goes through the sums' rows. `stored` counts the leading pixels stored.
+  const bool tiles_store = direct && direct->lanes && (!direct->other || direct->lanes_after);
+  size_t stored = 0;
+  for (size_t p = 0; p < cols; p += tile) {
+    const size_t width = std::min(tile, cols - p);
+    const size_t* offs = pixel_off_.data() + col0 + p;
+    if (tiles_store && width == tile) {
+      const lanes_f32::HalfSink sink{direct, n, row0, rows, col0 + p};
+      lanes_f32::gather_to_halves_for(rows)(panel, planes, offs, k_off_.data(), steps, sink);
+      stored = p + width;
+      continue;
+    }
+    lane_tile_for<lanes_f32::GatherTiles>(rows, width)(panel, planes, offs, k_off_.data(), steps, sums + p,
+                                                       kBlockPixels);
+  }
+  if (stored == cols) return;
+  if (direct) {
+    const GridRun run{0, uint32_t(cols - stored), col0 + stored};
+    return emit_runs_f16<lanes_f32::kBlockChannels, kBlockPixels>(sums + stored, rows, row0, cols - stored, &run, 1,
+                                                                  *direct, n);
+  }
+  // The pixels are output indices: a grid as wide as the output.
+  emit_grid_runs(sums, kBlockPixels, rows, row0, col0, cols, g_.OW, g_.OW,
+                 [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });
+#else
+  (void)planes, (void)n, (void)row0, (void)col0, (void)cols, (void)epilogue, (void)direct;
+#endif
+}
+
 void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, bool halves, ThreadPool& pool,
                           const Epilogue& epilogue, const HalfOutput* direct) const {
   const size_t row_blocks = (g_.K + block_rows_ - 1) / block_rows_;
@@ -559,6 +629,7 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
         pack(static_cast<const uint8_t*>(x) + n * image_stride * elem, halves, data + slot * image_floats, u0, u1);
       },
       [&](size_t n0, size_t count) {
+        if (gathers_) return run_gathered(data, image_floats, n0, count, pool, epilogue, direct);
         units(count, image_floats * sizeof(float), [&](size_t n, size_t row0, size_t pix0) {
           block(data + n * image_floats, nullptr, uint32_t(n0 + n), row0, pix0, epilogue, direct);
         });

@@ -54,6 +54,13 @@ class ImplicitConvF32 {
   // all its output channels.
   void run_widened_blocks(const uint16_t* x, size_t images, size_t image_stride, ThreadPool& pool,
                           const Epilogue& epilogue, const HalfOutput* direct) const;
+  // A group of `count` packed images (image n's planes at planes + n * image_floats, image n0 + n of the
+  // batch) on the gathered lane tiles (gathers_): units of an image, a block of 48 output channels and a
+  // part of the image's output pixels.
+  void run_gathered(const float* planes, size_t image_floats, size_t n0, size_t count, ThreadPool& pool,
+                    const Epilogue& epilogue, const HalfOutput* direct) const;
+  void gathered_unit(const float* planes, uint32_t n, size_t row0, size_t col0, size_t cols, const Epilogue& epilogue,
+                     const HalfOutput* direct) const;
 
   ImplicitGeometryF32 g_;
   size_t wq_ = 0, hq_ = 0;    // a phase plane
@@ -68,6 +75,11 @@ class ImplicitConvF32 {
   bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, plain, few outputs)
   bool widens_blocks_ = false;         // reads_halves_, over several tiles a column: each pixel block widened once
   bool lanes_ = false;                 // a 1x1 convolution on output-channel lane tiles (conv_lanes_f32.h)
+  // A k x k convolution over a grid the pixel vectors fit badly (7 x 7) on the same lane tiles, each output
+  // pixel gathered from its grid position: no grid column past a row's end is computed.
+  bool gathers_ = false;
+  std::vector<size_t> pixel_off_;      // gathers_: each output pixel's grid position (oh * Wq + ow)
+  std::vector<size_t> k_off_;          // gathers_: step (c, r, s)'s offset from a grid position, then slack
   size_t block_rows_ = 0;              // output channels a work unit
 };
 

@@ -20,8 +20,9 @@
 
 namespace softdla::cpu::lanes_f32 {
 
-// Where a tile's results go: channels [k0, k0 + channels) of image `image` at output index hw0 on
-// (k0 a multiple of 16; the tile's grid is its output: a 1x1 convolution of stride 1 without padding).
+// Where a tile's results go: channels [k0, k0 + channels) of image `image` at output indices hw0 on
+// (k0 a multiple of 16; the tile's 8 pixels are consecutive outputs: a 1x1 convolution of stride 1
+// without padding, or gathered pixels).
 struct HalfSink {
   const HalfOutput* o;
   uint32_t image;
@@ -30,14 +31,11 @@ struct HalfSink {
 
 #ifdef SOFTDLA_X86
 // An 8-pixel tile of kV vectors of output channels, stored as fp16 through the sink's epilogue.
-template <size_t kV>
-__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), noinline)) void tile_to_halves(const float* panel,
-                                                                                           const float* x,
-                                                                                           size_t plane_px,
-                                                                                           size_t channels,
-                                                                                           const HalfSink& sink) {
+template <size_t kV, class Input>
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), always_inline)) inline void tile_to_halves_from(
+    const float* panel, const Input& in, size_t steps, const HalfSink& sink) {
   __m512 c[kTilePixels][kV];
-  accumulate(panel, x, plane_px, channels, c);
+  accumulate(panel, in, steps, c);
   const HalfOutput& o = *sink.o;
 #pragma GCC unroll 3
   for (size_t v = 0; v < kV; ++v) {
@@ -61,11 +59,28 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), noinline)) void til
   }
 }
 
+// A 1x1 convolution's tile (PlaneInput), and a k x k one's of gathered pixels (GatherInput).
+template <size_t kV>
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), noinline)) void tile_to_halves(
+    const float* panel, const float* x, size_t plane_px, size_t channels, const HalfSink& sink) {
+  tile_to_halves_from<kV>(panel, PlaneInput{x, plane_px}, channels, sink);
+}
+template <size_t kV>
+__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"), noinline)) void gather_to_halves(
+    const float* panel, const float* planes, const size_t* pixel_off, const size_t* k_off, size_t steps,
+    const HalfSink& sink) {
+  tile_to_halves_from<kV>(panel, gather_input<kTilePixels>(planes, pixel_off, k_off), steps, sink);
+}
+
 using HalfTileFn = void (*)(const float*, const float*, size_t, size_t, const HalfSink&);
+using HalfGatherFn = void (*)(const float*, const float*, const size_t*, const size_t*, size_t, const HalfSink&);
 
 // The 8-pixel tile for a block of `channels` output channels (1 to 48).
 inline HalfTileFn tile_to_halves_for(size_t channels) {
   return channels <= 16 ? tile_to_halves<1> : channels <= 32 ? tile_to_halves<2> : tile_to_halves<3>;
+}
+inline HalfGatherFn gather_to_halves_for(size_t channels) {
+  return channels <= 16 ? gather_to_halves<1> : channels <= 32 ? gather_to_halves<2> : gather_to_halves<3>;
 }
 #endif
 

@@ -10,6 +10,14 @@
 
 namespace softdla::cpu {
 
+// Output pixels a lane-tile work unit takes (the INT8 and FP16 gathered lane tiles): whole tiles of
+// `tile` pixels, at most about `most`, in at least `parts` parts where the pixels allow.
+inline size_t lane_unit_pixels(size_t pixels, size_t parts, size_t tile, size_t most) {
+  const size_t tiles = (pixels + tile - 1) / tile;
+  const size_t units = std::max((pixels + most - 1) / most, std::min(parts, tiles));
+  return ((pixels + units - 1) / units + tile - 1) / tile * tile;
+}
+
 // Hands `epilogue(k, hw0, sums, count)` the output runs of a block: row r of `sums` (row stride
 // `stride`) holds channel row0 + r at grid pixels [pix0, pix0 + pixels) of a grid `wq` pixels wide
 // whose rows' first `ow` pixels are outputs; hw0 is the run's output index (oh * ow + column). Runs
