@@ -95,6 +95,9 @@ constexpr Layer kLayers[] = {
     {"res4_1x1_1024to256_b8", 1024, 256, 14, 1, 1, 1, 8},
     {"res2_1x1_64to256_add_b8", 64, 256, 56, 1, 1, 1, 8, true},
     {"res3_1x1_128to512_b8", 128, 512, 28, 1, 1, 1, 8},
+    {"res3_1x1s2_256to512_linear_b8", 256, 512, 56, 1, 2, 1, 8, false, false},  // layer 2's downsample
+    {"res4_1x1_256to1024_add_b8", 256, 1024, 14, 1, 1, 1, 8, true},
+    {"stem_7x7s2_64_b8", 3, 64, 224, 7, 2, 1, 8},
 };
 
 Model conv_model(const Layer& l, DataType t) {
