@@ -259,6 +259,18 @@ def test_conv_int8_batch_in_image_groups(stride, cin, hw, n):
     np.testing.assert_array_equal(run_graph(g, x), ref)
 
 
+# INT8 1x1 convolutions of stride 2 gather every second input column of every second row (copy_strided:
+# on AVX-512 32 values a step under masks, no byte read past a row's last picked value): output rows of
+# 1 to 41 values, under one step, exactly one, and past it, each against NumPy.
+@pytest.mark.parametrize("h,w", [(3, 1), (7, 13), (6, 63), (9, 81), (4, 64)])
+def test_conv_int8_1x1_stride2_rows_of_any_length(h, w):
+    c = dict(n=2, c=20, k=24, h=h, w=w, r=1, s=1, stride=(2, 2), dil=(1, 1), pads=(0, 0, 0, 0), groups=1,
+             seed=h * 100 + w)
+    rng = np.random.default_rng(c["seed"])
+    g, x, ref = build_int8(c, rng, [("bias", {"values": rng.integers(-(2 ** 14), 2 ** 14, 24)})])
+    np.testing.assert_array_equal(run_graph(g, x), ref)
+
+
 # Depthwise planes wide enough for the 64-output blocks and the widening's vector steps (stride 1 and 2).
 @pytest.mark.parametrize("w,stride,pads", [(150, (1, 1), (1, 1, 1, 1)), (150, (2, 2), (1, 1, 1, 1)),
                                            (131, (2, 2), (0, 2, 1, 0)), (97, (1, 2), (1, 0, 1, 2))])
