@@ -42,6 +42,11 @@ constexpr uint64_t kInPlaceMinBytes = uint64_t(1) << 20;  // half of a 2 MB L2 (
 // the operand's: ResNet-50's 64 -> 256 at 56 x 56 with its add 1.05 -> 0.65 ms, the layer without the
 // add 0.55), and an add whose loadable plan put its output on the convolution's input (ResNet-18's
 // blocks) no longer fails the fusion check.
+//
+// Whenever the engine plans its own memory, or the loadable's plan put a residual add's output over the
+// inputs of the op before it (which refuses the pair's fusion), every such pair keeps that op's inputs
+// alive through the add (plan_memory's inputs_through_next): a plan made for in-place adds elsewhere had
+// put ResNet-50's second-stage add over its downsample's input, so that add ran as a pass of its own.
 void Engine::plan_residuals_in_place() {
   std::vector<uint32_t> readers(model_.tensors.size(), 0);
   for (const Op& op : model_.ops)
@@ -49,14 +54,17 @@ void Engine::plan_residuals_in_place() {
   for (const IoBinding& io : model_.outputs) ++readers[io.tensor];
   const std::vector<int> fusible = fusible_next_inputs(model_);  // under the loadable's plan
   std::vector<int> in_place(model_.ops.size(), -1);
+  std::vector<bool> keep_inputs(model_.ops.size(), false);  // op i + 1 is a residual add of op i's output
   bool any = false;
   for (size_t i = 0; i + 1 < model_.ops.size(); ++i) {
     const Op &op = model_.ops[i], &next = model_.ops[i + 1];
     if (!std::holds_alternative<SdpParams>(next.params) || next.inputs.size() != 2 || op.outputs.size() != 1) continue;
     const Tensor& y = model_.tensors[next.outputs[0]];
     const uint32_t mine = op.outputs[0];
-    if (y.dtype != DataType::kFloat16 || readers[mine] != 1 || (next.inputs[0] != mine && next.inputs[1] != mine))
-      continue;
+    if (readers[mine] != 1 || (next.inputs[0] != mine && next.inputs[1] != mine)) continue;
+    keep_inputs[i] = true;
+    if (fusible[i] < 0) any = true;  // refused under the loadable's plan: the plan is the only obstacle it can lift
+    if (y.dtype != DataType::kFloat16) continue;
     const uint32_t other = next.inputs[next.inputs[0] == mine ? 1 : 0];
     const Tensor& o = model_.tensors[other];
     if (other == mine || o.shape != y.shape || o.dtype != y.dtype) continue;
@@ -66,7 +74,7 @@ void Engine::plan_residuals_in_place() {
     if (fusible[i] >= 0 && element_count(o.shape) * element_size(o.dtype) < kInPlaceMinBytes) continue;
     in_place[i + 1] = int(other), any = true;
   }
-  if (any) model_.memory_plan = plan_memory(model_, in_place);
+  if (any) model_.memory_plan = plan_memory(model_, in_place, keep_inputs);
 }
 
 Engine::~Engine() = default;

@@ -7,8 +7,11 @@
 
 namespace softdla {
 
-MemoryPlan plan_memory(const Model& m, const std::vector<int>& in_place) {
-  const std::vector<TensorLifetime> life = tensor_lifetimes(m);
+MemoryPlan plan_memory(const Model& m, const std::vector<int>& in_place, const std::vector<bool>& inputs_through_next) {
+  std::vector<TensorLifetime> life = tensor_lifetimes(m);
+  for (size_t op = 0; op < inputs_through_next.size() && op + 1 < m.ops.size(); ++op)
+    if (inputs_through_next[op])
+      for (uint32_t t : m.ops[op].inputs) life[t].last = std::max(life[t].last, int(op) + 1);
   const std::vector<bool> inter = intermediate_mask(m);
   MemoryPlan plan;
   plan.offsets.assign(m.tensors.size(), 0);

@@ -11,5 +11,9 @@ inline constexpr uint64_t kArenaAlignment = 64;
 // for a backend whose kernel for op i reads each position of that input before it writes the same
 // position of its output (a fused residual add): such a plan breaks the loadable checks' rule that no
 // two tensors alive at the same op share bytes, so it is never written into a loadable.
-MemoryPlan plan_memory(const Model& m, const std::vector<int>& in_place = {});
+// inputs_through_next (empty, or one entry per op): op i's inputs stay alive through op i + 1, so that
+// op i + 1's output never takes their bytes: a backend that runs op i + 1 inside op i's kernel (a
+// convolution with the residual add after it) reads them while it writes that output.
+MemoryPlan plan_memory(const Model& m, const std::vector<int>& in_place = {},
+                       const std::vector<bool>& inputs_through_next = {});
 }  // namespace softdla

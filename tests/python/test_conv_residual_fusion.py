@@ -24,10 +24,11 @@ GEOMETRIES = {
 
 
 def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9, 23), conv_headroom=1,
-          add_scale=None, add_out=None):
+          add_scale=None, add_out=None, conv_input_from_arena=False):
     """conv_headroom: bits the convolution's shift keeps above what its results need (negative: most of
     them saturate). add_scale: the add's (multiplier, shift) of its second input, add_out: its output's,
-    random if None."""
+    random if None. conv_input_from_arena: the convolution reads an intermediate "a" = relu(x) (an SDP op
+    of its own, first) instead of the graph's input, and the output is z = relu(y) (y an intermediate)."""
     cin, cout, k, stride, pad, groups = GEOMETRIES.get(geometry, geometry)  # a name, or the tuple itself
     rng = np.random.default_rng(seed)
     n, h, w = nhw
@@ -47,7 +48,11 @@ def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9,
     y = g.tensor("y", (n, cout, oh, ow), np.int8, 0.1)
     conv_steps = [("bias", {"values": bias}), ("relu", {})]
     post = writer.sdp([writer.sdp_step("bias", ivalues=bias), writer.sdp_step("relu")], multiplier=mult, shift=shift)
-    g.op("Conv", [xi], c, g.conv_params(g.constant(wt, np.int8), (stride, stride), (pad,) * 4, (1, 1), groups, post))
+    conv_in, x_conv = xi, x
+    if conv_input_from_arena:
+        conv_in, x_conv = g.tensor("a", x.shape, np.int8, 0.05), np.maximum(x, 0)
+        g.op("Sdp", [xi], conv_in, writer.sdp([writer.sdp_step("relu")], multiplier=[1], shift=[0]))
+    g.op("Conv", [conv_in], c, g.conv_params(g.constant(wt, np.int8), (stride, stride), (pad,) * 4, (1, 1), groups, post))
     # The add: [Scale] EltAdd(second input) [ReLU | Clip], one multiplier.
     tm, ts = add_scale or (int(rng.integers(1, 2 ** 14)), int(rng.integers(0, 15)))
     steps, ref_steps = [], []
@@ -66,13 +71,20 @@ def build(geometry, seed, swapped, residual_chain, also_output=False, nhw=(2, 9,
         ref_steps.append(("clip", {"lo": -3000, "hi": 90000}))
     m, s = add_out or (int(rng.integers(1, 2 ** 15)), int(rng.integers(12, 26)))
     g.op("Sdp", [first, second], y, writer.sdp(steps, multiplier=[m], shift=[s]))
-    g.output(y)
+    if conv_input_from_arena:  # y an intermediate too: z = relu(y) is the output
+        z = g.tensor("z", (n, cout, oh, ow), np.int8, 0.1)
+        g.op("Sdp", [y], z, writer.sdp([writer.sdp_step("relu")], multiplier=[1], shift=[0]))
+        g.output(z)
+    else:
+        g.output(y)
     if also_output:
         g.output(c)
-    conv_ref = R.sdp_int8(R.sat32(R.conv_acc(x, wt, (stride, stride), (pad,) * 4, (1, 1), groups, exact=True)),
+    conv_ref = R.sdp_int8(R.sat32(R.conv_acc(x_conv, wt, (stride, stride), (pad,) * 4, (1, 1), groups, exact=True)),
                           conv_steps, mult, shift)
     a, b = (e, conv_ref) if swapped else (conv_ref, e)
     ref = R.sdp_int8(a.astype(np.int64), ref_steps, [m], [s], [b])
+    if conv_input_from_arena:
+        ref = np.maximum(ref, 0)
     return g, (x, e), ref, conv_ref
 
 
@@ -271,3 +283,70 @@ def test_fp16_residual_operand_from_the_arena(geometry, conv_reads_operand):
     y_unfused, _ = run_graph(graph(True), x, e)
     np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
     np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+# A loadable whose memory plan put the add's output over the convolution's own input (legal there: that
+# input dies at the convolution, before the add writes). Fused as planned, the kernel would read input
+# positions its epilogue had already written, so the engine plans its own memory with the convolution's
+# inputs kept alive through the add (Engine::plan_residuals_in_place) and fuses the pair; the values must
+# be the unfused graph's bits and NumPy's within fp16 rounding.
+def test_fp16_add_planned_over_the_convolution_input_still_fuses():
+    rng = np.random.default_rng(5)
+    n, c, h, w = 2, 24, 20, 18
+    x = rng.uniform(-1, 1, (n, c, h, w)).astype(np.float16)
+    e = rng.uniform(-2, 2, (n, c, h, w)).astype(np.float16)
+    wt = rng.uniform(-0.25, 0.25, (c, c, 3, 3)).astype(np.float16)
+    bias = rng.uniform(-1, 1, c).astype(np.float32)
+
+    def graph(also_output):
+        g = writer.Graph()
+        xi = g.input("x", x.shape, np.float16)
+        ei = g.input("e", e.shape, np.float16)
+        a = g.tensor("a", x.shape, np.float16)  # the convolution's input, an intermediate
+        g.op("Sdp", [xi], a, writer.sdp([writer.sdp_step("relu")]))
+        b = g.tensor("b", e.shape, np.float16)  # the residual operand
+        g.op("Sdp", [ei], b, writer.sdp([writer.sdp_step("relu")]))
+        conv = g.tensor("c", e.shape, np.float16)
+        post = writer.sdp([writer.sdp_step("bias", fvalues=bias)])
+        g.op("Conv", [a], conv, g.conv_params(g.constant(wt, np.float16), (1, 1), (1,) * 4, (1, 1), 1, post))
+        y = g.tensor("y", e.shape, np.float16)
+        g.op("Sdp", [conv, b], y, writer.sdp([writer.sdp_step("add", tensor=b), writer.sdp_step("relu")]))
+        z = g.tensor("z", e.shape, np.float16)
+        g.op("Sdp", [y], z, writer.sdp([writer.sdp_step("relu")]))
+        g.output(z)
+        if also_output:
+            g.output(conv)
+        offsets, _ = g._memory_plan()
+        offsets[y] = offsets[a]  # a is last read by the convolution (op 2), y first written by the add (op 3)
+        nbytes = x.size * 2  # every intermediate here has x's size
+        g.plan = (offsets, max(offsets[t] + nbytes for t in (a, b, conv, y, z) if not (also_output and t == conv)))
+        return g
+
+    fused = graph(False)
+    import ctypes
+    lib().softdla_engine_cpu_isa.restype = ctypes.c_char_p
+    if lib().softdla_engine_cpu_isa().decode().split()[0] in ("avx512vnni", "amx"):
+        assert fused_ops(fused) == [3]  # the add ran inside the convolution
+    y = run_graph(fused, x, e)
+    y_unfused, _ = run_graph(graph(True), x, e)
+    np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
+    conv = R.conv_acc(np.maximum(x.astype(np.float64), 0), wt.astype(np.float64), (1, 1), (1,) * 4, (1, 1), 1)
+    conv = (conv + bias.reshape(1, -1, 1, 1)).astype(np.float16).astype(np.float64)
+    ref = np.maximum(conv + np.maximum(e.astype(np.float64), 0), 0)
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+# The same for INT8, whose engine plans its own memory only for such pairs (no in-place adds): the loadable
+# put the add's output over the convolution's input "a", which the add's kernel would otherwise run
+# apart from the convolution. Exact against NumPy either way; fused wherever the convolution can take it.
+@pytest.mark.parametrize("geometry", [(40, 40, 1, 1, 0, 1), (24, 24, 3, 1, 1, 1)])
+def test_int8_add_planned_over_the_convolution_input_still_fuses(geometry):
+    g, arrays, ref, _ = build(geometry, 3, False, "relu", conv_input_from_arena=True)
+    names = [t["name"] for t in g.tensors]
+    a, y = names.index("a"), names.index("y")
+    offsets, arena = g._memory_plan()
+    assert g.tensors[a]["shape"] == g.tensors[y]["shape"]  # a dies at the convolution (op 1), y is born at op 2
+    offsets[y] = offsets[a]
+    g.plan = (offsets, arena)
+    assert fused_ops(g) == [2]  # the add ran inside the convolution
+    np.testing.assert_array_equal(run_graph(g, *arrays), ref)
