@@ -98,6 +98,7 @@ constexpr Layer kLayers[] = {
     {"res3_1x1s2_256to512_linear_b8", 256, 512, 56, 1, 2, 1, 8, false, false},  // layer 2's downsample
     {"res4_1x1_256to1024_add_b8", 256, 1024, 14, 1, 1, 1, 8, true},
     {"stem_7x7s2_64_b8", 3, 64, 224, 7, 2, 1, 8},
+    {"mbv2_1x1_32to16_112_b8", 32, 16, 112, 1, 1, 1, 8, false, false},  // MobileNetV2's first projection
 };
 
 Model conv_model(const Layer& l, DataType t) {
