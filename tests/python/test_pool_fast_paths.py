@@ -104,6 +104,8 @@ MAX_CASES = [
     (1, 3, 7, 8, (3, 8), (1, 2), (2, 7, 0, 7)),       # the widest kernel, windows over the padding only
     (1, 4, 10, 17, (5, 1), (3, 2), (0, 0, 4, 0)),     # one column wide, odd width
     (3, 2, 6, 64, (1, 4), (2, 2), (0, 3, 0, 2)),      # a row of exactly one vector
+    (1, 3, 5, 70, (3, 5), (2, 2), (1, 2, 1, 2)),      # 35 outputs a row: taps 2 to 4 of a 32-output step
+                                                       # reach into the next step's columns
 ]
 
 

@@ -237,29 +237,10 @@ __attribute__((target("avx512f,avx512bw"))) void max_keys_of_rows(int16_t* line,
 }
 
 // o[j] = the maximum key of the window of kw at j * sw of the padded line, as halves, for j < OW: stride
-// 2 from the line's even and odd keys (each output the max of kw shifted loads, 32 a step), stride 1
-// from shifted loads, other strides from stride 1's windows picked one by one. `even` and `odd` hold
-// len / 2 keys, `windows` len; len is a multiple of 64 and covers every tap read.
-__attribute__((target("avx512f,avx512bw"))) void key_windows(const int16_t* padded, size_t len, size_t OW, size_t kw,
-                                                           size_t sw, int16_t* even, int16_t* odd, int16_t* windows,
-                                                           uint16_t* o) {
-  if (sw == 2) {
-    alignas(64) static constexpr uint16_t kEven[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
-                                                       22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
-                                                       44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
-    const __m512i even_idx = _mm512_load_si512(kEven), odd_idx = _mm512_add_epi16(even_idx, _mm512_set1_epi16(1));
-    for (size_t j = 0; j < len / 2; j += 32) {
-      const __m512i a = _mm512_loadu_si512(padded + 2 * j), b = _mm512_loadu_si512(padded + 2 * j + 32);
-      _mm512_storeu_si512(even + j, _mm512_permutex2var_epi16(a, even_idx, b));
-      _mm512_storeu_si512(odd + j, _mm512_permutex2var_epi16(a, odd_idx, b));
-    }
-    for (size_t j = 0; j < OW; j += 32) {
-      __m512i v = _mm512_loadu_si512(even + j);
-      for (size_t t = 1; t < kw; ++t) v = _mm512_max_epi16(v, _mm512_loadu_si512((t & 1 ? odd : even) + j + t / 2));
-      _mm512_mask_storeu_epi16(o + j, first_words(OW - j), key_halves(v));
-    }
-    return;
-  }
+// 1 from shifted loads, other strides from stride 1's windows picked one by one (stride 2 takes
+// max_plane_stride2). `windows` holds len keys; len is a multiple of 64 and covers every tap read.
+__attribute__((target("avx512f,avx512bw"))) void key_windows(const int16_t* padded, size_t OW, size_t kw, size_t sw,
+                                                           int16_t* windows, uint16_t* o) {
   const size_t positions = (OW - 1) * sw + 1;
   for (size_t j = 0; j < positions; j += 32) {
     __m512i v = _mm512_loadu_si512(padded + j);
@@ -303,48 +284,112 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c"))) void global_a
 #endif
 
 #ifdef SOFTDLA_X86
-// INT8 max pooling of stride 2 along the rows on AVX-512, one plane: for each output row the window's
-// input rows are reduced into a line padded with -128 on both sides (the smallest int8, so a window over
-// the padding is the maximum of its inputs, as max_plane_s8's edge windows are), the line is split into
-// its even and odd bytes (64 bytes a step), and output j is the maximum of kw shifted loads, even[j + t/2]
-// or odd[j + (t - 1)/2] for tap t. Exact, as every max is; 32 outputs a step instead of one.
-struct Stride2Lines {
-  std::vector<int8_t> padded, even, odd;
+// Max pooling of stride 2 along the rows on AVX-512, straight from the input rows: 32 outputs a step,
+// each element as a 16-bit key that orders as the values do (HalfKeys: an fp16's key, as above; ByteKeys:
+// an int8 sign-extended). A step loads the 64 columns from 2 j0 - pad_left of every window row (lanes
+// outside the row under the padding's key) and takes their column-wise maximum: its even lanes are tap
+// 0's values of the 32 outputs, its odd lanes tap 1's, and taps 2m and 2m + 1 the same shifted by m
+// (max_row_stride2). Exact, as every max is, in any order: the bytes of the other max paths.
+// Why: the earlier form reduced the rows into a line in memory and split it into even and odd keys there;
+// each step then loaded what the step before had just stored, at another alignment, and waited for the
+// stores to reach the cache (ResNet's 112 x 112 stem pool ran at 1.7-1.9 x ORT's time on a Zen 5 core).
+struct HalfKeys {
+  using T = uint16_t;
+  static constexpr int16_t kPadding = kMinusInfKey;
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static __m512i load(const T* p, __mmask32 m) {
+    return _mm512_mask_mov_epi16(_mm512_set1_epi16(kPadding), m, half_keys(_mm512_maskz_loadu_epi16(m, p)));
+  }
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static void store(T* o, __mmask32 m, __m512i keys) {
+    _mm512_mask_storeu_epi16(o, m, key_halves(keys));
+  }
+};
+// INT8: the padding is -128, the smallest int8, so a window over it is the maximum of its inputs (as
+// max_plane_s8's edge windows are), and a window with no input row gives -128 as there.
+struct ByteKeys {
+  using T = int8_t;
+  static constexpr int16_t kPadding = -128;
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static __m512i load(const T* p, __mmask32 m) {
+    return _mm512_mask_mov_epi16(_mm512_set1_epi16(kPadding), m, _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(m, p)));
+  }
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static void store(T* o, __mmask32 m, __m512i keys) {
+    _mm256_mask_storeu_epi8(o, m, _mm512_cvtepi16_epi8(keys));
+  }
 };
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_plane_s8_stride2(const PoolParams& p, const Shape& in,
-                                                                               const Shape& out, const int8_t* x,
-                                                                               int8_t* y, size_t pl, Stride2Lines& s) {
-  const size_t H = in[2], W = in[3], OH = out[2], OW = out[3], kw = p.kernel_w;
-  // Padded columns read: up to 2 (OW - 1) + kw - 1; the split reads whole 64-byte steps past that.
-  const size_t halves = OW + kw / 2 + 1, padded_len = 2 * ((halves + 31) / 32 * 32) + 64;
-  s.padded.assign(std::max(padded_len, size_t(p.pad_left) + W + 64), int8_t(-128));
-  s.even.resize(halves + 64), s.odd.resize(halves + 64);
-  int8_t* line = s.padded.data() + p.pad_left;
+// The lanes i of a 32-column step from column u0 with 0 <= u0 + i < W.
+inline __mmask32 columns_inside(int64_t u0, size_t W) {
+  const int64_t first = std::clamp<int64_t>(-u0, 0, 32), past = std::clamp<int64_t>(int64_t(W) - u0, 0, 32);
+  if (first >= past) return 0;
+  return __mmask32(((uint64_t(1) << past) - 1) & ~((uint64_t(1) << first) - 1));
+}
+
+// Column u of `row` (u may lie outside the row: the step's mask then covers none of those lanes, and a
+// masked load touches no masked-out element). Integer arithmetic: the address may precede the buffer.
+template <class T>
+inline const T* column_at(const T* row, int64_t u) {
+  return reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(row) + uintptr_t(u * int64_t(sizeof(T))));
+}
+
+// The keys of the 64 columns from u0 (two vectors, lanes outside [0, W) the padding's), each the maximum
+// over `rows` rows of W columns from x, split into the even columns' (*even) and the odd ones' (*odd).
+template <class K>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void column_pairs(
+    const typename K::T* x, size_t W, size_t rows, int64_t u0, __m512i* even, __m512i* odd) {
+  alignas(64) static constexpr uint16_t kEven[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
+                                                     22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
+                                                     44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+  const __m512i even_idx = _mm512_load_si512(kEven), odd_idx = _mm512_add_epi16(even_idx, _mm512_set1_epi16(1));
+  const __mmask32 m0 = columns_inside(u0, W), m1 = columns_inside(u0 + 32, W);
+  __m512i a = _mm512_set1_epi16(K::kPadding), b = a;
+  if (m0 | m1)
+    for (size_t r = 0; r < rows; ++r) {
+      const typename K::T* row = x + r * W;
+      a = _mm512_max_epi16(a, K::load(column_at(row, u0), m0));
+      b = _mm512_max_epi16(b, K::load(column_at(row, u0 + 32), m1));
+    }
+  *even = _mm512_permutex2var_epi16(a, even_idx, b);
+  *odd = _mm512_permutex2var_epi16(a, odd_idx, b);
+}
+
+// One output row: `rows` window rows of W columns from x, kw taps from padded column 2 j, OW outputs to o.
+// Output j's taps 2m and 2m + 1 are the even and odd columns' keys at j + m: the step's own pairs shifted
+// by m lanes, the lanes past them from the next step's (computed once, and kept for that step).
+template <class K>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_row_stride2(const typename K::T* x, size_t W,
+                                                                          size_t rows, size_t kw, size_t pad_left,
+                                                                          size_t OW, typename K::T* o) {
+  alignas(64) static constexpr uint16_t kLanes[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                                      11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                                      22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+  const __m512i lanes = _mm512_load_si512(kLanes);
+  int64_t u0 = -int64_t(pad_left);
+  __m512i even, odd, next_even, next_odd;
+  column_pairs<K>(x, W, rows, u0, &even, &odd);
+  for (size_t j0 = 0; j0 < OW; j0 += 32, u0 += 64) {
+    column_pairs<K>(x, W, rows, u0 + 64, &next_even, &next_odd);
+    __m512i acc = even;
+    if (kw > 1) acc = _mm512_max_epi16(acc, odd);
+    for (size_t m = 1; 2 * m < kw; ++m) {
+      const __m512i shift = _mm512_add_epi16(lanes, _mm512_set1_epi16(int16_t(m)));
+      acc = _mm512_max_epi16(acc, _mm512_permutex2var_epi16(even, shift, next_even));
+      if (2 * m + 1 < kw) acc = _mm512_max_epi16(acc, _mm512_permutex2var_epi16(odd, shift, next_odd));
+    }
+    K::store(o + j0, first_words(OW - j0), acc);
+    even = next_even, odd = next_odd;
+  }
+}
+
+// A plane of max pooling of stride 2 along the rows, output row by output row (max_row_stride2).
+template <class K>
+void max_plane_stride2(const PoolParams& p, const Shape& in, const Shape& out, const typename K::T* x,
+                       typename K::T* y, size_t pl) {
+  const size_t H = in[2], W = in[3], OH = out[2], OW = out[3];
   x += pl * H * W;
   y += pl * OH * OW;
-  auto tail = [](size_t n) { return n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1; };
   for (size_t oh = 0; oh < OH; ++oh) {
     const int64_t h0 = int64_t(oh * p.stride_h) - p.pad_top;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
-    for (size_t w = 0; w < W; w += 64) {
-      const __mmask64 m = tail(W - w);
-      __m512i v = _mm512_set1_epi8(-128);
-      for (int64_t h = hb; h < he; ++h) v = _mm512_max_epi8(v, _mm512_maskz_loadu_epi8(m, x + h * W + w));
-      _mm512_mask_storeu_epi8(line + w, m, v);
-    }
-    for (size_t j = 0; j < halves; j += 32) {
-      const __m512i v = _mm512_loadu_si512(s.padded.data() + 2 * j);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.even.data() + j), _mm512_cvtepi16_epi8(v));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.odd.data() + j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
-    }
-    int8_t* yrow = y + oh * OW;
-    for (size_t j = 0; j < OW; j += 32) {
-      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.even.data() + j));
-      for (size_t t = 1; t < kw; ++t)
-        v = _mm256_max_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>((t & 1 ? s.odd : s.even).data() + j + t / 2)));
-      _mm256_mask_storeu_epi8(yrow + j, __mmask32(tail(std::min<size_t>(32, OW - j))), v);
-    }
+    max_row_stride2<K>(x + hb * W, W, size_t(std::max<int64_t>(he - hb, 0)), p.kernel_w, p.pad_left, OW, y + oh * OW);
   }
 }
 #endif
@@ -386,9 +431,8 @@ class PoolKernel final : public OpKernel {
       for (size_t pl = b; pl < e; ++pl) {
 #ifdef SOFTDLA_X86
         if (max8 && p_.stride_w == 2 && has_avx512(active_isa())) {
-          thread_local Stride2Lines lines;
-          max_plane_s8_stride2(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]), static_cast<int8_t*>(io.output),
-                               pl, lines);
+          max_plane_stride2<ByteKeys>(p_, in_, out_, static_cast<const int8_t*>(io.inputs[0]),
+                                      static_cast<int8_t*>(io.output), pl);
           continue;
         }
 #endif
@@ -404,8 +448,12 @@ class PoolKernel final : public OpKernel {
             const T* x = static_cast<const T*>(io.inputs[0]);
             T* y = static_cast<T*>(io.output);
             if (p_.kind == PoolKind::kMax && has_avx512(active_isa())) {
-              if constexpr (std::is_same_v<T, uint16_t>) max_plane_halves(x, y, pl);  // fp16: on its 16-bit keys
-              else max_plane_avx512(x, y, pl);
+              if constexpr (std::is_same_v<T, uint16_t>) {  // fp16: on its 16-bit keys
+                if (p_.stride_w == 2) max_plane_stride2<HalfKeys>(p_, in_, out_, x, y, pl);
+                else max_plane_halves(x, y, pl);
+              } else {
+                max_plane_avx512(x, y, pl);
+              }
             } else if (p_.kind == PoolKind::kMax) {
               max_plane(x, y, pl);
             } else {
@@ -542,7 +590,7 @@ class PoolKernel final : public OpKernel {
 
   // max_plane_avx512 of an fp16 plane on the halves' 16-bit keys (max_keys_of_rows, key_windows): the same
   // bytes, without widening the input or narrowing the results (a ResNet stem's 112 x 112 max pool:
-  // 0.34 ms on a Zen 4 core through fp32).
+  // 0.34 ms on a Zen 4 core through fp32). Strides other than 2 (which take max_plane_stride2).
   void max_plane_halves(const uint16_t* x, uint16_t* y, size_t pl) const {
 #ifdef SOFTDLA_X86
     const size_t H = in_[2], W = in_[3], OH = out_[2], OW = out_[3], kw = p_.kernel_w, sw = p_.stride_w;
@@ -552,16 +600,16 @@ class PoolKernel final : public OpKernel {
     const size_t stored = p_.pad_left + (W + 31) / 32 * 32;  // max_keys_of_rows writes [pad_left, stored)
     x += pl * H * W;
     y += pl * OH * OW;
-    thread_local std::vector<int16_t> keys;  // the line, its even and odd keys, the windows
-    keys.resize(3 * len);
-    int16_t *line = keys.data(), *even = line + len, *odd = even + len / 2, *windows = odd + len / 2;
+    thread_local std::vector<int16_t> keys;  // the line, the windows
+    keys.resize(2 * len);
+    int16_t *line = keys.data(), *windows = line + len;
     std::fill_n(line, p_.pad_left, kMinusInfKey);  // the padding around the columns the rows fill
     std::fill(line + stored, line + len, kMinusInfKey);
     for (size_t oh = 0; oh < OH; ++oh) {
       const int64_t h0 = int64_t(oh * p_.stride_h) - p_.pad_top;
       const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p_.kernel_h, H);
       max_keys_of_rows(line + p_.pad_left, x + hb * W, size_t(std::max<int64_t>(he - hb, 0)), W);
-      key_windows(line, len, OW, kw, sw, even, odd, windows, y + oh * OW);
+      key_windows(line, OW, kw, sw, windows, y + oh * OW);
     }
 #else
     max_plane(x, y, pl);
