@@ -228,13 +228,54 @@ def test_fp16_fused_residual_add_over_image_groups(geometry):
     np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
 
 
-def test_fp16_residual_add_is_fused_on_avx512():
+def has_fp16_fusion():
     import ctypes
     lib().softdla_engine_cpu_isa.restype = ctypes.c_char_p
-    if lib().softdla_engine_cpu_isa().decode().split()[0] not in ("avx512vnni", "amx"):
+    return lib().softdla_engine_cpu_isa().decode().split()[0] in ("avx512vnni", "amx")
+
+
+def test_fp16_residual_add_is_fused_on_avx512():
+    if not has_fp16_fusion():
         pytest.skip("the FP16 residual fusion runs on AVX-512 only")
     g, _, _ = build_fp16("3x3", 1, False, "relu", also_output=False)
     assert fused_ops(g) == [1]
+
+
+def fp16_residual_graph(x, e, wt, bias, stride, pad, groups, conv_input, also_output):
+    """Inputs x and e; a = relu(e), an intermediate, is the add's operand; the convolution of conv_input ("x":
+    the input, "a": the operand itself, "relu_x": relu(x), an intermediate of its own, made after a) plus
+    bias is c; y = relu(c + a) and z = relu(y), the output (c also one with also_output). Returns the graph
+    and its tensors by name."""
+    g = writer.Graph()
+    t = {"x": g.input("x", x.shape, np.float16), "e": g.input("e", e.shape, np.float16)}
+    t["a"] = g.tensor("a", e.shape, np.float16)
+    g.op("Sdp", [t["e"]], t["a"], writer.sdp([writer.sdp_step("relu")]))
+    if conv_input == "relu_x":
+        t["relu_x"] = g.tensor("relu_x", x.shape, np.float16)
+        g.op("Sdp", [t["x"]], t["relu_x"], writer.sdp([writer.sdp_step("relu")]))
+    c = t["c"] = g.tensor("c", e.shape, np.float16)
+    post = writer.sdp([writer.sdp_step("bias", fvalues=bias)])
+    g.op("Conv", [t[conv_input]], c, g.conv_params(g.constant(wt, np.float16), (stride, stride), (pad,) * 4, (1, 1),
+                                                   groups, post))
+    t["y"] = g.tensor("y", e.shape, np.float16)  # in the arena too: read by one more op
+    g.op("Sdp", [c, t["a"]], t["y"], writer.sdp([writer.sdp_step("add", tensor=t["a"]), writer.sdp_step("relu")]))
+    t["z"] = g.tensor("z", e.shape, np.float16)
+    g.op("Sdp", [t["y"]], t["z"], writer.sdp([writer.sdp_step("relu")]))
+    g.output(t["z"])
+    if also_output:
+        g.output(c)
+    return g, t
+
+
+def check_fp16_residual(fused, unfused, x, e, wt, bias, stride, pad, groups, conv_in):
+    """The fused graph's output has the unfused one's bits, and NumPy's float64 values within fp16 rounding."""
+    y = run_graph(fused, x, e)
+    y_unfused, _ = run_graph(unfused, x, e)
+    np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
+    conv = R.conv_acc(conv_in, wt.astype(np.float64), (stride, stride), (pad,) * 4, (1, 1), groups)
+    conv = (conv + bias.reshape(1, -1, 1, 1)).astype(np.float16).astype(np.float64)
+    ref = np.maximum(conv + np.maximum(e.astype(np.float64), 0), 0)
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
 
 
 # The residual operand an intermediate that dies at the add (as in ResNet and MobileNetV2, where it is the
@@ -253,36 +294,10 @@ def test_fp16_residual_operand_from_the_arena(geometry, conv_reads_operand):
     e = rng.uniform(-2, 2, (n, cout, h, w)).astype(np.float16)
     wt = rng.uniform(-0.25, 0.25, (cout, cin, k, k)).astype(np.float16)
     bias = rng.uniform(-1, 1, cout).astype(np.float32)
-
-    def graph(also_output):
-        g = writer.Graph()
-        xi = g.input("x", x.shape, np.float16)
-        ei = g.input("e", e.shape, np.float16)
-        a = g.tensor("a", e.shape, np.float16)  # relu(e): an intermediate in the arena
-        g.op("Sdp", [ei], a, writer.sdp([writer.sdp_step("relu")]))
-        conv_in = a if conv_reads_operand else xi
-        c = g.tensor("c", e.shape, np.float16)
-        post = writer.sdp([writer.sdp_step("bias", fvalues=bias)])
-        g.op("Conv", [conv_in], c, g.conv_params(g.constant(wt, np.float16), (stride, stride), (pad,) * 4, (1, 1),
-                                                 groups, post))
-        y = g.tensor("y", e.shape, np.float16)  # in the arena too: read by one more op
-        g.op("Sdp", [c, a], y, writer.sdp([writer.sdp_step("add", tensor=a), writer.sdp_step("relu")]))
-        z = g.tensor("z", e.shape, np.float16)
-        g.op("Sdp", [y], z, writer.sdp([writer.sdp_step("relu")]))
-        g.output(z)
-        if also_output:
-            g.output(c)
-        return g
-
-    a_ref = np.maximum(e.astype(np.float64), 0)
-    conv_in = a_ref if conv_reads_operand else x.astype(np.float64)
-    conv = R.conv_acc(conv_in, wt.astype(np.float64), (stride, stride), (pad,) * 4, (1, 1), groups)
-    conv = (conv + bias.reshape(1, -1, 1, 1)).astype(np.float16).astype(np.float64)
-    ref = np.maximum(conv + a_ref, 0)
-    y = run_graph(graph(False), x, e)
-    y_unfused, _ = run_graph(graph(True), x, e)
-    np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
-    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+    conv_input = "a" if conv_reads_operand else "x"
+    graphs = [fp16_residual_graph(x, e, wt, bias, stride, pad, groups, conv_input, out)[0] for out in (False, True)]
+    conv_in = np.maximum(e.astype(np.float64), 0) if conv_reads_operand else x.astype(np.float64)
+    check_fp16_residual(*graphs, x, e, wt, bias, stride, pad, groups, conv_in)
 
 
 # A loadable whose memory plan put the add's output over the convolution's own input (legal there: that
@@ -297,43 +312,17 @@ def test_fp16_add_planned_over_the_convolution_input_still_fuses():
     e = rng.uniform(-2, 2, (n, c, h, w)).astype(np.float16)
     wt = rng.uniform(-0.25, 0.25, (c, c, 3, 3)).astype(np.float16)
     bias = rng.uniform(-1, 1, c).astype(np.float32)
-
-    def graph(also_output):
-        g = writer.Graph()
-        xi = g.input("x", x.shape, np.float16)
-        ei = g.input("e", e.shape, np.float16)
-        a = g.tensor("a", x.shape, np.float16)  # the convolution's input, an intermediate
-        g.op("Sdp", [xi], a, writer.sdp([writer.sdp_step("relu")]))
-        b = g.tensor("b", e.shape, np.float16)  # the residual operand
-        g.op("Sdp", [ei], b, writer.sdp([writer.sdp_step("relu")]))
-        conv = g.tensor("c", e.shape, np.float16)
-        post = writer.sdp([writer.sdp_step("bias", fvalues=bias)])
-        g.op("Conv", [a], conv, g.conv_params(g.constant(wt, np.float16), (1, 1), (1,) * 4, (1, 1), 1, post))
-        y = g.tensor("y", e.shape, np.float16)
-        g.op("Sdp", [conv, b], y, writer.sdp([writer.sdp_step("add", tensor=b), writer.sdp_step("relu")]))
-        z = g.tensor("z", e.shape, np.float16)
-        g.op("Sdp", [y], z, writer.sdp([writer.sdp_step("relu")]))
-        g.output(z)
-        if also_output:
-            g.output(conv)
+    graphs = []
+    for also_output in (False, True):
+        g, t = fp16_residual_graph(x, e, wt, bias, 1, 1, 1, "relu_x", also_output)
         offsets, _ = g._memory_plan()
-        offsets[y] = offsets[a]  # a is last read by the convolution (op 2), y first written by the add (op 3)
-        nbytes = x.size * 2  # every intermediate here has x's size
-        g.plan = (offsets, max(offsets[t] + nbytes for t in (a, b, conv, y, z) if not (also_output and t == conv)))
-        return g
-
-    fused = graph(False)
-    import ctypes
-    lib().softdla_engine_cpu_isa.restype = ctypes.c_char_p
-    if lib().softdla_engine_cpu_isa().decode().split()[0] in ("avx512vnni", "amx"):
-        assert fused_ops(fused) == [3]  # the add ran inside the convolution
-    y = run_graph(fused, x, e)
-    y_unfused, _ = run_graph(graph(True), x, e)
-    np.testing.assert_array_equal(y.view(np.uint16), y_unfused.view(np.uint16))
-    conv = R.conv_acc(np.maximum(x.astype(np.float64), 0), wt.astype(np.float64), (1, 1), (1,) * 4, (1, 1), 1)
-    conv = (conv + bias.reshape(1, -1, 1, 1)).astype(np.float16).astype(np.float64)
-    ref = np.maximum(conv + np.maximum(e.astype(np.float64), 0), 0)
-    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+        offsets[t["y"]] = offsets[t["relu_x"]]  # relu_x last read by the convolution (op 2), y born at op 3
+        arena = [t[k] for k in ("a", "relu_x", "c", "y", "z") if not (also_output and k == "c")]
+        g.plan = (offsets, max(offsets[k] + x.size * 2 for k in arena))  # every intermediate has x's size
+        graphs.append(g)
+    if has_fp16_fusion():
+        assert fused_ops(graphs[0]) == [3]  # the add ran inside the convolution
+    check_fp16_residual(*graphs, x, e, wt, bias, 1, 1, 1, np.maximum(x.astype(np.float64), 0))
 
 
 # The same for INT8, whose engine plans its own memory only for such pairs (no in-place adds): the loadable
