@@ -353,7 +353,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
 
 // One output row: `rows` window rows of W columns from x, kw taps from padded column 2 j, OW outputs to o.
 // Output j's taps 2m and 2m + 1 are the even and odd columns' keys at j + m: the step's own pairs shifted
-// by m lanes, the lanes past them from the next step's (computed once, and kept for that step).
+// by m lanes, the lanes past them from the next step's (computed once, and kept for that step). A shift
+// reaches at most 31 lanes into the next step, so kw is at most 64 (the loadable checks allow 8).
 template <class K>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void max_row_stride2(const typename K::T* x, size_t W,
                                                                           size_t rows, size_t kw, size_t pad_left,
