@@ -1,9 +1,7 @@
 #include "conv_implicit_f32.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <type_traits>
 
 #include "conv_implicit.h"
@@ -14,6 +12,7 @@
 #include "half_convert_avx512.h"
 #include "half_steps_avx512.h"
 #include "implicit_grid.h"
+#include "kernel_switch.h"
 #include "numerics.h"
 #include "scratch_buffer.h"
 #include "x86_simd.h"
@@ -343,10 +342,10 @@ ImplicitConvF32::ImplicitConvF32(const ImplicitGeometryF32& g, const float* weig
   if (lanes_) reads_halves_ = false;
   // A k x k one of that kind gathers its pixels (a 3 x 3 layer at 7 x 7: 49 outputs a channel against
   // 64 grid pixels computed).
-  const char* gather_env = std::getenv("SOFTDLA_F16_GATHER");
-  const std::string gather_mode = gather_env ? gather_env : "";
-  gathers_ = !lanes_ && !(g.R == 1 && g.S == 1 && plain_planes_) && gather_mode != "0" &&
-             (gather_mode == "1" || lanes_f32::pays(g.K, size_t(g.OH) * g.OW, vector_tile_pixels(grid_)));
+  // SOFTDLA_F16_GATHER: unset (by that rule), 1 (every k x k layer of this path) or 0 (none).
+  static const size_t gather_mode = kernel_switch("SOFTDLA_F16_GATHER", {"auto", "1", "0"});
+  gathers_ = !lanes_ && !(g.R == 1 && g.S == 1 && plain_planes_) && gather_mode != 2 &&
+             (gather_mode == 1 || lanes_f32::pays(g.K, size_t(g.OH) * g.OW, vector_tile_pixels(grid_)));
   // Where a pixel column takes many tiles (48 output channels or more), each tile widened the same fp16
   // input again: two conversions a step beside 24 FMAs, on the FMA ports. The block is widened once into
   // L1 instead, where it fits (MobileNetV2's 16 -> 96 and 24 -> 144: 0.90-0.97x the time; with two or

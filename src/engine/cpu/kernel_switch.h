@@ -1,5 +1,5 @@
-// The run-time switches that force a choice between CPU kernels (SOFTDLA_AMX_F16, SOFTDLA_DW_F16): which of
-// a switch's values the environment holds, read once per process.
+// The run-time switches that force a choice between CPU kernels (SOFTDLA_AMX_F16, SOFTDLA_DW_F16,
+// SOFTDLA_F16_GATHER): which of a switch's values the environment holds, read once per process.
 #pragma once
 #include <cstddef>
 #include <cstdlib>
