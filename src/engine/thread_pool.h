@@ -25,8 +25,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   unsigned size() const { return unsigned(workers_.size()) + 1; }
-  // Calls fn(begin, end) over [0, n) in contiguous chunks (a few per thread, taken as threads come
-  // free); work below min_per_chunk items per chunk runs on the calling thread alone. When a chunk
+  // Calls fn(begin, end) over [0, n) in contiguous chunks (taken as threads come free, shrinking
+  // towards the end); work below min_per_chunk items per chunk runs on the calling thread alone. When a chunk
   // throws, the chunks not yet started are skipped and the first exception is rethrown here once every
   // thread is done with fn.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_per_chunk = 1);
@@ -48,17 +48,17 @@ class ThreadPool {
   // The job: written while generation_ is odd (no worker inside a job), read by the workers after
   // they see the even generation that publishes it.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
-  size_t job_n_ = 0, chunks_ = 0;
+  size_t job_n_ = 0, chunks_ = 0;  // chunks_: the job's slices (a chunk is one or more of them)
   // The job's chunks in one contiguous range per thread (the caller's first, then each worker's): a
   // thread runs its own range from the front, then takes what is left of the others'. The same thread
   // so keeps the same part of consecutive ops (the same pixels or channels), whose data is then in its
   // own core's cache; chunks taken as threads come free would scatter them.
   struct alignas(64) Range {
-    std::atomic<size_t> next{0};  // its next chunk not yet taken
+    std::atomic<size_t> next{0};  // its next slice not yet taken
     size_t end = 0;
   };
   std::vector<Range> ranges_;
-  std::atomic<size_t> done_chunks_{0};  // chunks of the current job run (or skipped after a throw)
+  std::atomic<size_t> done_chunks_{0};  // slices of the current job run (or skipped after a throw)
   std::atomic<bool> failed_{false};     // a chunk of the current job threw: skip the rest
   std::exception_ptr error_;            // the first exception a chunk of the current job threw (mutex_)
   std::atomic<unsigned> generation_{0};  // even: the current job is published; odd: one is being written

@@ -100,4 +100,27 @@ TEST(ThreadPool, EachThreadStartsOnItsOwnRange) {
   }
 }
 
+// Chunks shrink towards the end of each thread's range: the first is a large part of it (few takes),
+// the last a single slice (1/32 of a thread's share), so at a job's end no thread waits long for
+// another's last chunk.
+TEST(ThreadPool, ChunksShrinkTowardsTheEnd) {
+  ThreadPool pool(2);
+  const size_t n = 6400;
+  std::mutex m;
+  std::vector<std::pair<size_t, size_t>> chunks;
+  std::vector<std::atomic<int>> hits(n);
+  pool.parallel_for(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) hits[i]++;
+    std::lock_guard<std::mutex> lock(m);
+    chunks.emplace_back(b, e);
+  });
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1);
+  size_t largest = 0, smallest = n;
+  for (const auto& [b, e] : chunks) largest = std::max(largest, e - b), smallest = std::min(smallest, e - b);
+  EXPECT_GE(largest, n / 2 / 4);   // a third of a thread's 3200: not four equal chunks a thread
+  EXPECT_LE(smallest, n / 64);     // one slice of 100
+  EXPECT_GE(chunks.size(), 4u);
+  EXPECT_LE(chunks.size(), 40u);   // logarithmic in the slices, not one take per slice
+}
+
 }  // namespace softdla
