@@ -22,6 +22,10 @@ struct Layer {
   bool residual = false;  // the residual add after the convolution, fused into it (INT8: and ReLU)
   bool relu = true;       // false: bias only, as a bottleneck's downsample (its results keep their sign)
   bool relu6 = false;     // FP16 only: ReLU6 (a clip to [0, 6]) for the ReLU, as MobileNetV2's layers
+  // With `residual` and relu false: the convolution linear and the ReLU after the add (a ResNet
+  // bottleneck's downsample with its block's add), in both precisions; otherwise relu false with
+  // `residual` is MobileNetV2's add (FP16 only, no ReLU).
+  bool relu_after_add = false;
 };
 
 // Representative ResNet-50 layers (224x224 input, batch 1 unless named _b8).
@@ -89,6 +93,7 @@ constexpr Layer kLayers[] = {
     // Batch 8: the stage-1 and stage-4 layers, whose per-image cost batching should not raise.
     {"res2_3x3_64_b8", 64, 64, 56, 3, 1, 1, 8},
     {"res5_3x3_512_b8", 512, 512, 7, 3, 1, 1, 8},
+    {"res4_3x3_256_b8", 256, 256, 14, 3, 1, 1, 8},  // layer 3's 3 x 3 layers (six of them)
     {"res5_1x1_512to2048_b8", 512, 2048, 7, 1, 1, 1, 8},
     {"res2_1x1_256to64_b8", 256, 64, 56, 1, 1, 1, 8},
     {"res2_1x1_64to256_b8", 64, 256, 56, 1, 1, 1, 8},
@@ -96,6 +101,7 @@ constexpr Layer kLayers[] = {
     {"res2_1x1_64to256_add_b8", 64, 256, 56, 1, 1, 1, 8, true},
     {"res3_1x1_128to512_b8", 128, 512, 28, 1, 1, 1, 8},
     {"res3_1x1s2_256to512_linear_b8", 256, 512, 56, 1, 2, 1, 8, false, false},  // layer 2's downsample
+    {"res3_1x1s2_256to512_add_b8", 256, 512, 56, 1, 2, 1, 8, true, false, false, true},  // with its block's add
     {"res4_1x1_256to1024_add_b8", 256, 1024, 14, 1, 1, 1, 8, true},
     {"stem_7x7s2_64_b8", 3, 64, 224, 7, 2, 1, 8},
     {"mbv2_1x1_32to16_112_b8", 32, 16, 112, 1, 1, 1, 8, false, false},  // MobileNetV2's first projection
@@ -160,7 +166,7 @@ Model conv_model(const Layer& l, DataType t) {
       add.requant = {{1975184545}, {47}};
     } else {
       add.steps = {elt};
-      if (l.relu) add.steps.push_back(relu_after);
+      if (l.relu || l.relu_after_add) add.steps.push_back(relu_after);
     }
     m.ops.push_back({"add", {1, 2}, {3}, add});
     m.inputs.push_back({2, TensorFormat::kLinear, {}});
@@ -210,7 +216,7 @@ int main(int argc, char** argv) {
   for (const Layer& l : kLayers)
     for (const DataType t : {DataType::kInt8, DataType::kFloat16}) {
       // ResNet's adds (with ReLU) in both precisions, MobileNetV2's (without) as FP16.
-      if (l.residual && t == DataType::kInt8 && !l.relu) continue;
+      if (l.residual && t == DataType::kInt8 && !l.relu && !l.relu_after_add) continue;
       if (l.relu6 && t == DataType::kInt8) continue;
       const std::string name = std::string(t == DataType::kInt8 ? "conv_int8/" : "conv_fp16/") + l.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Conv, l, t)->Unit(benchmark::kMillisecond)->UseRealTime();
