@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "multiversion.h"
 #include "numerics.h"
+#include "prefetch_lines.h"
 #include "thread_pool.h"
 #include "transpose_avx512.h"
 #include "x86_simd.h"
@@ -383,18 +384,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max_row_stride2(const 
 // Output rows ahead whose new input rows max_plane_stride2 prefetches.
 constexpr size_t kPoolPrefetchRows = 6;
 
-// The lines of `rows` input rows from row r of the plane at x (W elements a row); rows past the plane are
-// the next plane's, which the thread usually pools next (prefetches never fault: integer arithmetic, as
-// column_at's, since the address may lie past the tensor).
-template <class T>
-inline void prefetch_rows(const T* x, int64_t r, size_t rows, size_t W) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(x) + uintptr_t(r * int64_t(W * sizeof(T)));
-  for (uintptr_t a = first; a < first + rows * W * sizeof(T); a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
-}
-
 // A plane of max pooling of stride 2 along the rows, output row by output row (max_row_stride2). Each
 // output row fetches the input rows that the row kPoolPrefetchRows below it adds: the steps read their
-// rows under masks, and on Zen 5 nothing else brought them in ahead (ResNet's stem pool, 512 planes of
+// rows under masks, which Zen 5's prefetchers do not follow (prefetch_lines.h) (ResNet's stem pool, 512 planes of
 // 112 x 112 from memory: FP16 2.7-3.1 -> 0.84-0.88 ms, INT8 1.45 -> 0.68-0.75 ms on one thread).
 template <class K>
 void max_plane_stride2(const PoolParams& p, const Shape& in, const Shape& out, const typename K::T* x,
@@ -406,7 +398,9 @@ void max_plane_stride2(const PoolParams& p, const Shape& in, const Shape& out, c
   for (size_t oh = 0; oh < OH; ++oh) {
     const int64_t h0 = int64_t(oh * p.stride_h) - p.pad_top;
     const int64_t hb = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
-    prefetch_rows(x, h0 + int64_t(kPoolPrefetchRows * p.stride_h + p.kernel_h - fresh), fresh, W);
+    // Rows past the plane are the next plane's, which the thread usually pools next.
+    const int64_t ahead = h0 + int64_t(kPoolPrefetchRows * p.stride_h + p.kernel_h - fresh);
+    prefetch_lines(x, std::ptrdiff_t(ahead * int64_t(W * sizeof(typename K::T))), fresh * W * sizeof(typename K::T));
     max_row_stride2<K>(x + hb * W, W, size_t(std::max<int64_t>(he - hb, 0)), p.kernel_w, p.pad_left, OW, y + oh * OW);
   }
 }
