@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "kernel.h"
 #include "model.h"
 
@@ -48,7 +49,7 @@ class Engine {
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<bool> absorbed_;  // op i runs inside op i - 1's kernel (OpKernel::fuse_next)
   mutable std::mutex mutex_;
-  mutable std::vector<uint8_t> arena_;
+  mutable AlignedVector<uint8_t> arena_;  // tensors at their plan offsets, 64-byte aligned as the plan's
   mutable std::vector<std::vector<uint8_t>> io_linear_;  // linear copies of non-linear I/O tensors
 };
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "channel_lanes.h"
 #include "channel_step_rows.h"
 #include "conv_amx_f16.h"
@@ -759,8 +760,8 @@ class ConvKernel final : public OpKernel {
     // planes as they are), then interleaved into offset quads.
     const int8_t* x = static_cast<const int8_t*>(io.inputs[0]) + chan0;
     const size_t ld = (cols + 63) / 64 * 64;
-    thread_local std::vector<int8_t> rows_buf;
-    thread_local std::vector<uint8_t> b;
+    thread_local AlignedVector<int8_t> rows_buf;
+    thread_local AlignedVector<uint8_t> b;
     const int8_t* k_rows = x + col0;
     size_t k_ld = in_plane;
     if (!pointwise_) {

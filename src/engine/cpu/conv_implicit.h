@@ -19,6 +19,7 @@
 #include <functional>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "int8_requant.h"
 #include "thread_pool.h"
 
@@ -83,8 +84,8 @@ class ImplicitConvS8 {
   std::vector<uint32_t> used_phases_;  // the stride phases (a * sw + b) some tap reads, in pack order
   size_t grid_ = 0;         // output grid pixels (OH * Wq)
   size_t plane_px_ = 0;     // pixels per quad row of a phase plane, with slack for the last loads
-  std::vector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K; not with AMX)
-  std::vector<int32_t> amx_a_;         // AMX: the weights' A tiles (pack_amx_weights)
+  AlignedVector<int32_t> taps_quads_;    // [K + 8][taps][cq] weight quads (8 zero rows past K; not with AMX)
+  AlignedVector<int32_t> amx_a_;         // AMX: the weights' A tiles (pack_amx_weights)
   std::vector<int32_t> offset_sums_;   // 128 * sum of each output channel's weights
   std::vector<int8_t> zero_row_;       // an input row of zeros: what lanes past C read while packing
   std::vector<int32_t> offset_inits_;  // -offset_sums_, then a block of zeros: the tiles' starting sums
@@ -97,7 +98,7 @@ class ImplicitConvS8 {
                  size_t cols) const;
   bool lanes_ = false;
   std::vector<size_t> lane_blocks_;  // lanes_s8::even_blocks(K): each lane block's first output channel, K last
-  std::vector<int32_t> lanes_w_;   // [lane block][taps * cq][48] weight quads, output channels on the lanes
+  AlignedVector<int32_t> lanes_w_;   // [lane block][taps * cq][48] weight quads, output channels on the lanes
   std::vector<size_t> k_off_;      // per (tap, quad) of a row of taps_quads_: bytes from a pixel's packed position
   std::vector<size_t> pixel_off_;  // per output pixel (oh * OW + ow): its packed position, bytes
 };

@@ -14,6 +14,7 @@
 #include <functional>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "half_output.h"
 #include "thread_pool.h"
 
@@ -69,7 +70,7 @@ class ImplicitConvF32 {
   size_t plane_px_ = 0;       // floats per plane, with slack for the last block's loads
   size_t k_rows_ = 0;         // K rounded up to whole weight panels (zero weight rows past K)
   // Panels of 12 rows, k-major: [k_rows / 12][C * R * S][12], k = (c, r, s); with lanes_, of 48 rows.
-  std::vector<float> weights_;
+  AlignedVector<float> weights_;
   std::vector<size_t> tap_offsets_;    // floats from a grid pixel to its tap's input, per (r, s)
   bool plain_planes_ = false;          // a plane is an input channel as it is (stride 1, no padding)
   bool reads_halves_ = false;          // fp16 inputs read by the tiles themselves (1x1, plain, few outputs)

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "aligned_vector.h"
 #include "cpu_isa.h"
 #include "gemm.h"
 #include "half_convert.h"
@@ -319,7 +320,7 @@ bool WinogradConvF16::run(const uint16_t* x, size_t images, size_t image_stride,
       if (any_non_finite(x + (u / g_.C) * image_stride + (u % g_.C) * plane, plane)) non_finite = true;
   }, ThreadPool::min_items(plane));
   if (non_finite) return false;
-  thread_local std::vector<float> planes;  // the calling thread's: the workers get a pointer
+  thread_local AlignedVector<float> planes;  // the calling thread's: the workers get a pointer
   const size_t image_floats = size_t(g_.C) * 2 * phase_len_;
   const size_t group = image_group(image_floats * sizeof(float), images);
   planes.resize(group * image_floats);

@@ -24,6 +24,7 @@
 #include <functional>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "half_output.h"
 #include "thread_pool.h"
 
@@ -60,7 +61,7 @@ class WinogradConvF16 {
   size_t th_ = 0, tw_ = 0, twq_ = 0, wp_ = 0;  // tile rows, tiles a row, grid tiles a row, plane width
   size_t phase_len_ = 0;                       // floats per phase plane (with slack for the last unit)
   size_t blocks_ = 0;                          // work units per image
-  std::vector<float> u_;                       // transformed weights [16][K][C]
+  AlignedVector<float> u_;                       // transformed weights [16][K][C]
 };
 
 }  // namespace softdla::cpu

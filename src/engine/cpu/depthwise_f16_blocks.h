@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "channel_lanes.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
@@ -54,7 +55,7 @@ class DepthwiseF16Blocks {
   DepthwiseGeometry g_;
   uint32_t channels_, blocks_;
   size_t taps_, padded_width_;  // padded_width_: columns of a ring row
-  std::vector<float> weights_;  // [block][tap][16]
+  AlignedVector<float> weights_;  // [block][tap][16]
   ChannelLanes lanes_;          // the chain's steps, sixteen channels a vector
   bool wide_;                   // the AVX-512 kernels, else the AVX2 ones
 };

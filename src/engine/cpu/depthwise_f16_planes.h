@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
 #include "sdp_chain.h"
@@ -63,7 +64,7 @@ class DepthwiseF16Planes {
   size_t band_rows_;      // output rows a band computes at most (whole groups)
   size_t band_in_rows_;   // the input rows a whole band reads
   std::vector<size_t> tap_offsets_;  // [S]: tap s's float offset within a band row, from an output's column
-  std::vector<float> weights_;       // [channels][R][S]
+  AlignedVector<float> weights_;       // [channels][R][S]
   std::vector<ChannelStep> steps_;   // [channels][n_steps_]
 };
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "cpu_isa.h"
 #include "depthwise_s8.h"
 
@@ -41,12 +42,12 @@ class DepthwiseS8Vnni {
  private:
   DepthwiseGeometry g_;
   uint32_t groups_ = 0;                 // tap groups of 4 per kernel row
-  std::vector<uint8_t> index_;          // [groups][64]: each group's byte permute
+  AlignedVector<uint8_t> index_;          // [groups][64]: each group's byte permute
   // Per block of 16 output columns: the offset of its load from the input row's start (negative in the
   // left padding) and the lanes that hold input columns.
   std::vector<int64_t> block_offset_;
   std::vector<uint64_t> block_mask_;
-  std::vector<int32_t> weights_;        // [channels][R][groups]: 4 taps' weights as one dword
+  AlignedVector<int32_t> weights_;        // [channels][R][groups]: 4 taps' weights as one dword
   std::vector<int32_t> start_;          // [channels]: -128 * the channel's weight sum
 };
 

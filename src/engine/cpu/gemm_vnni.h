@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "cpu_isa.h"
 #include "gemm.h"
 #include "int8_requant.h"
@@ -37,11 +38,11 @@ inline size_t packed_u8_size(size_t k, size_t n) {
 }
 
 struct VnniWeights {
-  std::vector<int32_t> quads;        // [M][k_quads(K)], then 32 zero rows (AMX tiles read 32 rows at a time)
+  AlignedVector<int32_t> quads;        // [M][k_quads(K)], then 32 zero rows (AMX tiles read 32 rows at a time)
   std::vector<int32_t> offset_sums;  // 128 * sum of row i: what the offset adds to row i
   // With `lanes`: the quads again with output channels on the vector lanes, blocks of 48 rows,
   // [ceil(M / 48)][k_quads(K)][48] (zero rows past M), for GEMMs of few columns (gemm_lanes_s8.h).
-  std::vector<int32_t> lanes;
+  AlignedVector<int32_t> lanes;
   size_t k = 0;
 };
 VnniWeights pack_a_vnni(const int8_t* a, size_t m, size_t k, bool lanes = false);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "cpu_isa.h"
 #include "thread_pool.h"
 
@@ -34,8 +35,8 @@ class GemvF32 {
   size_t k_ = 0, c_ = 0, kp_ = 0;  // kp_: K rounded up to whole blocks of output channels
   // [kp_ / 128][C][128]: each block of 128 output channels one stream, as a unit reads it (a [C][kp_]
   // layout read 256 bytes a row 2 KiB apart, which the prefetchers followed badly); zeros past K.
-  std::vector<float> wt_;
-  std::vector<uint16_t> wh_;      // the same as fp16 bits, in place of wt_ for an FP16 layer
+  AlignedVector<float> wt_;
+  AlignedVector<uint16_t> wh_;      // the same as fp16 bits, in place of wt_ for an FP16 layer
 };
 
 }  // namespace softdla::cpu

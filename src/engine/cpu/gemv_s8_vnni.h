@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "cpu_isa.h"
 #include "thread_pool.h"
 
@@ -28,7 +29,7 @@ class GemvS8Vnni {
 
  private:
   size_t k_ = 0, c_ = 0, kp_ = 0, quads_ = 0;  // kp_: K in whole blocks; quads_: C in quads of 4
-  std::vector<int8_t> w_;                       // [kp_ / 128][quad][128][4], zeros past K and C: a block's
+  AlignedVector<int8_t> w_;                       // [kp_ / 128][quad][128][4], zeros past K and C: a block's
                                                 // weights one stream (gemv_f32.h)
   std::vector<int32_t> start_;                  // [kp_]: -128 * the channel's weight sum
 };
