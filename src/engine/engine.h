@@ -50,7 +50,7 @@ class Engine {
   std::vector<bool> absorbed_;  // op i runs inside op i - 1's kernel (OpKernel::fuse_next)
   mutable std::mutex mutex_;
   mutable AlignedVector<uint8_t> arena_;  // tensors at their plan offsets, 64-byte aligned as the plan's
-  mutable std::vector<std::vector<uint8_t>> io_linear_;  // linear copies of non-linear I/O tensors
+  mutable std::vector<AlignedVector<uint8_t>> io_linear_;  // linear copies of non-linear I/O tensors
 };
 
 }  // namespace softdla
