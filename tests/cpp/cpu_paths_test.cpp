@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "cpu_isa.h"
 #include "gemm.h"
 #include "half_convert.h"
@@ -247,4 +249,24 @@ TEST(Int8Requant, WindowRequantizationMatchesTheDirectFormOnEveryPath) {
     }
   }
   EXPECT_GE(windows, 52);
+}
+
+// The engine's arena and the kernels' packed operands start on cache lines whatever their size and
+// element type (malloc alone gave 16-byte alignment): every size from empty to past the mmap threshold,
+// after growth and copies, and nothing lost on the way.
+TEST(AlignedVector, StorageStartsOnACacheLine) {
+  auto on_line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kCacheLine == 0; };
+  for (size_t n : {1u, 3u, 17u, 64u, 1000u, 70000u, 300000u}) {
+    AlignedVector<uint8_t> bytes(n, 7);
+    AlignedVector<int32_t> words(n, -5);
+    EXPECT_TRUE(on_line(bytes.data())) << n;
+    EXPECT_TRUE(on_line(words.data())) << n;
+    words.resize(3 * n + 1, 9);  // regrown: a new block, the old values moved
+    EXPECT_TRUE(on_line(words.data())) << n;
+    EXPECT_EQ(words[n - 1], -5);
+    EXPECT_EQ(words[3 * n], 9);
+    const AlignedVector<int32_t> copy = words;
+    EXPECT_TRUE(on_line(copy.data())) << n;
+    EXPECT_EQ(copy, words);
+  }
 }

@@ -61,11 +61,6 @@ struct PackedLayout {
   size_t k_offset(size_t k) const { return (k / group) * kPanel * group + k % group; }
 };
 
-// Output rows ahead whose input rows the strided runs of im2col_walk (and ImplicitConvF32's stride-2 pack)
-// fetch: ResNet-50's stride-2 1x1 downsample at batch 8 on one thread (Zen 5), INT8 2.30-2.45 -> 2.03-2.21
-// ms, FP16 8.3 -> 6.7-7.0 ms.
-constexpr size_t kStridedRowsAhead = 4;
-
 // Walks the receptive fields of output pixels [col0, col0 + cols), tap by tap (k = (c, r, s)), handing
 // `out` runs of values: out.start(k), then out.zeros(n) and out.run(p, stride, n) (n values of an input
 // row from p, stride apart) in column order. `x` holds channel planes of `rows` input rows starting at

@@ -30,9 +30,6 @@ constexpr size_t kHalvesMaxRows = 160;  // output channels up to which a 1x1 til
                                          // 24-96 faster, 128-160 alike, from 256 slower than widening once)
 constexpr size_t kAhead = 8;  // channels a 1x1 tile prefetches its input ahead (4 to 16 measured alike)
 constexpr size_t kUnitsPerThread = 8;  // work units an image group gives each thread at least
-// Phase rows ahead whose input rows the stride-2 pack fetches (prefetch_lines.h): ResNet-50's stride-2
-// 1x1 downsample at batch 8 on one thread (Zen 5) 8.3 -> 6.7-7.0 ms.
-constexpr size_t kStridedPackRowsAhead = 4;
 constexpr size_t kWidenedBlockBytes = 32 << 10;  // a pixel block widened once for all its tiles, at most
 
 // How a tile reads its pixels: a 1x1 convolution's fp16 input as it is (the planes are the input
@@ -398,10 +395,10 @@ void ImplicitConvF32::pack(const void* x, bool halves, float* planes, size_t u0,
       if (i < 0 || i >= g_.H) continue;
       const size_t src = (c * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
       // Strided rows are read under masks (even_halves_to_floats), which the hardware prefetchers do
-      // not follow: the row kStridedPackRowsAhead phase rows below, fetched now (prefetch_lines.h).
+      // not follow: the row kStridedRowsAhead phase rows below, fetched now (prefetch_lines.h).
       if (g_.sw > 1) {
         const size_t elem = halves ? sizeof(uint16_t) : sizeof(float);
-        prefetch_lines(x, std::ptrdiff_t((src + kStridedPackRowsAhead * g_.sh * g_.W) * elem), (b1 - b0) * g_.sw * elem);
+        prefetch_lines(x, std::ptrdiff_t((src + kStridedRowsAhead * g_.sh * g_.W) * elem), (b1 - b0) * g_.sw * elem);
       }
       float* d = dst + a * wq_ + b0;
       if (halves) strided_halves_to_floats(static_cast<const uint16_t*>(x) + src, g_.sw, b1 - b0, d);
