@@ -174,9 +174,10 @@ def test_fp16_epilogue_edge_values_identical_on_fma_paths(post, tmp_path):
     assert results["avx512vnni"] == results["avx2"] == results["portable"]
 
 
-def _same_bits_on_every_path(g, arrays, tmp_path):
-    """The graph (inputs `arrays`, linear) run on every path this machine has, each output the same bytes
-    as the portable path's: ({path: output bytes}, the loadable's path, the input files)."""
+def _same_bits_on_every_path(g, arrays, tmp_path, extra_env=None):
+    """The graph (inputs `arrays`, linear) run on every path this machine has (`extra_env` added to each
+    process's environment), each output the same bytes as the portable path's: ({path: output bytes},
+    the loadable's path, the input files)."""
     from sdla_testkit import formats as F
     path = tmp_path / "net.loadable"
     path.write_bytes(g.serialize())
@@ -188,8 +189,9 @@ def _same_bits_on_every_path(g, arrays, tmp_path):
     results = {}
     for isa in PATHS:
         if _active(isa)[0] == isa:
-            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs], env=_env(isa),
-                                          capture_output=True, check=True).stdout
+            results[isa] = subprocess.run([sys.executable, "-c", RUN_RAW, str(path), *inputs],
+                                          env={**_env(isa), **(extra_env or {})}, capture_output=True,
+                                          check=True).stdout
     assert len(results) >= 2
     for isa, out in results.items():
         assert out == results["portable"], f"{isa} differs from portable"
@@ -344,7 +346,9 @@ def _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil,
     """An FP16 convolution (bias, ReLU, optionally a fused residual add) run on every path the machine
     has: the same bits as the portable path, and within fp16 rounding of NumPy."""
     g, arrays, ref = _fp16_conv_graph(cin, k, h, w, r, stride, pads, dil, residual, 2)
-    results, _, _ = _same_bits_on_every_path(g, arrays, tmp_path)
+    # The FMA kernels' bits: on the amx path the AMX-BF16 tiles would take many of these shapes (their own
+    # order of additions, tested against NumPy in test_conv.py), so they are kept off here.
+    results, _, _ = _same_bits_on_every_path(g, arrays, tmp_path, {"SOFTDLA_AMX_F16": "0"})
     assert len(results["portable"]) == ref.size * 2
     got = np.frombuffer(results["portable"], np.float16).reshape(ref.shape).astype(np.float64)
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
