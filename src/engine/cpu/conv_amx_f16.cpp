@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "aligned_vector.h"
 #include "amx_tiles.h"
 #include "cpu_isa.h"
 #include "half_convert_avx512.h"
@@ -13,6 +14,7 @@
 #include "kernel_switch.h"
 #include "log.h"
 #include "numerics.h"
+#include "transpose_avx512.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu {
@@ -55,10 +57,12 @@ inline uint32_t bf16_pair(uint32_t a, uint32_t b) { return a >> 16 | b; }
 }
 
 #ifdef SOFTDLA_X86
-// 16 halves (the lanes under m) as the pairs (hi, hi) into hi_dst and (lo, lo) into lo_dst; the weights
-// are the pairs (w_hi, w_lo), so the two planes' products add up to w * x_hi and w * x_lo.
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline void split16_avx512(
-    __m256i halves, __mmask16 m, uint32_t* hi_dst, uint32_t* lo_dst) {
+// 16 fp16 values (fp32 lanes) as the pairs (hi, hi) and (lo, lo): the weights are the pairs (w_hi, w_lo),
+// so the two parts' products add up to w * x_hi and w * x_lo.
+struct SplitLanes {
+  __m512i hi, lo;
+};
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline SplitLanes split16_lanes(__m256i halves) {
   const __m512i top = _mm512_set1_epi32(int(0xFFFF0000u)), exp_mask = _mm512_set1_epi32(0x7F800000);
   __m512 x = _mm512_cvtph_ps(halves);
   // NaN as the quiet NaN (as split_halves): its top 16 bits must still read as a NaN.
@@ -68,8 +72,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline 
   const __m512i lo = _mm512_and_si512(
       _mm512_maskz_mov_epi32(finite, _mm512_castps_si512(_mm512_sub_ps(x, _mm512_castsi512_ps(hi)))), top);
   // A non-finite x as (x, 0): x * w_hi + 0 * w_lo (w_lo is often 0, and 0 * inf would be NaN).
-  _mm512_mask_storeu_epi32(hi_dst, m, _mm512_or_si512(_mm512_srli_epi32(hi, 16), _mm512_maskz_mov_epi32(finite, hi)));
-  _mm512_mask_storeu_epi32(lo_dst, m, _mm512_or_si512(_mm512_srli_epi32(lo, 16), lo));
+  return {_mm512_or_si512(_mm512_srli_epi32(hi, 16), _mm512_maskz_mov_epi32(finite, hi)),
+          _mm512_or_si512(_mm512_srli_epi32(lo, 16), lo)};
+}
+
+// 16 halves (the lanes under m) split as split16_lanes does, into hi_dst and lo_dst.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline)) inline void split16_avx512(
+    __m256i halves, __mmask16 m, uint32_t* hi_dst, uint32_t* lo_dst) {
+  const SplitLanes v = split16_lanes(halves);
+  _mm512_mask_storeu_epi32(hi_dst, m, v.hi);
+  _mm512_mask_storeu_epi32(lo_dst, m, v.lo);
 }
 
 // n halves split as split16_avx512 does.
@@ -78,16 +90,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_halves_avx5
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
     split16_avx512(_mm256_maskz_loadu_epi16(m, src + i), m, hi_dst + i, lo_dst + i);
-  }
-}
-
-// The same for every second half of src (stride 2), picked sixteen at a time in registers.
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_even_halves_avx512(const uint16_t* src,
-                                                                                        uint32_t* hi_dst,
-                                                                                        uint32_t* lo_dst, size_t n) {
-  for (size_t i = 0; i < n; i += 16) {
-    const size_t values = std::min<size_t>(16, n - i);
-    split16_avx512(even_halves_avx512(src + 2 * i, values), __mmask16((1u << values) - 1), hi_dst + i, lo_dst + i);
   }
 }
 
@@ -128,6 +130,56 @@ __attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, co
   }
   store_block_tiles(sums, kUnitPixels * sizeof(float));
 }
+
+// The planes' form of a unit (k x k convolutions and 1x1 ones with stride or padding): the pixels are
+// the A tiles' rows and the weights the B tiles, so that every tile load is 16 consecutive pixels of one
+// channel block, 1 KB at a 64-byte boundary whatever the tap's shift. With the channels on the B side
+// (the blocked form above) a tap's shift of one pixel moves each tile row by 4 bytes: every row of two
+// taps in three straddles two cache lines, and the tile loads ran the products at about 60 % of the
+// rate they reach on aligned rows (docs/PERFORMANCE.md, twenty-eighth CPU session). Tiles 4-5 hold pixels
+// 0-15 and 16-31 (hi pairs, then lo pairs), 6-7 the weight pairs of output channels 0-15 and 16-31; the
+// sums come out as [pixel][channel] (`sums_t`).
+struct PixelRows {
+  const uint32_t* x;  // the unit's first pixel in channel block 0, hi pairs
+  size_t block_step;  // dwords from one channel block's pixels to the next's
+  size_t lo_offset;   // dwords from the hi pairs to the lo pairs
+};
+__attribute__((target("amx-tile,amx-bf16"))) void unit_amx_pixel_rows(const uint32_t* w, const PixelRows& px,
+                                                                       const size_t* offsets, size_t taps,
+                                                                       size_t c_blocks, float (*sums_t)[kUnitRows]) {
+  zero_block_tiles();
+  constexpr size_t kRow = kTile * sizeof(uint32_t);  // one pixel's 16 channel pairs
+  for (size_t cb = 0; cb < c_blocks; ++cb) {
+    const uint32_t* xc = px.x + cb * px.block_step;
+    for (size_t t = 0; t < taps; ++t, w += 2 * kTileDwords) {
+      const uint32_t* hi = xc + offsets[t];
+      const uint32_t* lo = hi + px.lo_offset;
+      for (size_t line = 0; line < 2 * kTileDwords; line += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(w + kWeightsAhead * 2 * kTileDwords + line), _MM_HINT_T0);
+      _tile_loadd(6, w, kRow);
+      _tile_loadd(7, w + kTileDwords, kRow);
+      _tile_loadd(4, hi, kRow);
+      _tile_loadd(5, hi + kTileDwords, kRow);
+      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
+      _tile_loadd(4, lo, kRow);
+      _tile_loadd(5, lo + kTileDwords, kRow);
+      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
+    }
+  }
+  store_block_tiles(sums_t, kUnitRows * sizeof(float));
+}
+
+// sums_t[pixel][channel] into sums[channel][pixel] (32 x 32).
+__attribute__((target("avx512f"))) void transpose_unit_sums(const float (*sums_t)[kUnitRows],
+                                                            float (*sums)[kUnitPixels]) {
+  for (size_t pb = 0; pb < kUnitPixels; pb += kTile)
+    for (size_t kb = 0; kb < kUnitRows; kb += kTile) {
+      __m512 r[16];
+      for (size_t i = 0; i < kTile; ++i) r[i] = _mm512_load_ps(&sums_t[pb + i][kb]);
+      transpose16(r);
+      for (size_t i = 0; i < kTile; ++i) _mm512_store_ps(&sums[kb + i][pb], r[i]);
+    }
+}
 #endif
 
 }  // namespace
@@ -159,7 +211,9 @@ bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t out_channe
   // AMX (docs/PERFORMANCE.md, tenth CPU session), layer by layer against the AVX-512 FMA kernels: the
   // tiles lose on short reductions (1x1 with 16 to 160 channels: up to 2.3x slower) and win from 256
   // products per output (1x1 from 256 channels, k x k from 32 or so); against Winograd F(2x2, 3x3),
-  // which needs 2.25x fewer products, they win only from 128 channels (64: 1.1-1.4x slower). A plain 1x1
+  // which needs 2.25x fewer products, they won only from 128 channels (64: 1.1-1.4x slower) until the
+  // planes held 16 channels a pixel (twenty-eighth CPU session: aligned tile loads, the products 1.3x as
+  // fast); now from 64 (ResNet's 64-channel 3x3 at 56 x 56: 0.76-0.79 ms against Winograd's 0.94-1.02). A plain 1x1
   // convolution splits each input value once for all its output channels (blocked layout, no planes):
   // from 64 channels into 256 or more the tiles win too (eighteenth CPU session: 64 -> 256 at 56 x 56
   // 0.75-0.84x the FMA kernel's time, 128 -> 512 at 28 x 28 0.61-0.78x, 160 -> 960 at 7 x 7 0.66-0.87x),
@@ -170,7 +224,7 @@ bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t out_channe
   // ties layer by layer but keeps ResNet-50 1 % faster on the tiles, and 64 -> 256 at 56 x 56 still gains
   // (0.82x). At batch 8 the tiles win at 14 x 14 too (each weight tile serves eight images: ResNet-50 FP16
   // 1.12x and MobileNetV2 1.08x the time with every one of these layers on the FMA kernels).
-  if (winograd_alternative) return channels >= 128;
+  if (winograd_alternative) return channels >= 64;
   return size_t(channels) * taps >= 256 ||
          (plain_1x1 && channels >= 64 && out_channels >= 256 && pixels >= kPlain1x1MinPixels);
 }
@@ -191,7 +245,8 @@ AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) 
   phase_dwords_ = c_blocks_ * kTile * plane_px_;
   StridePhases sp = stride_phases(g, wq_);
   used_phases_ = std::move(sp.phases);
-  for (size_t t = 0; t < sp.offset.size(); ++t) tap_offsets_.push_back(sp.slot[t] * phase_dwords_ + sp.offset[t]);
+  // The planes hold 16 channel pairs a pixel (unit_amx_pixel_rows): a tap's shift moves whole pixels.
+  for (size_t t = 0; t < sp.offset.size(); ++t) tap_offsets_.push_back(sp.slot[t] * phase_dwords_ + sp.offset[t] * kTile);
   const size_t taps = tap_offsets_.size();
   a_tiles_.assign(row_blocks_ * c_blocks_ * taps * 2 * kTileDwords, 0);
   for (size_t rb = 0; rb < row_blocks_; ++rb)
@@ -201,7 +256,8 @@ AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) 
         for (size_t half = 0; half < 2; ++half)
           for (size_t i = 0; i < kTile; ++i)
             for (size_t j = 0; j < kTile; ++j) {
-              const size_t k = rb * kUnitRows + half * kTile + i, c = cb * kTile + j;
+              // Blocked: rows are output channels (A tiles); planes: rows are input channels (B tiles).
+              const size_t k = rb * kUnitRows + half * kTile + (blocked_ ? i : j), c = cb * kTile + (blocked_ ? j : i);
               if (k >= g.K || c >= g.C) continue;
               const float w = weights[(k * g.C + c) * taps + t];
               step[half * kTileDwords + i * kTile + j] = bf16_pair(high_part(w), low_part(w));
@@ -240,41 +296,76 @@ void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb)
   }
 }
 
-// Plane units [u0, u1), u = (used phase slot) * (channels rounded to 16) + channel: phase (a, b) of the
-// zero-padded input (its rows a, a + sh, ... and columns b, b + sw, ...) as hi pairs, and lo_offset()
-// dwords further as lo pairs.
+// Plane units [u0, u1), u = (used phase slot) * c_blocks_ + channel block: phase (a, b) of the zero-padded
+// input (its rows a, a + sh, ... and columns b, b + sw, ...) of 16 channels, each pixel's 16 hi pairs in
+// one 64-byte row, and lo_offset() dwords further the lo pairs.
 void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1) const {
-  const size_t channels = c_blocks_ * kTile;
   for (size_t u = u0; u < u1; ++u) {
-    const size_t slot = u / channels, c = u % channels;
+    const size_t slot = u / c_blocks_, cb = u % c_blocks_;
     const uint32_t phase = used_phases_[slot], pa = phase / g_.sw, pb = phase % g_.sw;
-    uint32_t* hi = planes + slot * phase_dwords_ + c * plane_px_;
+    uint32_t* hi = planes + slot * phase_dwords_ + cb * kTile * plane_px_;
     uint32_t* lo = hi + lo_offset();
-    std::fill_n(hi, plane_px_, 0u);
-    std::fill_n(lo, plane_px_, 0u);
-    if (c >= g_.C) continue;  // the zero planes of the last channel block
+    std::fill_n(hi, kTile * plane_px_, 0u);
+    std::fill_n(lo, kTile * plane_px_, 0u);
+    const size_t c0 = cb * kTile, channels = std::min<size_t>(kTile, g_.C - c0);
     const PhaseColumns cols = phase_columns(g_.W, g_.pl, g_.sw, wq_, pb);
     const size_t b0 = cols.first, b1 = cols.past;
     if (b0 >= b1) continue;
     for (size_t a = 0; a < hq_; ++a) {
       const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;
       if (i < 0 || i >= g_.H) continue;
-      const uint16_t* src = x + (c * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
-      const size_t at = a * wq_ + b0, n = b1 - b0;
+      // Column j of the phase row reads input column pb + j sw - pl of each channel.
+      const uint16_t* src = x + (c0 * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
+      const size_t channel_step = size_t(g_.H) * g_.W;
+      uint32_t* hi_row = hi + (a * wq_ + b0) * kTile;
+      uint32_t* lo_row = lo + (a * wq_ + b0) * kTile;
 #ifdef SOFTDLA_X86
-      if (g_.sw == 1) {
-        split_halves_avx512(src, hi + at, lo + at, n);
-        continue;
-      }
-      if (g_.sw == 2) {
-        split_even_halves_avx512(src, hi + at, lo + at, n);
-        continue;
-      }
+      pack_row_avx512(src, channel_step, channels, b1 - b0, hi_row, lo_row);
+#else
+      for (size_t j = 0; j < b1 - b0; ++j)
+        for (size_t c = 0; c < channels; ++c)
+          split_halves(src + c * channel_step + j * g_.sw, hi_row + j * kTile + c, lo_row + j * kTile + c, 1);
 #endif
-      for (size_t j = 0; j < n; ++j) split_halves(src + j * g_.sw, hi + at + j, lo + at + j, 1);
     }
   }
 }
+
+#ifdef SOFTDLA_X86
+// n pixels of one phase row of `channels` channels (channel c's at src + c * channel_step, every sw-th
+// half) into pixel rows of 16 pairs: sixteen pixels at a time, split in channel lanes and transposed.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void AmxConvF16::pack_row_avx512(
+    const uint16_t* src, size_t channel_step, size_t channels, size_t n, uint32_t* hi_row, uint32_t* lo_row) const {
+  for (size_t j = 0; j < n; j += kTile) {
+    const size_t values = std::min(kTile, n - j);
+    const __mmask16 m = __mmask16((1u << values) - 1);
+    __m512 hv[kTile], lv[kTile];
+    for (size_t c = 0; c < kTile; ++c) {
+      __m256i halves = _mm256_setzero_si256();
+      if (c < channels) {
+        const uint16_t* at = src + c * channel_step + j * g_.sw;
+        if (g_.sw == 1) {
+          halves = _mm256_maskz_loadu_epi16(m, at);
+        } else if (g_.sw == 2) {
+          halves = even_halves_avx512(at, values);
+        } else {
+          alignas(32) uint16_t picked[kTile] = {};
+          for (size_t v = 0; v < values; ++v) picked[v] = at[v * g_.sw];
+          halves = _mm256_load_si256(reinterpret_cast<const __m256i*>(picked));
+        }
+      }
+      const SplitLanes parts = split16_lanes(halves);
+      hv[c] = _mm512_castsi512_ps(parts.hi);
+      lv[c] = _mm512_castsi512_ps(parts.lo);
+    }
+    transpose16(hv);
+    transpose16(lv);
+    for (size_t v = 0; v < values; ++v) {
+      _mm512_store_ps(reinterpret_cast<float*>(hi_row + (j + v) * kTile), hv[v]);
+      _mm512_store_ps(reinterpret_cast<float*>(lo_row + (j + v) * kTile), lv[v]);
+    }
+  }
+}
+#endif
 
 // One unit: `input` is the planes, or (blocked) the unit's pixel block.
 void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
@@ -282,8 +373,7 @@ void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix
 #ifdef SOFTDLA_X86
   alignas(64) float sums[kUnitRows][kUnitPixels];
   const size_t taps = tap_offsets_.size();
-  const BTiles bt = blocked_ ? BTiles{input, kBlockDwords, kBlockDwords / 2, kUnitPixels * sizeof(uint32_t)}
-                             : BTiles{input + pix0, kTile * plane_px_, lo_offset(), plane_px_ * sizeof(uint32_t)};
+  const BTiles bt{input, kBlockDwords, kBlockDwords / 2, kUnitPixels * sizeof(uint32_t)};  // the blocked form's
   const size_t rows = std::min<size_t>(kUnitRows, g_.K - row0), pixels = std::min(kUnitPixels, grid_ - pix0);
   GridRun runs[kUnitPixels];
   const size_t n_runs = direct ? grid_runs(pix0, pixels, wq_, g_.OW, runs) : 0;
@@ -300,8 +390,15 @@ void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix
         if (direct->other) prefetch_run_ends(direct->other + at, runs[i].count);
       }
   }
-  unit_amx(a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords, bt, tap_offsets_.data(), taps,
-           c_blocks_, sums);
+  const uint32_t* weights = a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords;
+  if (blocked_) {
+    unit_amx(weights, bt, tap_offsets_.data(), taps, c_blocks_, sums);
+  } else {
+    alignas(64) float sums_t[kUnitPixels][kUnitRows];
+    unit_amx_pixel_rows(weights, PixelRows{input + pix0 * kTile, kTile * plane_px_, lo_offset()}, tap_offsets_.data(),
+                        taps, c_blocks_, sums_t);
+    transpose_unit_sums(sums_t, sums);
+  }
   if (direct) return emit_runs_f16<kUnitRows, kUnitPixels>(&sums[0][0], rows, row0, pixels, runs, n_runs, *direct, n);
   emit_grid_runs(&sums[0][0], kUnitPixels, rows, row0, pix0, pixels, wq_, g_.OW,
                  [&](uint32_t k, size_t hw0, float* v, size_t count) { epilogue(n, k, hw0, v, count); });
@@ -367,15 +464,16 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
     return;
   }
   // Planes: every image's, then the units with each image's pixel blocks under a row block.
-  thread_local std::vector<uint32_t> planes;  // the calling thread's: the workers get a pointer
-  const size_t image_dwords = 2 * lo_offset(), plane_units = used_phases_.size() * c_blocks_ * kTile;
+  // The calling thread's (the workers get a pointer), on cache lines: each pixel's pairs are one line.
+  thread_local AlignedVector<uint32_t> planes;
+  const size_t image_dwords = 2 * lo_offset(), plane_units = used_phases_.size() * c_blocks_;
   planes.resize(images * image_dwords);
   uint32_t* data = planes.data();
   pool.parallel_for(images * plane_units, [&](size_t b, size_t e) {
     for_each_image_part(b, e, plane_units, [&](size_t n, size_t u0, size_t u1) {
       pack(x + n * image_stride, data + n * image_dwords, u0, u1);
     });
-  }, ThreadPool::min_items(plane_px_));
+  }, ThreadPool::min_items(kTile * plane_px_));
   // The units' order: row blocks innermost keeps a column's planes in cache and streams the weights once
   // per column; columns innermost keeps a row block's weights in cache and streams the planes once per
   // row block. Whichever moves fewer bytes from beyond the core's cache (the last stage's 3x3 layers

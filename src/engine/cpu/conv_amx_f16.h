@@ -10,13 +10,14 @@
 // tolerance, not the same bits). Infinite weights would meet x_lo = 0 (0 * inf): such convolutions
 // stay on the FMA kernels; an infinite or NaN activation is stored as (x, 0) and (0, 0).
 //
-// The reduction runs over (channel block of 16, tap): 16 consecutive k are 16 input planes at the same
-// offset, one tile load with the plane size as its stride, and no im2col. Inputs are laid out as in
+// The reduction runs over (channel block of 16, tap), with no im2col. Inputs are laid out as in
 // conv_implicit.h: the zero-padded input split by stride phase, planes Wq = OW + (S - 1) dw / sw wide,
-// outputs on a grid as wide (each tap a shifted read of one phase). A 1x1
-// convolution without padding has no taps to share a plane's rows: its input is packed in blocks of
-// 32 pixels x 16 channels instead (each tile 1 KB contiguous), per pixel block by the thread that
-// uses it, or whole when small.
+// outputs on a grid as wide (each tap a shifted read of one phase), but 16 channels a plane: each pixel
+// holds its 16 channels' pairs in one 64-byte row, so a tile of 16 consecutive pixels is 1 KB on cache
+// line boundaries at every tap's shift, and the pixels are the tiles' rows (the weights the B tiles). A
+// 1x1 convolution without padding has no taps to share a plane's rows: its input is packed in blocks of
+// 32 pixels x 16 channels instead (each tile 1 KB contiguous, the channels the tiles' rows), per pixel
+// block by the thread that uses it, or whole when small.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -34,7 +35,7 @@ class AmxConvF16 {
  public:
   // Whether the path takes this convolution: dense (groups 1), 16 input channels or more, on the amx
   // path of a CPU with AMX-BF16, and (SOFTDLA_AMX_F16=auto, the default) faster there than on the FMA
-  // kernels: a reduction of 256 products per output or more (channels x taps), 128 channels where
+  // kernels: a reduction of 256 products per output or more (channels x taps), 64 channels where
   // Winograd F(2x2, 3x3) is the alternative, or a plain 1x1 convolution (stride 1, no padding) from 64
   // channels into 256 or more over kPlain1x1MinPixels outputs or more (`pixels`: the whole batch's, since
   // the tiles reuse each weight tile across the batch's pixel blocks). SOFTDLA_AMX_F16=all takes every
@@ -58,7 +59,9 @@ class AmxConvF16 {
            const HalfOutput* direct = nullptr) const;
 
  private:
-  void pack(const uint16_t* x, uint32_t* planes, size_t c0, size_t c1) const;
+  void pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1) const;
+  void pack_row_avx512(const uint16_t* src, size_t channel_step, size_t channels, size_t n, uint32_t* hi_row,
+                       uint32_t* lo_row) const;
   void pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const;
   void unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
             const HalfOutput* direct) const;
