@@ -6,7 +6,6 @@
 #include <cstring>
 #include <limits>
 
-#include "aligned_vector.h"
 #include "amx_tiles.h"
 #include "cpu_isa.h"
 #include "half_convert_avx512.h"
@@ -421,7 +420,7 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
     // weights are read once from memory. With weights that stay in cache the blocks below are faster:
     // each thread reads only the blocks it packed (MobileNetV2's 576 -> 96 at 14 x 14 on two threads
     // 0.145 -> 0.079 ms; where the threads shared the packed input, it ran no faster than on one).
-    thread_local std::vector<uint32_t> blocks;  // the calling thread's: the workers get a pointer
+    thread_local AlignedVector<uint32_t> blocks;  // the calling thread's (the workers get a pointer), on cache lines
     blocks.resize(columns * block_dwords);
     uint32_t* data = blocks.data();
     pool.parallel_for(columns, [&](size_t b, size_t e) {
@@ -448,7 +447,7 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
         block_spans(pixel_blocks, images, kSpanBytes / (block_dwords * sizeof(uint32_t)), kSpansPerThread, pool.size());
     const size_t span = plan.span, spans = plan.per_image;
     pool.parallel_for(images * spans, [&](size_t b, size_t e) {
-      thread_local std::vector<uint32_t> blocks;
+      thread_local AlignedVector<uint32_t> blocks;  // on cache lines: each tile row a line
       blocks.resize(span * block_dwords);
       const TileScope tiles;
       for (size_t u = b; u < e; ++u) {

@@ -24,6 +24,7 @@
 #include <functional>
 #include <vector>
 
+#include "aligned_vector.h"
 #include "conv_implicit.h"
 #include "conv_implicit_f32.h"
 #include "half_output.h"
@@ -79,7 +80,7 @@ class AmxConvF16 {
   size_t row_blocks_ = 0;    // output channels in blocks of 32 (zero weights past K)
   // Per block of 32 output channels, per (channel block, tap), per half of the block: an A tile of
   // (w_hi, w_lo) pairs, 16 rows x 64 bytes.
-  std::vector<uint32_t> a_tiles_;
+  AlignedVector<uint32_t> a_tiles_;  // on cache lines: each tile row one line
   std::vector<size_t> tap_offsets_;  // dwords from a grid pixel to its tap's input (phase and shift), per (r, s)
 };
 
