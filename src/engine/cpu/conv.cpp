@@ -349,8 +349,7 @@ class ConvKernel final : public OpKernel {
       const bool plain_1x1 = g_.R == 1 && g_.S == 1 && g_.sh == 1 && g_.sw == 1 && g_.pt == 0 && g_.pl == 0 &&
                              g_.OH == g_.H && g_.OW == g_.W;
       const bool amx_f16 =
-          dense_f16 && AmxConvF16::applies(p.groups, g_.C, g_.K, g_.R * g_.S, plain_1x1,
-                                       size_t(batch_) * g_.OH * g_.OW, winograd_fits);
+          dense_f16 && AmxConvF16::applies(p.groups, g_.C, g_.K, g_.R * g_.S, plain_1x1, winograd_fits);
       if (winograd_fits && !amx_f16)
         winograd_ = std::make_unique<WinogradConvF16>(
             WinogradGeometry{g_.C, g_.H, g_.W, g_.K, g_.OH, g_.OW, g_.pt, g_.pl}, wf_.data());

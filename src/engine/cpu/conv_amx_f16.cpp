@@ -196,7 +196,7 @@ AmxF16Choice amx_f16_choice() {
 }  // namespace
 
 bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t out_channels, uint32_t taps, bool plain_1x1,
-                         size_t pixels, bool winograd_alternative) {
+                         bool winograd_alternative) {
   // Below 16 channels most of each 16-channel tile step would be padding: the FMA kernels stay faster
   // (an im2col form over the receptive fields measured no faster on ResNet's RGB first layer either).
   if (groups != 1 || channels < kTile || !cpu_has_amx_bf16() || active_isa() != Isa::kAmx) return false;
@@ -213,19 +213,12 @@ bool AmxConvF16::applies(uint32_t groups, uint32_t channels, uint32_t out_channe
   // which needs 2.25x fewer products, they won only from 128 channels (64: 1.1-1.4x slower) until the
   // planes held 16 channels a pixel (twenty-eighth CPU session: aligned tile loads, the products 1.3x as
   // fast); now from 64 (ResNet's 64-channel 3x3 at 56 x 56: 0.76-0.79 ms against Winograd's 0.94-1.02). A plain 1x1
-  // convolution splits each input value once for all its output channels (blocked layout, no planes):
-  // from 64 channels into 256 or more the tiles win too (eighteenth CPU session: 64 -> 256 at 56 x 56
-  // 0.75-0.84x the FMA kernel's time, 128 -> 512 at 28 x 28 0.61-0.78x, 160 -> 960 at 7 x 7 0.66-0.87x),
-  // not below (32 -> 192 and 32 -> 256 1.01-1.05x, 24 -> 144 1.08-1.19x) nor at stride 2 (128 -> 256 1.05x).
-  // Since the FMA 1x1 blocks fetch their lines ahead (nineteenth CPU session), the tiles keep only the
-  // large grids among those at batch 1: MobileNetV2's 64 -> 384 and 96 -> 576 at 14 x 14 and 160 -> 960 at
-  // 7 x 7 take 1.1-1.3x the FMA kernel's time on one thread and 1.1-1.4x on two; 128 -> 512 at 28 x 28
-  // ties layer by layer but keeps ResNet-50 1 % faster on the tiles, and 64 -> 256 at 56 x 56 still gains
-  // (0.82x). At batch 8 the tiles win at 14 x 14 too (each weight tile serves eight images: ResNet-50 FP16
-  // 1.12x and MobileNetV2 1.08x the time with every one of these layers on the FMA kernels).
+  // convolution splits each input value once for all its output channels (blocked layout, no planes).
+  // Until its blocks sat on cache lines (twenty-eighth CPU session) the tiles won there only from 64
+  // channels into 256 over large grids; since, every expansion into 128 channels or more gains at batch 1
+  // (kPlain1x1MinOutChannels), and only the narrow projections stay on the FMA kernels.
   if (winograd_alternative) return channels >= 64;
-  return size_t(channels) * taps >= 256 ||
-         (plain_1x1 && channels >= 64 && out_channels >= 256 && pixels >= kPlain1x1MinPixels);
+  return size_t(channels) * taps >= 256 || (plain_1x1 && out_channels >= kPlain1x1MinOutChannels);
 }
 
 AmxConvF16::AmxConvF16(const ImplicitGeometry& g, const float* weights) : g_(g) {

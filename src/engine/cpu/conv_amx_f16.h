@@ -37,13 +37,14 @@ class AmxConvF16 {
   // Whether the path takes this convolution: dense (groups 1), 16 input channels or more, on the amx
   // path of a CPU with AMX-BF16, and (SOFTDLA_AMX_F16=auto, the default) faster there than on the FMA
   // kernels: a reduction of 256 products per output or more (channels x taps), 64 channels where
-  // Winograd F(2x2, 3x3) is the alternative, or a plain 1x1 convolution (stride 1, no padding) from 64
-  // channels into 256 or more over kPlain1x1MinPixels outputs or more (`pixels`: the whole batch's, since
-  // the tiles reuse each weight tile across the batch's pixel blocks). SOFTDLA_AMX_F16=all takes every
-  // convolution it can, 0 none.
+  // Winograd F(2x2, 3x3) is the alternative, or a plain 1x1 convolution (stride 1, no padding) into
+  // kPlain1x1MinOutChannels or more. SOFTDLA_AMX_F16=all takes every convolution it can, 0 none.
   static bool applies(uint32_t groups, uint32_t channels, uint32_t out_channels, uint32_t taps, bool plain_1x1,
-                      size_t pixels, bool winograd_alternative);
-  static constexpr size_t kPlain1x1MinPixels = 512;  // batch 1: between 14 x 14 (FMA faster) and 28 x 28 (a tie)
+                      bool winograd_alternative);
+  // Below this many output channels a short reduction's tile products are mostly overhead (MobileNetV2's
+  // 96 -> 24 and 192 -> 32 projections: 1.1-1.6x the FMA kernel's time); from it the tiles win at any grid
+  // (24 -> 144 at 56 x 56 0.90x, 64 -> 384 at 14 x 14 0.65x, 160 -> 960 at 7 x 7 0.62x; 16 -> 96 a tie).
+  static constexpr uint32_t kPlain1x1MinOutChannels = 128;
   // weights: [K][C][R][S] fp32 holding finite fp16 values (an infinite weight would meet x_lo = 0 in
   // the lo planes: 0 * inf = NaN where x * inf is not).
   AmxConvF16(const ImplicitGeometry& g, const float* weights);
