@@ -360,7 +360,10 @@ def _fp16_conv_identical_on_every_float_path(cin, k, h, w, r, stride, pads, dil,
     (16, 40, 9, 9, 3, 2, (1, 1, 1, 1), 1),    # 5 output rows split three ways
     (5, 12, 10, 30, 3, 1, (0, 0, 0, 0), 1),   # stride 1 without padding: the planes are the input's
     (18, 8, 4, 40, 3, 1, (0, 0, 0, 0), 1),    # 2 output rows: fewer than three threads
-    (32, 40, 7, 7, 3, 1, (1, 1, 1, 1), 1)])   # gathered lane tiles: the 49 pixels in parts
+    (32, 40, 7, 7, 3, 1, (1, 1, 1, 1), 1),    # gathered lane tiles: the 49 pixels in parts
+    # 1x1 on the tiles' blocked input: small grids (7 and 2 pixel blocks) that each thread packs whole
+    # on two threads or more and splits by row blocks, on one thread by pixel blocks
+    (64, 200, 14, 14, 1, 1, (0, 0, 0, 0), 1), (40, 130, 7, 9, 1, 1, (0, 0, 0, 0), 1)])
 def test_fp16_kxk_batch1_same_bits_on_any_thread_count(cin, k, h, w, r, stride, pads, dil, tmp_path):
     """At batch 1 the threads split one image's packed planes and its pixel blocks between them
     (conv_implicit_f32.cpp, conv_amx_f16.cpp). On 1, 2 and 3 threads: the FMA paths give the portable

@@ -1,6 +1,7 @@
 #include "conv_amx_f16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -427,6 +428,32 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
         unit(data + c * block_dwords, uint32_t(c / pixel_blocks), (u / columns) * kUnitRows,
              (c % pixel_blocks) * kUnitPixels, epilogue, direct);
       }
+    });
+    return;
+  }
+  if (blocked_ && pool.size() > 1 && columns < kSpansPerThread * pool.size() &&
+      columns * block_dwords * sizeof(uint32_t) <= kSharedInputBytes) {
+    // A small grid on several threads (MobileNetV2's 14 x 14 and 7 x 7 layers at batch 1: 7 and 2 pixel
+    // blocks): split by pixel blocks, the threads wrote neighbouring pixels of the same output planes, a
+    // line shared between the cores at every block's edge in each of K planes, and a 14 x 14 expansion ran
+    // no faster on two threads than on one. Here each thread packs the whole (small) input for itself, once
+    // per call, and takes whole row blocks: its own output planes.
+    static std::atomic<uint64_t> calls{0};
+    const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    pool.parallel_for(row_blocks_, [&](size_t b, size_t e) {
+      thread_local AlignedVector<uint32_t> whole;  // on cache lines: each tile row a line
+      thread_local uint64_t packed_for = 0;        // the call whose input `whole` holds
+      if (packed_for != call) {
+        whole.resize(columns * block_dwords);
+        for (size_t c = 0; c < columns; ++c)
+          pack_pixel_block(x + (c / pixel_blocks) * image_stride, whole.data() + c * block_dwords, c % pixel_blocks);
+        packed_for = call;
+      }
+      const TileScope tiles;
+      for (size_t rb = b; rb < e; ++rb)
+        for (size_t c = 0; c < columns; ++c)
+          unit(whole.data() + c * block_dwords, uint32_t(c / pixel_blocks), rb * kUnitRows,
+               (c % pixel_blocks) * kUnitPixels, epilogue, direct);
     });
     return;
   }
