@@ -32,6 +32,7 @@ constexpr size_t kCachedBytes = size_t(1) << 20;          // what a core's L2 is
 // thread: one block 0.80-0.85 ms, 64 KB 0.75, 128-256 KB 0.62-0.73, 1 MB no better).
 constexpr size_t kSpanBytes = size_t(256) << 10;
 constexpr size_t kSpansPerThread = 8;                     // work units each thread gets at least
+constexpr size_t kRowBlocksPerThread = 4;  // a small grid split by row blocks: at least this many a thread
 
 // An fp32 holding an fp16 value split into bf16 parts: hi, its top 16 bits (sign, exponent and 7
 // mantissa bits), and lo = x - hi (at most 3 significant bits: exact in bf16), each as the top 16 bits
@@ -432,12 +433,14 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
     return;
   }
   if (blocked_ && pool.size() > 1 && columns < kSpansPerThread * pool.size() &&
-      columns * block_dwords * sizeof(uint32_t) <= kSharedInputBytes) {
+      row_blocks_ >= kRowBlocksPerThread * pool.size() && columns * block_dwords * sizeof(uint32_t) <= kSharedInputBytes) {
     // A small grid on several threads (MobileNetV2's 14 x 14 and 7 x 7 layers at batch 1: 7 and 2 pixel
     // blocks): split by pixel blocks, the threads wrote neighbouring pixels of the same output planes, a
     // line shared between the cores at every block's edge in each of K planes, and a 14 x 14 expansion ran
     // no faster on two threads than on one. Here each thread packs the whole (small) input for itself, once
-    // per call, and takes whole row blocks: its own output planes.
+    // per call, and takes whole row blocks: its own output planes. Only where the row blocks are many (an
+    // expansion): a projection's few row blocks over a wide input would pack it twice for little (384 ->
+    // 64 at 14 x 14: 1.4x the time).
     static std::atomic<uint64_t> calls{0};
     const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
     pool.parallel_for(row_blocks_, [&](size_t b, size_t e) {
