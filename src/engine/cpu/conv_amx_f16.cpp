@@ -299,15 +299,24 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1)
     const uint32_t phase = used_phases_[slot], pa = phase / g_.sw, pb = phase % g_.sw;
     uint32_t* hi = planes + slot * phase_dwords_ + cb * kTile * plane_px_;
     uint32_t* lo = hi + lo_offset();
-    std::fill_n(hi, kTile * plane_px_, 0u);
-    std::fill_n(lo, kTile * plane_px_, 0u);
+    // Zeros only where no input lands (padding rows and columns, the slack past the rows): the rest is
+    // written below.
+    const auto zero = [&](size_t px0, size_t px1) {
+      std::fill(hi + px0 * kTile, hi + px1 * kTile, 0u);
+      std::fill(lo + px0 * kTile, lo + px1 * kTile, 0u);
+    };
+    zero(hq_ * wq_, plane_px_);
     const size_t c0 = cb * kTile, channels = std::min<size_t>(kTile, g_.C - c0);
     const PhaseColumns cols = phase_columns(g_.W, g_.pl, g_.sw, wq_, pb);
-    const size_t b0 = cols.first, b1 = cols.past;
-    if (b0 >= b1) continue;
+    const size_t b0 = std::min(cols.first, wq_), b1 = std::max(b0, std::min(cols.past, wq_));
     for (size_t a = 0; a < hq_; ++a) {
       const int64_t i = int64_t(pa + a * g_.sh) - g_.pt;
-      if (i < 0 || i >= g_.H) continue;
+      if (i < 0 || i >= g_.H || b0 >= b1) {
+        zero(a * wq_, (a + 1) * wq_);
+        continue;
+      }
+      zero(a * wq_, a * wq_ + b0);
+      zero(a * wq_ + b1, (a + 1) * wq_);
       // Column j of the phase row reads input column pb + j sw - pl of each channel.
       const uint16_t* src = x + (c0 * g_.H + size_t(i)) * g_.W + (pb + b0 * g_.sw - g_.pl);
       const size_t channel_step = size_t(g_.H) * g_.W;
@@ -316,6 +325,7 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1)
 #ifdef SOFTDLA_X86
       pack_row_avx512(src, channel_step, channels, b1 - b0, hi_row, lo_row);
 #else
+      zero(a * wq_ + b0, a * wq_ + b1);  // the lanes past C
       for (size_t j = 0; j < b1 - b0; ++j)
         for (size_t c = 0; c < channels; ++c)
           split_halves(src + c * channel_step + j * g_.sw, hi_row + j * kTile + c, lo_row + j * kTile + c, 1);
