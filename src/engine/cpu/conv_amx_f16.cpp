@@ -94,80 +94,74 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void split_halves_avx5
   }
 }
 
-// Where a unit's B tiles are: the hi tile of channel block cb and tap t at b + cb * block_step +
-// offsets[t] (its second pixel tile 16 dwords further), 16 rows row_bytes apart; the lo tile lo_offset
-// dwords after the hi one.
-struct BTiles {
-  const uint32_t* b;
-  size_t block_step, lo_offset, row_bytes;
-};
-
-// One work unit's sums (the tiles configured by the caller's TileScope): tiles 0-3 accumulate 32 channels x 32 pixels, 4-5 hold A (rows 0-15, 16-31),
-// 6-7 B (pixels 0-15, 16-31). Per (channel block, tap): the A tiles, the hi B tiles and four products,
-// the lo B tiles into the same registers and four more. Taps inside channel blocks, so the 16 planes'
-// rows a block reads stay in L1 across its taps; A streams from L2 once per unit.
-__attribute__((target("amx-tile,amx-bf16"))) void unit_amx(const uint32_t* a, const BTiles& bt, const size_t* offsets,
-                                                            size_t taps, size_t c_blocks, float (*sums)[kUnitPixels]) {
-  zero_block_tiles();
-  const size_t stride = bt.row_bytes;
-  for (size_t cb = 0; cb < c_blocks; ++cb) {
-    const uint32_t* bc = bt.b + cb * bt.block_step;
-    for (size_t t = 0; t < taps; ++t, a += 2 * kTileDwords) {
-      const uint32_t* hi = bc + offsets[t];
-      const uint32_t* lo = hi + bt.lo_offset;
-      // The weight pairs stream from memory where a layer's do not stay in cache (the last stage holds
-      // 9 MB of them): fetched a few steps ahead, as they are read, in order.
-      for (size_t line = 0; line < 2 * kTileDwords; line += 16)
-        _mm_prefetch(reinterpret_cast<const char*>(a + kWeightsAhead * 2 * kTileDwords + line), _MM_HINT_T0);
-      _tile_loadd(4, a, 64);
-      _tile_loadd(5, a + kTileDwords, 64);
-      _tile_loadd(6, hi, stride);
-      _tile_loadd(7, hi + kTile, stride);
-      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
-      _tile_loadd(6, lo, stride);
-      _tile_loadd(7, lo + kTile, stride);
-      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
-    }
-  }
-  store_block_tiles(sums, kUnitPixels * sizeof(float));
+// The weight pairs stream from memory where a layer's do not stay in cache (the last stage holds 9 MB of
+// them): each step fetches the step kWeightsAhead ahead of w (its two tiles), as they are read, in order.
+__attribute__((always_inline)) inline void fetch_weights_ahead(const uint32_t* w) {
+  for (size_t line = 0; line < 2 * kTileDwords; line += 16)
+    _mm_prefetch(reinterpret_cast<const char*>(w + kWeightsAhead * 2 * kTileDwords + line), _MM_HINT_T0);
 }
 
-// The planes' form of a unit (k x k convolutions and 1x1 ones with stride or padding): the pixels are
-// the A tiles' rows and the weights the B tiles, so that every tile load is 16 consecutive pixels of one
-// channel block, 1 KB at a 64-byte boundary whatever the tap's shift. With the channels on the B side
-// (the blocked form above) a tap's shift of one pixel moves each tile row by 4 bytes: every row of two
-// taps in three straddles two cache lines, and the tile loads ran the products at about 60 % of the
-// rate they reach on aligned rows (docs/PERFORMANCE.md, twenty-eighth CPU session). Tiles 4-5 hold pixels
-// 0-15 and 16-31 (hi pairs, then lo pairs), 6-7 the weight pairs of output channels 0-15 and 16-31; the
-// sums come out as [pixel][channel] (`sums_t`).
-struct PixelRows {
-  const uint32_t* x;  // the unit's first pixel in channel block 0, hi pairs
-  size_t block_step;  // dwords from one channel block's pixels to the next's
-  size_t lo_offset;   // dwords from the hi pairs to the lo pairs
+// One (channel block, tap) step of a unit: the two weight tiles (w, 64-byte rows), the activations' hi
+// tiles (at hi and hi + second, rows `stride` bytes apart) and four products, then their lo tiles into
+// the same registers and four more. kActivationsAsA: the activations are tiles 4-5 and the weights 6-7
+// (pixel rows); otherwise the weights are A and the activations B (channel rows).
+template <bool kActivationsAsA>
+__attribute__((target("amx-tile,amx-bf16"), always_inline)) inline void hi_lo_step(const uint32_t* w,
+                                                                                    const uint32_t* hi,
+                                                                                    const uint32_t* lo,
+                                                                                    size_t stride, size_t second) {
+  fetch_weights_ahead(w);
+  // _tile_loadd names its tile in the instruction's text: the tile numbers must be literals.
+#define SOFTDLA_HI_LO_STEP(W0, W1, X0, X1)        \
+  _tile_loadd(W0, w, 64);                         \
+  _tile_loadd(W1, w + kTileDwords, 64);           \
+  _tile_loadd(X0, hi, stride);                    \
+  _tile_loadd(X1, hi + second, stride);           \
+  SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);    \
+  _tile_loadd(X0, lo, stride);                    \
+  _tile_loadd(X1, lo + second, stride);           \
+  SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps)
+  if constexpr (kActivationsAsA) {
+    SOFTDLA_HI_LO_STEP(6, 7, 4, 5);
+  } else {
+    SOFTDLA_HI_LO_STEP(4, 5, 6, 7);
+  }
+#undef SOFTDLA_HI_LO_STEP
+}
+
+// Where a unit's activation tiles are: the hi tile of channel block cb and tap t at x + cb * block_step +
+// offsets[t], its second tile `second` dwords further, 16 rows row_bytes apart; the lo tile lo_offset
+// dwords after the hi one.
+struct ActivationTiles {
+  const uint32_t* x;
+  size_t block_step, lo_offset, row_bytes, second;
 };
-__attribute__((target("amx-tile,amx-bf16"))) void unit_amx_pixel_rows(const uint32_t* w, const PixelRows& px,
-                                                                       const size_t* offsets, size_t taps,
-                                                                       size_t c_blocks, float (*sums_t)[kUnitRows]) {
+
+// One work unit's sums (the tiles configured by the caller's TileScope) over (channel block, tap) steps
+// (hi_lo_step), taps inside channel blocks, so the activations a block reads stay in L1 across its taps;
+// the weights stream from L2 once per unit. C tiles 0-3 hold 32 x 32 sums, stored at `sums` (rows of 32).
+//
+// Two forms. The blocked one (kActivationsAsA false: a 1x1 convolution's packed pixel blocks, rows of
+// channel pairs 128 bytes long) has the weights as A and the sums as [channel][pixel]. The planes' one
+// (true: k x k convolutions, and 1x1 ones with stride or padding) has the pixels as the A tiles' rows: each
+// packed pixel is one 64-byte row of its 16 channels' pairs, so every tile load is 16 consecutive pixels,
+// 1 KB at a 64-byte boundary whatever the tap's shift, and the sums are [pixel][channel]. With channel
+// rows there a tap's shift of one pixel moved each tile row by 4 bytes: every row of two taps in three
+// straddled two cache lines, and the products ran at about 60 % of the rate they reach on aligned rows
+// (docs/PERFORMANCE.md, twenty-eighth CPU session).
+template <bool kActivationsAsA>
+__attribute__((target("amx-tile,amx-bf16"))) void unit_tiles(const uint32_t* w, const ActivationTiles& act,
+                                                              const size_t* offsets, size_t taps, size_t c_blocks,
+                                                              float (*sums)[2 * kTile]) {
   zero_block_tiles();
-  constexpr size_t kRow = kTile * sizeof(uint32_t);  // one pixel's 16 channel pairs
   for (size_t cb = 0; cb < c_blocks; ++cb) {
-    const uint32_t* xc = px.x + cb * px.block_step;
+    const uint32_t* xc = act.x + cb * act.block_step;
     for (size_t t = 0; t < taps; ++t, w += 2 * kTileDwords) {
       const uint32_t* hi = xc + offsets[t];
-      const uint32_t* lo = hi + px.lo_offset;
-      for (size_t line = 0; line < 2 * kTileDwords; line += 16)
-        _mm_prefetch(reinterpret_cast<const char*>(w + kWeightsAhead * 2 * kTileDwords + line), _MM_HINT_T0);
-      _tile_loadd(6, w, kRow);
-      _tile_loadd(7, w + kTileDwords, kRow);
-      _tile_loadd(4, hi, kRow);
-      _tile_loadd(5, hi + kTileDwords, kRow);
-      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
-      _tile_loadd(4, lo, kRow);
-      _tile_loadd(5, lo + kTileDwords, kRow);
-      SOFTDLA_TILE_BLOCK_PRODUCTS(_tile_dpbf16ps);
+      hi_lo_step<kActivationsAsA>(w, hi, hi + act.lo_offset, act.row_bytes, act.second);
     }
   }
-  store_block_tiles(sums_t, kUnitRows * sizeof(float));
+  store_block_tiles(sums, 2 * kTile * sizeof(float));
 }
 
 // sums_t[pixel][channel] into sums[channel][pixel] (32 x 32).
@@ -377,7 +371,6 @@ void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix
 #ifdef SOFTDLA_X86
   alignas(64) float sums[kUnitRows][kUnitPixels];
   const size_t taps = tap_offsets_.size();
-  const BTiles bt{input, kBlockDwords, kBlockDwords / 2, kUnitPixels * sizeof(uint32_t)};  // the blocked form's
   const size_t rows = std::min<size_t>(kUnitRows, g_.K - row0), pixels = std::min(kUnitPixels, grid_ - pix0);
   GridRun runs[kUnitPixels];
   const size_t n_runs = direct ? grid_runs(pix0, pixels, wq_, g_.OW, runs) : 0;
@@ -396,11 +389,13 @@ void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix
   }
   const uint32_t* weights = a_tiles_.data() + (row0 / kUnitRows) * c_blocks_ * taps * 2 * kTileDwords;
   if (blocked_) {
-    unit_amx(weights, bt, tap_offsets_.data(), taps, c_blocks_, sums);
+    const ActivationTiles blocks{input, kBlockDwords, kBlockDwords / 2, kUnitPixels * sizeof(uint32_t), kTile};
+    unit_tiles<false>(weights, blocks, tap_offsets_.data(), taps, c_blocks_, sums);
   } else {
     alignas(64) float sums_t[kUnitPixels][kUnitRows];
-    unit_amx_pixel_rows(weights, PixelRows{input + pix0 * kTile, kTile * plane_px_, lo_offset()}, tap_offsets_.data(),
-                        taps, c_blocks_, sums_t);
+    const ActivationTiles pixel_rows{input + pix0 * kTile, kTile * plane_px_, lo_offset(), kTile * sizeof(uint32_t),
+                                     kTileDwords};
+    unit_tiles<true>(weights, pixel_rows, tap_offsets_.data(), taps, c_blocks_, sums_t);
     transpose_unit_sums(sums_t, sums);
   }
   if (direct) return emit_runs_f16<kUnitRows, kUnitPixels>(&sums[0][0], rows, row0, pixels, runs, n_runs, *direct, n);
