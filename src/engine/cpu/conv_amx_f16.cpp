@@ -175,6 +175,43 @@ __attribute__((target("avx512f"))) void transpose_unit_sums(const float (*sums_t
       for (size_t i = 0; i < kTile; ++i) _mm512_store_ps(&sums[kb + i][pb], r[i]);
     }
 }
+
+// n pixels of one phase row of `channels` channels (channel c's at src + c * channel_step, every sw-th
+// half) into pixel rows of 16 pairs: sixteen pixels at a time, split in channel lanes and transposed.
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void pack_row_avx512(const uint16_t* src, size_t sw,
+                                                                               size_t channel_step, size_t channels,
+                                                                               size_t n, uint32_t* hi_row,
+                                                                               uint32_t* lo_row) {
+  for (size_t j = 0; j < n; j += kTile) {
+    const size_t values = std::min(kTile, n - j);
+    const __mmask16 m = __mmask16((1u << values) - 1);
+    __m512 hv[kTile], lv[kTile];
+    for (size_t c = 0; c < kTile; ++c) {
+      __m256i halves = _mm256_setzero_si256();
+      if (c < channels) {
+        const uint16_t* at = src + c * channel_step + j * sw;
+        if (sw == 1) {
+          halves = _mm256_maskz_loadu_epi16(m, at);
+        } else if (sw == 2) {
+          halves = even_halves_avx512(at, values);
+        } else {
+          alignas(32) uint16_t picked[kTile] = {};
+          for (size_t v = 0; v < values; ++v) picked[v] = at[v * sw];
+          halves = _mm256_load_si256(reinterpret_cast<const __m256i*>(picked));
+        }
+      }
+      const SplitLanes parts = split16_lanes(halves);
+      hv[c] = _mm512_castsi512_ps(parts.hi);
+      lv[c] = _mm512_castsi512_ps(parts.lo);
+    }
+    transpose16(hv);
+    transpose16(lv);
+    for (size_t v = 0; v < values; ++v) {
+      _mm512_store_ps(reinterpret_cast<float*>(hi_row + (j + v) * kTile), hv[v]);
+      _mm512_store_ps(reinterpret_cast<float*>(lo_row + (j + v) * kTile), lv[v]);
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -284,6 +321,14 @@ void AmxConvF16::pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb)
   }
 }
 
+// Columns [c0, c1) of every image's pixel blocks (column c: image c / pixel blocks, block c % pixel blocks),
+// each at blocks + c * (its dwords).
+void AmxConvF16::pack_columns(const uint16_t* x, size_t image_stride, uint32_t* blocks, size_t c0, size_t c1) const {
+  const size_t pixel_blocks = (grid_ + kUnitPixels - 1) / kUnitPixels, block_dwords = c_blocks_ * kBlockDwords;
+  for (size_t c = c0; c < c1; ++c)
+    pack_pixel_block(x + (c / pixel_blocks) * image_stride, blocks + c * block_dwords, c % pixel_blocks);
+}
+
 // Plane units [u0, u1), u = (used phase slot) * c_blocks_ + channel block: phase (a, b) of the zero-padded
 // input (its rows a, a + sh, ... and columns b, b + sw, ...) of 16 channels, each pixel's 16 hi pairs in
 // one 64-byte row, and lo_offset() dwords further the lo pairs.
@@ -317,7 +362,7 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1)
       uint32_t* hi_row = hi + (a * wq_ + b0) * kTile;
       uint32_t* lo_row = lo + (a * wq_ + b0) * kTile;
 #ifdef SOFTDLA_X86
-      pack_row_avx512(src, channel_step, channels, b1 - b0, hi_row, lo_row);
+      pack_row_avx512(src, g_.sw, channel_step, channels, b1 - b0, hi_row, lo_row);
 #else
       zero(a * wq_ + b0, a * wq_ + b1);  // the lanes past C
       for (size_t j = 0; j < b1 - b0; ++j)
@@ -328,42 +373,6 @@ void AmxConvF16::pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1)
   }
 }
 
-#ifdef SOFTDLA_X86
-// n pixels of one phase row of `channels` channels (channel c's at src + c * channel_step, every sw-th
-// half) into pixel rows of 16 pairs: sixteen pixels at a time, split in channel lanes and transposed.
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void AmxConvF16::pack_row_avx512(
-    const uint16_t* src, size_t channel_step, size_t channels, size_t n, uint32_t* hi_row, uint32_t* lo_row) const {
-  for (size_t j = 0; j < n; j += kTile) {
-    const size_t values = std::min(kTile, n - j);
-    const __mmask16 m = __mmask16((1u << values) - 1);
-    __m512 hv[kTile], lv[kTile];
-    for (size_t c = 0; c < kTile; ++c) {
-      __m256i halves = _mm256_setzero_si256();
-      if (c < channels) {
-        const uint16_t* at = src + c * channel_step + j * g_.sw;
-        if (g_.sw == 1) {
-          halves = _mm256_maskz_loadu_epi16(m, at);
-        } else if (g_.sw == 2) {
-          halves = even_halves_avx512(at, values);
-        } else {
-          alignas(32) uint16_t picked[kTile] = {};
-          for (size_t v = 0; v < values; ++v) picked[v] = at[v * g_.sw];
-          halves = _mm256_load_si256(reinterpret_cast<const __m256i*>(picked));
-        }
-      }
-      const SplitLanes parts = split16_lanes(halves);
-      hv[c] = _mm512_castsi512_ps(parts.hi);
-      lv[c] = _mm512_castsi512_ps(parts.lo);
-    }
-    transpose16(hv);
-    transpose16(lv);
-    for (size_t v = 0; v < values; ++v) {
-      _mm512_store_ps(reinterpret_cast<float*>(hi_row + (j + v) * kTile), hv[v]);
-      _mm512_store_ps(reinterpret_cast<float*>(lo_row + (j + v) * kTile), lv[v]);
-    }
-  }
-}
-#endif
 
 // One unit: `input` is the planes, or (blocked) the unit's pixel block.
 void AmxConvF16::unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
@@ -424,8 +433,7 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
     blocks.resize(columns * block_dwords);
     uint32_t* data = blocks.data();
     pool.parallel_for(columns, [&](size_t b, size_t e) {
-      for (size_t c = b; c < e; ++c)
-        pack_pixel_block(x + (c / pixel_blocks) * image_stride, data + c * block_dwords, c % pixel_blocks);
+      pack_columns(x, image_stride, data, b, e);
     });
     pool.parallel_for(row_blocks_ * columns, [&](size_t b, size_t e) {
       const TileScope tiles;
@@ -453,8 +461,7 @@ void AmxConvF16::run(const uint16_t* x, size_t images, size_t image_stride, Thre
       thread_local uint64_t packed_for = 0;        // the call whose input `whole` holds
       if (packed_for != call) {
         whole.resize(columns * block_dwords);
-        for (size_t c = 0; c < columns; ++c)
-          pack_pixel_block(x + (c / pixel_blocks) * image_stride, whole.data() + c * block_dwords, c % pixel_blocks);
+        pack_columns(x, image_stride, whole.data(), 0, columns);
         packed_for = call;
       }
       const TileScope tiles;

@@ -62,8 +62,7 @@ class AmxConvF16 {
 
  private:
   void pack(const uint16_t* x, uint32_t* planes, size_t u0, size_t u1) const;
-  void pack_row_avx512(const uint16_t* src, size_t channel_step, size_t channels, size_t n, uint32_t* hi_row,
-                       uint32_t* lo_row) const;
+  void pack_columns(const uint16_t* x, size_t image_stride, uint32_t* blocks, size_t c0, size_t c1) const;
   void pack_pixel_block(const uint16_t* x, uint32_t* block, size_t pb) const;
   void unit(const uint32_t* input, uint32_t n, size_t row0, size_t pix0, const Epilogue& epilogue,
             const HalfOutput* direct) const;
