@@ -345,7 +345,8 @@ class ConvKernel final : public OpKernel {
       // inputs holding an infinity or NaN.
       const bool dense_f16 = !depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_;
       const bool winograd_fits =
-          dense_f16 && WinogradConvF16::applies(g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, p.groups, g_.OH, g_.OW);
+          dense_f16 && WinogradConvF16::applies(g_.R, g_.S, g_.sh, g_.sw, g_.dh, g_.dw, p.groups, g_.OH, g_.OW) &&
+          WinogradConvF16::pays(g_.C, g_.K, batch_, active_isa());
       const bool plain_1x1 = g_.R == 1 && g_.S == 1 && g_.sh == 1 && g_.sw == 1 && g_.pt == 0 && g_.pl == 0 &&
                              g_.OH == g_.H && g_.OW == g_.W;
       const bool amx_f16 =

@@ -220,6 +220,11 @@ bool WinogradConvF16::applies(uint32_t r, uint32_t s, uint32_t sh, uint32_t sw, 
   return grid >= 48;
 }
 
+bool WinogradConvF16::pays(uint32_t C, uint32_t K, size_t images, Isa isa) {
+  constexpr size_t kColdWeightBytes = size_t(2) << 20;
+  return images > 1 || !has_avx512(isa) || 16 * size_t(C) * K * sizeof(float) <= kColdWeightBytes;
+}
+
 WinogradConvF16::WinogradConvF16(const WinogradGeometry& g, const float* weights) : g_(g) {
   th_ = (g.OH + 1) / 2, tw_ = (g.OW + 1) / 2, twq_ = tw_ + 1, wp_ = 2 * twq_;
   blocks_ = (th_ * twq_ + kUnitTiles - 1) / kUnitTiles;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "aligned_vector.h"
+#include "cpu_isa.h"
 #include "half_output.h"
 #include "thread_pool.h"
 
@@ -41,6 +42,15 @@ class WinogradConvF16 {
   // turns the path off (read once).
   static bool applies(uint32_t r, uint32_t s, uint32_t sh, uint32_t sw, uint32_t dh, uint32_t dw, uint32_t groups,
                       uint32_t oh, uint32_t ow);
+  // Whether the path is faster than the direct FMA kernel for C -> K channels over `images` images on
+  // `isa`, where applies() holds. Each work unit reads all 16 K C transformed weights (1.8 times the
+  // direct kernel's bytes); in a whole network they come from memory, not cache. On AVX-512 at batch 1,
+  // weights beyond kColdWeightBytes cost Winograd more than its fewer products save (ResNet-50's 14 x 14
+  // layers, 256 channels, 4 MB: 1.70-1.89 ms against 1.56-1.59 direct inside the model on one thread,
+  // 0.88-0.95 against 0.83 on two, though 0.96 against 1.36 alone with warm caches); larger batches read
+  // them once for several images (batch 8: 1.15 against 1.44 ms an image), and the AVX2 direct kernel
+  // is slower (Winograd 2.55-2.63 against 2.75-2.79 ms at batch 1).
+  static bool pays(uint32_t C, uint32_t K, size_t images, Isa isa);
   // weights: [K][C][3][3] fp32 holding finite fp16 values.
   WinogradConvF16(const WinogradGeometry& g, const float* weights);
 
