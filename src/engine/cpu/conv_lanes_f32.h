@@ -22,6 +22,7 @@ namespace softdla::cpu::lanes_f32 {
 constexpr size_t kBlockChannels = 48;  // output channels a block (three vectors)
 constexpr size_t kTilePixels = 8;      // grid pixels a tile
 constexpr size_t kAhead = 8;           // input channels a tile prefetches its plane ahead
+constexpr size_t kWeightsAhead = 16;   // steps a tile prefetches its weight panel ahead
 
 // Whether a 1x1 convolution of K output channels over a grid of `grid` pixels computes fewer products
 // on this tile than on pixel-vector tiles (which compute `vector_pixels` pixels of the grid and K rounded
@@ -72,6 +73,12 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void accumulate(con
     for (size_t v = 0; v < kV; ++v) c[p][v] = _mm512_setzero_ps();
   for (size_t j = 0; j < steps; ++j, in.next(), panel += kBlockChannels) {
     in.prefetch();
+    // The panel is a new line per weight vector each step, from L2 or memory: asked for kWeightsAhead
+    // steps early (the hardware's prefetchers left the FMAs waiting on them: ResNet-50 FP16 at batch 1
+    // on the AVX-512 FMA path 0.92-0.94x the time; 8 steps 0.96, 24 0.95).
+#pragma GCC unroll 3
+    for (size_t v = 0; v < kV; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(panel + kWeightsAhead * kBlockChannels + 16 * v), _MM_HINT_T0);
     __m512 w[kV];
 #pragma GCC unroll 3
     for (size_t v = 0; v < kV; ++v) w[v] = _mm512_loadu_ps(panel + 16 * v);

@@ -22,6 +22,7 @@ namespace softdla::cpu::lanes_s8 {
 
 constexpr size_t kBlockRows = 48;   // output channels a block (three vectors of sixteen)
 constexpr size_t kTileCols = 8;     // columns a tile (half a 16-column panel)
+constexpr size_t kWeightsAhead = 16;  // quad steps a tile fetches its weights ahead (8 to 24 measured alike)
 
 // The first row of each block of m output channels, and m last: as few blocks of at most kBlockRows as
 // cover m, their vectors of sixteen shared out evenly (the larger blocks first). Threads share a layer
@@ -86,6 +87,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline voi
   SOFTDLA_LANE_COLS8(DECLARE)
 #undef DECLARE
   for (size_t q = 0; q < kq; ++q, w += kBlockRows) {
+    // The block's weights are a new line per vector each step, from L2 or memory: asked for kWeightsAhead
+    // steps early (the hardware's prefetchers left the loop waiting on them: ResNet-50 INT8 at batch 1 on
+    // the AVX-512 VNNI path 0.96-0.97x the time).
+    const int32_t* ahead = w + kWeightsAhead * kBlockRows;
+    _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+    if constexpr (kV > 1) _mm_prefetch(reinterpret_cast<const char*>(ahead + 16), _MM_HINT_T0);
+    if constexpr (kV > 2) _mm_prefetch(reinterpret_cast<const char*>(ahead + 32), _MM_HINT_T0);
     const __m512i w0 = _mm512_loadu_si512(w);
     const __m512i w1 = kV > 1 ? _mm512_loadu_si512(w + 16) : w0;
     const __m512i w2 = kV > 2 ? _mm512_loadu_si512(w + 32) : w0;
