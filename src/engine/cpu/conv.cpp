@@ -340,8 +340,9 @@ class ConvKernel final : public OpKernel {
       // its own copy of the weights.
       const ImplicitGeometryF32 implicit{g_.C, g_.H, g_.W, g_.K, g_.R,  g_.S,  g_.OH, g_.OW,
                                          g_.dh, g_.dw, g_.pt, g_.pl, g_.sh, g_.sw};
-      // FP16 3x3 convolutions of stride 1: Winograd F(2x2, 3x3) where the layer is large enough and the
-      // AMX-BF16 tiles (on AMX machines) would not be faster. The direct kernel chosen below stays, for
+      // FP16 3x3 convolutions of stride 1: Winograd F(2x2, 3x3) where the layer is large enough, its
+      // transformed weights pay for themselves (WinogradConvF16::pays) and the AMX-BF16 tiles (on AMX
+      // machines) would not be faster. The direct kernel chosen below stays, for
       // inputs holding an infinity or NaN.
       const bool dense_f16 = !depthwise_ && dtype_ == DataType::kFloat16 && finite_weights_;
       const bool winograd_fits =

@@ -221,7 +221,6 @@ bool WinogradConvF16::applies(uint32_t r, uint32_t s, uint32_t sh, uint32_t sw, 
 }
 
 bool WinogradConvF16::pays(uint32_t C, uint32_t K, size_t images, Isa isa) {
-  constexpr size_t kColdWeightBytes = size_t(2) << 20;
   return images > 1 || !has_avx512(isa) || 16 * size_t(C) * K * sizeof(float) <= kColdWeightBytes;
 }
 

@@ -51,6 +51,7 @@ class WinogradConvF16 {
   // them once for several images (batch 8: 1.15 against 1.44 ms an image), and the AVX2 direct kernel
   // is slower (Winograd 2.55-2.63 against 2.75-2.79 ms at batch 1).
   static bool pays(uint32_t C, uint32_t K, size_t images, Isa isa);
+  static constexpr size_t kColdWeightBytes = size_t(2) << 20;
   // weights: [K][C][3][3] fp32 holding finite fp16 values.
   WinogradConvF16(const WinogradGeometry& g, const float* weights);
 
