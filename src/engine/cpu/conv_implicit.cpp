@@ -8,6 +8,7 @@
 #include "amx_tiles.h"
 #include "cpu_isa.h"
 #include "gemm_lanes_s8.h"
+#include "panel_stream.h"
 #include "gemm_vnni.h"
 #include "implicit_grid.h"
 #include "int8_requant_x86.h"
@@ -516,6 +517,12 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
           pool.parallel_for(count * per_image, [&](size_t b, size_t e) {
             for (size_t u = b; u < e; ++u) {
               const size_t image = u / per_image, block = u % per_image / parts, col0 = u % parts * part;
+              // The weights this thread reads next, fetched into L2 by this unit's tiles (panel_stream.h):
+              // the next block's (the next image's first after the last block).
+              const bool last = image + 1 == count && block + 1 == blocks;
+              const size_t weights_bytes = lanes_s8::kBlockRows * k_off_.size() * sizeof(int32_t);
+              stream_panel_part(last ? nullptr : lanes_w_.data() + (block + 1) % blocks * lanes_s8::kBlockRows * k_off_.size(),
+                                weights_bytes, u % parts, parts);
               run_lanes(data + image * image_bytes, n0 + image, *direct, block, col0, std::min(part, pixels - col0));
             }
           });

@@ -14,6 +14,7 @@
 #include "implicit_grid.h"
 #include "kernel_switch.h"
 #include "numerics.h"
+#include "panel_stream.h"
 #include "prefetch_lines.h"
 #include "scratch_buffer.h"
 #include "x86_simd.h"
@@ -485,6 +486,14 @@ void ImplicitConvF32::block(const float* planes, const uint16_t* halves, uint32_
 #endif
 }
 
+const float* ImplicitConvF32::panel_of(size_t block) const {
+  return weights_.data() + block * lanes_f32::kBlockChannels * g_.C * tap_offsets_.size();
+}
+
+size_t ImplicitConvF32::panel_bytes() const {
+  return lanes_f32::kBlockChannels * g_.C * tap_offsets_.size() * sizeof(float);
+}
+
 void ImplicitConvF32::prefetch_block_input(const uint16_t* image, size_t pix0) const {
 #ifdef SOFTDLA_X86
   const size_t count = std::min(kBlockPixels, grid_ - pix0);
@@ -543,6 +552,9 @@ void ImplicitConvF32::run_gathered(const float* planes, size_t image_floats, siz
   pool.parallel_for(count * per_image, [&](size_t b, size_t e) {
     for (size_t u = b; u < e; ++u) {
       const size_t image = u / per_image, block = u % per_image / n_parts, col0 = u % n_parts * part;
+      // The panel this thread reads next: the next block's (the next image's first after the last block).
+      const bool last = image + 1 == count && block + 1 == blocks;
+      stream_panel_part(last ? nullptr : panel_of((block + 1) % blocks), panel_bytes(), u % n_parts, n_parts);
       gathered_unit(planes + image * image_floats, uint32_t(n0 + image), block * lanes_f32::kBlockChannels, col0,
                     std::min(part, pixels - col0), epilogue, direct);
     }
@@ -602,6 +614,14 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
       for (size_t u = b; u < e; ++u) {
         const size_t row = columns_outer ? u % row_blocks : u / columns;
         const size_t column = columns_outer ? u / row_blocks : u % columns;
+        // The lane tiles' next panel (panel_stream.h): columns outermost, the next row block's, whole
+        // (the next column's first after the last); rows outermost, a share of the next row block's, each
+        // of this row's columns fetching its own.
+        if (lanes_) {
+          const bool last = columns_outer ? u + 1 == row_blocks * columns : row + 1 == row_blocks;
+          stream_panel_part(last ? nullptr : panel_of((row + 1) % row_blocks), panel_bytes(),
+                            columns_outer ? 0 : column, columns_outer ? 1 : columns);
+        }
         block_of(column / pixel_blocks, row * block_rows_, (column % pixel_blocks) * kBlockPixels);
       }
     });

@@ -63,6 +63,10 @@ class ImplicitConvF32 {
   void gathered_unit(const float* planes, uint32_t n, size_t row0, size_t col0, size_t cols, const Epilogue& epilogue,
                      const HalfOutput* direct) const;
 
+  // The lane tiles' weight panel of block `block` (48 output channels a block), and its size.
+  const float* panel_of(size_t block) const;
+  size_t panel_bytes() const;
+
   ImplicitGeometryF32 g_;
   size_t wq_ = 0, hq_ = 0;    // a phase plane
   std::vector<uint32_t> used_phases_;  // the stride phases (a * sw + b) some tap reads, in pack order

@@ -15,6 +15,7 @@
 
 #include "lane_rows_avx512.h"
 #include "lane_tile_table.h"
+#include "panel_stream.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu::lanes_f32 {
@@ -71,8 +72,11 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void accumulate(con
   for (size_t p = 0; p < kP; ++p)
 #pragma GCC unroll 3
     for (size_t v = 0; v < kV; ++v) c[p][v] = _mm512_setzero_ps();
+  size_t stream_lines;  // the next unit's panel, a line a step into L2 (panel_stream.h)
+  const char* stream = panel_stream().take(steps, stream_lines);
   for (size_t j = 0; j < steps; ++j, in.next(), panel += kBlockChannels) {
     in.prefetch();
+    if (j < stream_lines) _mm_prefetch(stream + 64 * j, _MM_HINT_T1);
     // The panel is a new line per weight vector each step, from L2 or memory: asked for kWeightsAhead
     // steps early (the hardware's prefetchers left the FMAs waiting on them: ResNet-50 FP16 at batch 1
     // on the AVX-512 FMA path 0.92-0.94x the time; 8 steps 0.96, 24 0.95).

@@ -16,6 +16,7 @@
 
 #include "lane_rows_avx512.h"
 #include "lane_tile_table.h"
+#include "panel_stream.h"
 #include "x86_simd.h"
 
 namespace softdla::cpu::lanes_s8 {
@@ -86,7 +87,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline voi
 #define DECLARE(p) __m512i c##p##_0 = _mm512_setzero_si512(), c##p##_1 = c##p##_0, c##p##_2 = c##p##_0;
   SOFTDLA_LANE_COLS8(DECLARE)
 #undef DECLARE
+  size_t stream_lines;  // the next unit's weights, a line a quad step into L2 (panel_stream.h)
+  const char* stream = panel_stream().take(kq, stream_lines);
   for (size_t q = 0; q < kq; ++q, w += kBlockRows) {
+    if (q < stream_lines) _mm_prefetch(stream + 64 * q, _MM_HINT_T1);
     // The block's weights are a new line per vector each step, from L2 or memory: asked for kWeightsAhead
     // steps early (the hardware's prefetchers left the loop waiting on them: ResNet-50 INT8 at batch 1 on
     // the AVX-512 VNNI path 0.96-0.97x the time).

@@ -378,6 +378,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) i
     const int32_t* w = lanes + row * kq;  // row is a block's first row: its block starts at row * kq
     for (size_t col = 0; col < n; col += kLaneGroup) {
       const size_t cols = std::min(kLaneGroup, n - col);
+      // The next block's weights fetched into L2 while this one's tiles run, a share each column group
+      // (panel_stream.h); a call of one block leaves its caller's stream.
+      if (m > B)
+        stream_panel_part(row + B < m ? lanes + (row + B) * kq : nullptr, B * kq * sizeof(int32_t), col / kLaneGroup,
+                          (n + kLaneGroup - 1) / kLaneGroup);
       for (size_t c = 0; c < cols; c += lanes_s8::kTileCols)
         tile(w, rows, col + c, std::min(lanes_s8::kTileCols, cols - c), init, &sums[0][c]);
       emit_tile(sums, out, add ? &*add : nullptr, row, col, rows, cols);
