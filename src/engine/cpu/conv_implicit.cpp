@@ -515,6 +515,7 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
           const size_t pixels = pixel_off_.size(), part = lane_unit_pixels(pixels, want, lanes_s8::kTileCols, 512);
           const size_t parts = (pixels + part - 1) / part, per_image = blocks * parts;
           pool.parallel_for(count * per_image, [&](size_t b, size_t e) {
+            const PanelStreamScope stream_scope;
             for (size_t u = b; u < e; ++u) {
               const size_t image = u / per_image, block = u % per_image / parts, col0 = u % parts * part;
               // The weights this thread reads next, fetched into L2 by this unit's tiles (panel_stream.h):

@@ -550,6 +550,7 @@ void ImplicitConvF32::run_gathered(const float* planes, size_t image_floats, siz
   const size_t part = lane_unit_pixels(pixels, want, tile, kBlockPixels), n_parts = (pixels + part - 1) / part;
   const size_t per_image = blocks * n_parts;
   pool.parallel_for(count * per_image, [&](size_t b, size_t e) {
+    const PanelStreamScope stream_scope;
     for (size_t u = b; u < e; ++u) {
       const size_t image = u / per_image, block = u % per_image / n_parts, col0 = u % n_parts * part;
       // The panel this thread reads next: the next block's (the next image's first after the last block).
@@ -611,6 +612,7 @@ void ImplicitConvF32::run(const void* x, size_t images, size_t image_stride, boo
     const size_t columns = count * pixel_blocks;
     const bool columns_outer = weight_bytes * columns < image_bytes * count * row_blocks;
     pool.parallel_for(row_blocks * columns, [&](size_t b, size_t e) {
+      const PanelStreamScope stream_scope;
       for (size_t u = b; u < e; ++u) {
         const size_t row = columns_outer ? u % row_blocks : u / columns;
         const size_t column = columns_outer ? u / row_blocks : u % columns;

@@ -371,6 +371,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) i
   std::optional<Residual512> add;
   if (out.residual) add.emplace(*out.residual);
   alignas(64) int32_t sums[B][kLaneGroup];
+  const PanelStreamScope stream_scope;
   for (size_t row = 0; row < m; row += B) {
     const size_t rows = std::min(B, m - row);
     alignas(64) int32_t init[B] = {};

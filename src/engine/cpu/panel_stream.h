@@ -8,7 +8,11 @@
 // where several units read the same panel in turn), and each tile it runs fetches one line of that panel
 // per reduction step (prefetcht1: into L2, not L1, which holds the current panel's lines), so the next
 // block starts with its panel in L2. ResNet-50 FP16 at batch 1 on two threads of the AVX-512 FMA path:
-// 0.93-0.96x the time (one thread 0.98-0.99x).
+// 0.93-0.96x the time (one thread 0.95-0.98x); INT8 on the VNNI lane tiles 0.95-0.97x.
+//
+// The drains: the lane tiles (conv_lanes_f32.h, gemm_lanes_s8.h) and the AVX-512 FP32 GEMM's two-panel
+// tile (gemm.cpp), whose Winograd caller streams the next GEMM's weight rows the same way. A loop that
+// sets the stream holds a PanelStreamScope, so no stream outlives the weights it points into.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -46,5 +50,14 @@ inline void stream_panel_part(const void* panel, size_t bytes, size_t part, size
   const size_t lines = bytes / 64, from = lines * part / parts, to = lines * (part + 1) / parts;
   s = {static_cast<const char*>(panel) + 64 * from, to - from};
 }
+
+// Empties the calling thread's stream when it ends: a unit loop's, so that no later tile fetches lines
+// of weights that may be gone by then.
+struct PanelStreamScope {
+  PanelStreamScope() = default;
+  PanelStreamScope(const PanelStreamScope&) = delete;
+  PanelStreamScope& operator=(const PanelStreamScope&) = delete;
+  ~PanelStreamScope() { panel_stream() = {}; }
+};
 
 }  // namespace softdla::cpu
