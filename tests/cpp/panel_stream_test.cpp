@@ -29,7 +29,8 @@ TEST(PanelStream, PartsCoverThePanelOnce) {
           ASSERT_LE(taken, lines);
         }
       }
-      for (size_t i = 0; i < 1000; ++i) EXPECT_EQ(fetched[i], i < lines ? 1 : 0) << lines << " lines, " << parts << " parts, line " << i;
+      for (size_t i = 0; i < 1000; ++i)
+        EXPECT_EQ(fetched[i], i < lines ? 1 : 0) << lines << " lines, " << parts << " parts, line " << i;
     }
 }
 

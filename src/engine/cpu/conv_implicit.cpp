@@ -8,10 +8,10 @@
 #include "amx_tiles.h"
 #include "cpu_isa.h"
 #include "gemm_lanes_s8.h"
-#include "panel_stream.h"
 #include "gemm_vnni.h"
 #include "implicit_grid.h"
 #include "int8_requant_x86.h"
+#include "panel_stream.h"
 #include "scratch_buffer.h"
 #include "x86_simd.h"
 
@@ -521,9 +521,9 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
               // The weights this thread reads next, fetched into L2 by this unit's tiles (panel_stream.h):
               // the next block's (the next image's first after the last block).
               const bool last = image + 1 == count && block + 1 == blocks;
-              const size_t weights_bytes = lanes_s8::kBlockRows * k_off_.size() * sizeof(int32_t);
-              stream_panel_part(last ? nullptr : lanes_w_.data() + (block + 1) % blocks * lanes_s8::kBlockRows * k_off_.size(),
-                                weights_bytes, u % parts, parts);
+              const size_t block_words = lanes_s8::kBlockRows * k_off_.size();
+              stream_panel_part(last ? nullptr : lanes_w_.data() + (block + 1) % blocks * block_words,
+                                block_words * sizeof(int32_t), u % parts, parts);
               run_lanes(data + image * image_bytes, n0 + image, *direct, block, col0, std::min(part, pixels - col0));
             }
           });
