@@ -88,14 +88,14 @@ def test_same_bits_on_every_path(tmp_path):
 
 
 def test_large_weights_at_batch_one_take_the_direct_kernel_on_avx512(tmp_path):
-    """WinogradConvF16::pays: 192 -> 192 channels hold 2.25 MB of transformed weights, past the 2 MB
+    """WinogradConvF16::pays: 272 -> 272 channels hold 4.5 MB of transformed weights, past the 4 MB
     that batch 1 on AVX-512 reads from memory for less than it saves. There the direct FMA kernel runs
     (the same bits as with SOFTDLA_WINOGRAD=0); at batch 2, and on the AVX2 path, Winograd still does
     (other bits). Every result within the FP16 tolerance."""
     if paths._active("avx512vnni")[0] != "avx512vnni":
         pytest.skip("needs an AVX-512 VNNI CPU")
     for n, isa, winograd in ((1, "avx512vnni", False), (2, "avx512vnni", True), (1, "avx2", True)):
-        g, x, ref = build((n, 192, 192, 14, 14, (1, 1, 1, 1)), "bias_relu", seed=n)
+        g, x, ref = build((n, 272, 272, 14, 14, (1, 1, 1, 1)), "bias_relu", seed=n)
         on = {**paths._env(isa), "SOFTDLA_AMX_F16": "0"}
         got, direct = _run(g, x, tmp_path, on), _run(g, x, tmp_path, {**on, "SOFTDLA_WINOGRAD": "0"})
         assert (got != direct) == winograd, (n, isa)

@@ -45,13 +45,16 @@ class WinogradConvF16 {
   // Whether the path is faster than the direct FMA kernel for C -> K channels over `images` images on
   // `isa`, where applies() holds. Each work unit reads all 16 K C transformed weights (1.8 times the
   // direct kernel's bytes); in a whole network they come from memory, not cache. On AVX-512 at batch 1,
-  // weights beyond kColdWeightBytes cost Winograd more than its fewer products save (ResNet-50's 14 x 14
-  // layers, 256 channels, 4 MB: 1.70-1.89 ms against 1.56-1.59 direct inside the model on one thread,
-  // 0.88-0.95 against 0.83 on two, though 0.96 against 1.36 alone with warm caches); larger batches read
-  // them once for several images (batch 8: 1.15 against 1.44 ms an image), and the AVX2 direct kernel
-  // is slower (Winograd 2.55-2.63 against 2.75-2.79 ms at batch 1).
+  // weights beyond kColdWeightBytes cost Winograd more than its fewer products save. Measured inside
+  // ResNet-50: its 14 x 14 layers (256 channels, 4 MB) took 1.70-1.89 ms on Winograd against 1.56-1.59 on
+  // the direct kernel before the GEMMs streamed their next weight rows into L2 (panel_stream.h); with
+  // the stream Winograd is the faster again (ResNet-18 and -50 FP16 at batch 1 0.97-0.99x the time with
+  // them on Winograd), so the bound is 4 MB; larger layers (VGG's 512-channel ones) keep the direct
+  // kernel, not measured since. Larger batches read the weights once for several images (batch 8: 1.15
+  // against 1.44 ms an image), and the AVX2 direct kernel is slower (Winograd 2.55-2.63 against
+  // 2.75-2.79 ms at batch 1).
   static bool pays(uint32_t C, uint32_t K, size_t images, Isa isa);
-  static constexpr size_t kColdWeightBytes = size_t(2) << 20;
+  static constexpr size_t kColdWeightBytes = size_t(4) << 20;
   // weights: [K][C][3][3] fp32 holding finite fp16 values.
   WinogradConvF16(const WinogradGeometry& g, const float* weights);
 
