@@ -33,7 +33,9 @@ Measurement: each (model, batch, threads) runs in its own process (the engine re
 its thread pool starts), with SOFTDLA_THREADS and ORT's intra-op threads set to the thread setting. After two
 warm-up runs of everything, each of --repeat rounds runs softdla INT8, ORT QDQ, softdla FP16, ORT FP32 and ORT
 QOperator once, interleaved so machine noise hits both sides alike; medians in ms. Ratios: ORT best / softdla
-INT8 and ORT FP32 / softdla FP16 (below 1: softdla slower).
+INT8 and ORT FP32 / softdla FP16 (below 1: softdla slower). --block N runs each engine N times back to back in
+a round (every run timed): the steady state of a user who runs one engine, caches and threads warm from its own
+previous run rather than the other engine's (both sides gain; ORT more, measured on MobileNetV2).
 
 --layers: the INT8 loadable again through softdla's cuDLA runtime (softdla.cudla) with a layer-wise statistics
 buffer (docs/RUNTIME.md, "Layer-wise statistics"); the top 15 ops by median time with their op type, precision
@@ -517,11 +519,11 @@ def layer_statistics(blob, raw_inputs, runs):
                         for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])}}
 
 
-def measure(spec, threads, repeat, spinning_mode, layers):
+def measure(spec, threads, repeat, spinning_mode, layers, block=1):
     """Runs in the child process: the interleaved measurement of one (model, batch, threads)."""
     x = np.load(spec["input"]).astype(np.float32)
     r = {k: spec[k] for k in ("model", "resolution", "batch")}
-    r.update(threads=threads, repeat=repeat, errors=dict(spec["errors"]), build_s=spec["build_s"])
+    r.update(threads=threads, repeat=repeat, block=block, errors=dict(spec["errors"]), build_s=spec["build_s"])
     runners = {}
     blobs = {}
     for key in ("softdla_int8", "softdla_fp16"):
@@ -546,7 +548,8 @@ def measure(spec, threads, repeat, spinning_mode, layers):
     times = {k: [] for k in order}
     for _ in range(repeat):
         for k in order:
-            times[k].append(timed(runners[k]))
+            for _ in range(block):
+                times[k].append(timed(runners[k]))
     r["times_ms"] = times
     for k in order:
         r[f"{k}_ms"] = float(np.median(times[k]))
@@ -571,7 +574,7 @@ def measure(spec, threads, repeat, spinning_mode, layers):
 def child_main(spec_path, out_path):
     with open(spec_path) as f:
         job = json.load(f)
-    r = measure(job["spec"], job["threads"], job["repeat"], job["ort_spinning"], job["layers"])
+    r = measure(job["spec"], job["threads"], job["repeat"], job["ort_spinning"], job["layers"], job.get("block", 1))
     with open(out_path, "w") as f:
         json.dump(r, f)
 
@@ -582,7 +585,7 @@ def run_child(spec, threads, args, workdir):
     out_path = os.path.join(workdir, f"result_{tag}.json")
     with open(spec_path, "w") as f:
         json.dump({"spec": spec, "threads": threads, "repeat": args.repeat, "ort_spinning": args.ort_spinning,
-                   "layers": args.layers}, f)
+                   "layers": args.layers, "block": args.block}, f)
     env = dict(os.environ, SOFTDLA_THREADS=str(threads), SOFTDLA_BACKEND="cpu")
     if args.isa:
         env["SOFTDLA_CPU_ISA"] = args.isa
@@ -682,6 +685,7 @@ def main(argv=None):
     ap.add_argument("--batch", default="1,8", help="batch sizes (default 1,8)")
     ap.add_argument("--threads", default="1,all", help="thread settings, numbers or 'all' (default 1,all)")
     ap.add_argument("--repeat", type=int, default=20, help="interleaved rounds per configuration (default 20)")
+    ap.add_argument("--block", type=int, default=1, help="back-to-back runs of each engine in a round (default 1)")
     ap.add_argument("--resolution", type=int, default=224, help="input size of the zoo models (default 224)")
     ap.add_argument("--calib", type=int, default=16, help="calibration images, both sides (default 16)")
     ap.add_argument("--calibrator", default=None, help="softdla build --calibrator (default: the builder's)")

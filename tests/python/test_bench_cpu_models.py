@@ -14,7 +14,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def test_cpu_models_runs(tmp_path):
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "cpu_models.py"), "--models", "resnet18,digits",
-                        "--batch", "1", "--threads", "1", "--resolution", "32", "--repeat", "1", "--calib", "2",
+                        "--batch", "1", "--threads", "1", "--resolution", "32", "--repeat", "1", "--block", "2", "--calib", "2",
                         "--layers", "--json", str(out), "--workdir", str(tmp_path / "work")],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -29,3 +29,4 @@ def test_cpu_models_runs(tmp_path):
                     "ort_best_ms", "ratio_int8", "ratio_fp16"):
             assert r[key] > 0, key
         assert r["layers_int8"]["top"] and r["layers_int8"]["task_ms"] > 0
+        assert r["block"] == 2 and all(len(t) == 2 for t in r["times_ms"].values())  # one round of two runs each
