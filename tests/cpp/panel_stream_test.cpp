@@ -9,7 +9,6 @@
 #include "panel_stream.h"
 
 using softdla::cpu::panel_stream;
-using softdla::cpu::PanelStream;
 using softdla::cpu::stream_panel_part;
 
 TEST(PanelStream, PartsCoverThePanelOnce) {
@@ -64,4 +63,18 @@ TEST(PanelStream, EachThreadHasItsOwn) {
   size_t mine = 0;
   panel_stream().take(8, mine);
   EXPECT_EQ(mine, 8u);
+}
+
+// The walk visits every (image, block) in order; each unit names the block of the unit after it.
+TEST(PanelStream, NextBlockInWalkFollowsTheWalk) {
+  using softdla::cpu::next_block_in_walk;
+  for (size_t images : {1u, 2u, 5u})
+    for (size_t blocks : {1u, 2u, 7u}) {
+      const size_t units = images * blocks;
+      for (size_t u = 0; u < units; ++u) {
+        const size_t next = next_block_in_walk(u / blocks, u % blocks, images, blocks);
+        if (u + 1 == units) EXPECT_EQ(next, blocks) << images << " x " << blocks;
+        else EXPECT_EQ(next, (u + 1) % blocks) << images << " x " << blocks << " unit " << u;
+      }
+    }
 }

@@ -520,9 +520,9 @@ void ImplicitConvS8::run(const int8_t* x, size_t images, size_t image_stride, Th
               const size_t image = u / per_image, block = u % per_image / parts, col0 = u % parts * part;
               // The weights this thread reads next, fetched into L2 by this unit's tiles (panel_stream.h):
               // the next block's (the next image's first after the last block).
-              const bool last = image + 1 == count && block + 1 == blocks;
+              const size_t next = next_block_in_walk(image, block, count, blocks);
               const size_t block_words = lanes_s8::kBlockRows * k_off_.size();
-              stream_panel_part(last ? nullptr : lanes_w_.data() + (block + 1) % blocks * block_words,
+              stream_panel_part(next < blocks ? lanes_w_.data() + next * block_words : nullptr,
                                 block_words * sizeof(int32_t), u % parts, parts);
               run_lanes(data + image * image_bytes, n0 + image, *direct, block, col0, std::min(part, pixels - col0));
             }

@@ -554,8 +554,8 @@ void ImplicitConvF32::run_gathered(const float* planes, size_t image_floats, siz
     for (size_t u = b; u < e; ++u) {
       const size_t image = u / per_image, block = u % per_image / n_parts, col0 = u % n_parts * part;
       // The panel this thread reads next: the next block's (the next image's first after the last block).
-      const bool last = image + 1 == count && block + 1 == blocks;
-      stream_panel_part(last ? nullptr : panel_of((block + 1) % blocks), panel_bytes(), u % n_parts, n_parts);
+      const size_t next = next_block_in_walk(image, block, count, blocks);
+      stream_panel_part(next < blocks ? panel_of(next) : nullptr, panel_bytes(), u % n_parts, n_parts);
       gathered_unit(planes + image * image_floats, uint32_t(n0 + image), block * lanes_f32::kBlockChannels, col0,
                     std::min(part, pixels - col0), epilogue, direct);
     }

@@ -76,7 +76,7 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void accumulate(con
   const char* stream = panel_stream().take(steps, stream_lines);
   for (size_t j = 0; j < steps; ++j, in.next(), panel += kBlockChannels) {
     in.prefetch();
-    if (j < stream_lines) _mm_prefetch(stream + 64 * j, _MM_HINT_T1);
+    if (j < stream_lines) _mm_prefetch(stream + kStreamLineBytes * j, _MM_HINT_T1);
     // The panel is a new line per weight vector each step, from L2 or memory: asked for kWeightsAhead
     // steps early (the hardware's prefetchers left the FMAs waiting on them: ResNet-50 FP16 at batch 1
     // on the AVX-512 FMA path 0.92-0.94x the time; 8 steps 0.96, 24 0.95).

@@ -111,7 +111,7 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void tile2_f32_avx5
   size_t stream_lines;  // a caller's next A rows, a line a step into L2 (panel_stream.h; Winograd's)
   const char* stream = panel_stream().take(k, stream_lines);
   for (size_t p = 0; p < k; ++p, pa += sizeof(float), pb += sizeof(float)) {
-    if (p < stream_lines) _mm_prefetch(stream + 64 * p, _MM_HINT_T1);
+    if (p < stream_lines) _mm_prefetch(stream + kStreamLineBytes * p, _MM_HINT_T1);
     const __m512 x0 = _mm512_loadu_ps(b0 + p * kPanel), x1 = _mm512_loadu_ps(b1 + p * kPanel);
 #define STEP(r)                                        \
   if constexpr (r < R) {                               \

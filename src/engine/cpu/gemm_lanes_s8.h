@@ -90,7 +90,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline voi
   size_t stream_lines;  // the next unit's weights, a line a quad step into L2 (panel_stream.h)
   const char* stream = panel_stream().take(kq, stream_lines);
   for (size_t q = 0; q < kq; ++q, w += kBlockRows) {
-    if (q < stream_lines) _mm_prefetch(stream + 64 * q, _MM_HINT_T1);
+    if (q < stream_lines) _mm_prefetch(stream + kStreamLineBytes * q, _MM_HINT_T1);
     // The block's weights are a new line per vector each step, from L2 or memory: asked for kWeightsAhead
     // steps early (the hardware's prefetchers left the loop waiting on them: ResNet-50 INT8 at batch 1 on
     // the AVX-512 VNNI path 0.96-0.97x the time).

@@ -19,6 +19,9 @@
 
 namespace softdla::cpu {
 
+// A stream moves in cache lines: a tile fetches one a reduction step.
+inline constexpr size_t kStreamLineBytes = 64;
+
 struct PanelStream {
   const char* next = nullptr;  // the first line not fetched yet
   size_t lines = 0;            // lines left to fetch
@@ -28,7 +31,7 @@ struct PanelStream {
   const char* take(size_t steps, size_t& count) {
     count = std::min(steps, lines);
     const char* first = next;
-    next += 64 * count, lines -= count;
+    next += kStreamLineBytes * count, lines -= count;
     return first;
   }
 };
@@ -39,7 +42,7 @@ inline PanelStream& panel_stream() {
   return stream;
 }
 
-// Part `part` of `parts` of the `bytes` bytes at `panel` (whole 64-byte lines) as the calling thread's
+// Part `part` of `parts` of the `bytes` bytes at `panel` (whole lines) as the calling thread's
 // stream; a null panel empties it.
 inline void stream_panel_part(const void* panel, size_t bytes, size_t part, size_t parts) {
   PanelStream& s = panel_stream();
@@ -47,8 +50,15 @@ inline void stream_panel_part(const void* panel, size_t bytes, size_t part, size
     s = {};
     return;
   }
-  const size_t lines = bytes / 64, from = lines * part / parts, to = lines * (part + 1) / parts;
-  s = {static_cast<const char*>(panel) + 64 * from, to - from};
+  const size_t lines = bytes / kStreamLineBytes, from = lines * part / parts, to = lines * (part + 1) / parts;
+  s = {static_cast<const char*>(panel) + kStreamLineBytes * from, to - from};
+}
+
+// In a walk over `images` images of `blocks` weight blocks each (blocks inner), the block the unit after
+// one of (image, block) reads: the next block, the next image's first after the last; `blocks` (none)
+// after the walk's last unit.
+inline size_t next_block_in_walk(size_t image, size_t block, size_t images, size_t blocks) {
+  return image + 1 == images && block + 1 == blocks ? blocks : (block + 1) % blocks;
 }
 
 // Empties the calling thread's stream when it ends: a unit loop's, so that no later tile fetches lines
