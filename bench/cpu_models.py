@@ -707,8 +707,8 @@ def main(argv=None):
             raise SystemExit(f"--models: unknown model {m!r} (known: {', '.join(MODELS)})")
     batches = parse_list(a.batch, "batch", int)
     threads = sorted(set(parse_list(a.threads, "threads", lambda v: os.cpu_count() if v == "all" else int(v))))
-    if a.repeat < 1 or any(b < 1 for b in batches) or any(t < 1 for t in threads):
-        raise SystemExit("--repeat, --batch and --threads must be positive")
+    if a.repeat < 1 or a.block < 1 or any(b < 1 for b in batches) or any(t < 1 for t in threads):
+        raise SystemExit("--repeat, --block, --batch and --threads must be positive")
     if not os.path.exists(SOFTDLA):
         raise SystemExit(f"{SOFTDLA} not found: run scripts/setup.sh (or set SOFTDLA_BUILD_DIR)")
     if a.isa:
