@@ -642,6 +642,20 @@ bool trimmed_adds() {
   return on;
 }
 
+// How many wide wgmma blocks split-K counts an SM to run side by side: 2, their slots (the default), or 1
+// with SOFTDLA_CUDA_SPLIT_SLOTS=1 (read once). Counted as two, layer 3 of ResNet-50 at batch 32 takes two
+// splits for its 98 tiles of 1 x 1 reductions and 3 x 3 convolutions: 12.6-12.9 and 16.6-16.7 us a launch
+// on an H100, against 8.0-8.2 and 14.3-14.5 unsplit, which counting one chooses (docs/PERFORMANCE.md). Off
+// by default until a whole task is measured with it: with programmatic dependent launch, no split-K at
+// all took 0.5 % off the batch-32 task where the launches alone summed 2.4 % less.
+int wgmma_split_slots() {
+  static const int slots = [] {
+    const char* v = std::getenv("SOFTDLA_CUDA_SPLIT_SLOTS");
+    return v && std::string(v) == "1" ? 1 : 2;
+  }();
+  return slots;
+}
+
 // The longest one-k-tile reduction (kpad, bytes) whose pointwise convolutions on 128 x 128 tiles take
 // igemm_stream_kernel (the next tile's loads during this tile's epilogue) where their tiles fill more
 // than one wave of the SMs' block slots: SOFTDLA_CUDA_PERSIST=off|64|128, read once (default 64).
@@ -913,9 +927,13 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   // Every channel with a window: the windowed epilogue, straight from the fragments without split-K
   // (unless a fused op or the output layout rules it out, known only later).
   const uint64_t tiles = uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN);
-  splits_ = igemm::choose_splits(tiles, int(g_->kpad / 64), int(BM), windows_.get() != nullptr,
-                                 narrow ? kNarrowBlocks : 2);
   wgmma_ = wgmma_device();
+  // Split-K's blocks that an SM runs side by side at full speed: two of the mma.sync tiles; of the wide wgmma
+  // ones (the windowed epilogue's), whose two warpgroups may keep the SM's tensor cores busy alone,
+  // wgmma_split_slots().
+  const bool on_wgmma = wgmma_ && !narrow && windows_.get() != nullptr;
+  splits_ = igemm::choose_splits(tiles, int(g_->kpad / 64), int(BM), windows_.get() != nullptr,
+                                 narrow ? kNarrowBlocks : on_wgmma ? wgmma_split_slots() : 2);
   // The weights' tensor map for the TMA pipeline of the 128 x 128 wgmma tiles (SOFTDLA_CUDA_WG_TMA).
   if (wgmma_ && wgmma_tma() && tile_ == 0 && g_->kpad > 64) {
     maps_ = std::make_unique<igemm::TmaMaps>();

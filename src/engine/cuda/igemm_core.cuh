@@ -694,7 +694,8 @@ inline int sm_count() {
 // k-tiles of the busiest SM down the most, counting a cost per block for the epilogue and the
 // reduction. `direct`: without split-K the epilogue runs straight from the mma fragments (cheaper than
 // on parked accumulators, which split-K needs). blocks_per_sm: how many of the kernel's blocks an SM
-// holds. SOFTDLA_CUDA_SPLITK=n forces n (tests).
+// runs side by side at full speed (its slots when the blocks share the SM's units without slowing each
+// other; 1 when one block keeps them busy alone). SOFTDLA_CUDA_SPLITK=n forces n (tests).
 inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false, int blocks_per_sm = 2) {
   if (const char* forced = std::getenv("SOFTDLA_CUDA_SPLITK")) {
     const int n = std::atoi(forced);
