@@ -574,7 +574,7 @@ def measure(spec, threads, repeat, spinning_mode, layers, block=1):
 def child_main(spec_path, out_path):
     with open(spec_path) as f:
         job = json.load(f)
-    r = measure(job["spec"], job["threads"], job["repeat"], job["ort_spinning"], job["layers"], job.get("block", 1))
+    r = measure(job["spec"], job["threads"], job["repeat"], job["ort_spinning"], job["layers"], job["block"])
     with open(out_path, "w") as f:
         json.dump(r, f)
 
