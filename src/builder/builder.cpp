@@ -55,9 +55,15 @@ void expose_intermediates(Lowered& low, PrecisionPlan& plan) {
   }
 }
 
-// Ranges no calibrator should choose: constant operands take the range of their data, a clip's output
-// its bounds (exact, where a calibrator would cut off the mass at the bound).
-void complete_ranges(const Lowered& low, std::vector<float>& amax) {
+// Ranges no calibrator should choose: constant operands take the range of their data, and a clip's output
+// takes the clip's bound where the calibration data reach at least half of it: the bound never saturates
+// (no output can pass it, where a calibrated range cuts off new data's larger values and the mass piled at
+// the bound) and costs at most one bit of resolution against the data's own range. An output that stays
+// further below (a ReLU6 after a convolution whose outputs reach 0.1) keeps its calibrated range: the bound
+// would leave it a few levels. `observed`: the calibration data's largest |x| per tensor, where softdla
+// calibrated; null where the ranges came from a calibration cache, whose entries are taken as TensorRT
+// takes them, as given (a clip's output given a range below its bound saturates there on the DLA too).
+void complete_ranges(const Lowered& low, std::vector<float>& amax, const std::vector<float>* observed) {
   const Model& fp32 = low.model;
   // Constant operands (element-wise with a constant tensor) take the range of their data.
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
@@ -71,13 +77,15 @@ void complete_ranges(const Lowered& low, std::vector<float>& amax) {
       }
       amax[t] = a > 0 ? a : 1e-6f;
     }
-  // A clip's output range is its bounds: exact, where a calibrator would cut off the mass at the bound.
+  if (!observed) return;
   for (const Op& op : fp32.ops) {
     const SdpParams* post = sdp_stage(op.params);
-    if (post && !post->steps.empty() && post->steps.back().kind == SdpKind::kClip && amax[op.outputs[0]] > 0 &&
-        !low.qdq_amax.count(op.outputs[0])) {
+    const uint32_t t = op.outputs[0];
+    if (post && !post->steps.empty() && post->steps.back().kind == SdpKind::kClip && amax[t] > 0 &&
+        !low.qdq_amax.count(t)) {
       const SdpStep& c = post->steps.back();
-      amax[op.outputs[0]] = std::max(std::fabs(c.lo), std::fabs(c.hi));
+      const float bound = std::max(std::fabs(c.lo), std::fabs(c.hi));
+      if (2 * (*observed)[t] >= bound) amax[t] = bound;
     }
   }
 }
@@ -222,6 +230,9 @@ struct RangeRule {
 };
 
 std::vector<float>& ranges_of(RuleRanges& r, RangeRule c) { return c.tail ? r.percentile_tail : r.of(c.rule); }
+const std::vector<float>& ranges_of(const RuleRanges& r, RangeRule c) {
+  return ranges_of(const_cast<RuleRanges&>(r), c);
+}
 
 std::string rule_label(RangeRule c, double percentile) {
   if (c.rule != Calibrator::kPercentile) return rule_name(c.rule);
@@ -230,13 +241,13 @@ std::string rule_label(RangeRule c, double percentile) {
   return s.str();
 }
 
-// Mean output cosine of the INT8 model that `ranges` give, over batches[i] for i in `judged`, against
-// their FP32 outputs expected[i].
-double rule_score(const Lowered& low, const std::vector<float>& base, const std::vector<float>& ranges,
+// Mean output cosine of the INT8 model that `rule`'s ranges in `fitted` give, over batches[i] for i in
+// `judged`, against their FP32 outputs expected[i].
+double rule_score(const Lowered& low, const std::vector<float>& base, const RuleRanges& fitted, RangeRule rule,
                   const std::vector<Batch>& batches, const std::vector<BatchOutputs>& expected,
                   const std::vector<size_t>& judged, const BuildOptions& o) {
-  std::vector<float> amax = with_calibrated(low, base, ranges);
-  complete_ranges(low, amax);
+  std::vector<float> amax = with_calibrated(low, base, ranges_of(fitted, rule));
+  complete_ranges(low, amax, &fitted.minmax);
   Model m = apply_precision(low, plan_precisions(low, amax, o, true));
   finalize_model(m);
   const Engine candidate(std::move(m));
@@ -259,13 +270,13 @@ RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, Calibr
   std::vector<double> score(std::size(rules), 0.0);
   for (size_t r = 0; r < std::size(rules); ++r) {
     if (all.folds.empty()) {  // one batch: nothing to hold out
-      score[r] = rule_score(low, base, ranges_of(all, rules[r]), batches, all.reference_outputs, {0}, o);
+      score[r] = rule_score(low, base, all, rules[r], batches, all.reference_outputs, {0}, o);
     } else {
       for (size_t k = 0; k < all.folds.size(); ++k) {
         std::vector<size_t> held_out;
         for (size_t b = 0; b < references; ++b)
           if (b % all.folds.size() == k) held_out.push_back(b);
-        score[r] += rule_score(low, base, ranges_of(all.folds[k], rules[r]), batches, all.reference_outputs, held_out, o) /
+        score[r] += rule_score(low, base, all.folds[k], rules[r], batches, all.reference_outputs, held_out, o) /
                     double(all.folds.size());
       }
     }
@@ -322,6 +333,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     if (onnx_name[t].empty()) onnx_name[t] = fp32.tensors[t].name;
   bool have_cache = false;
   RangeRule chosen_rule{Calibrator::kEntropy};
+  std::vector<float> observed;  // the calibration data's largest |x| per tensor, where softdla calibrates
   if (o.int8) {
     for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
     if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
@@ -337,11 +349,12 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       CalibratedRanges ranges = calibrate_all(fp32, batches, rule, o.percentile, references, o.progress);
       chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : RangeRule{rule};
       amax = with_calibrated(low, amax, ranges_of(ranges, chosen_rule));
+      observed = std::move(ranges.minmax);
     } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {
       fail("--int8 needs scales: give calibration data (--calib-data DIR), a calibration cache (--calib FILE), "
            "or a model with Q/DQ nodes; or add --fp16");
     }
-    complete_ranges(low, amax);
+    complete_ranges(low, amax, observed.empty() ? nullptr : &observed);
   }
 
   PrecisionPlan plan = plan_precisions(low, amax, o, false);

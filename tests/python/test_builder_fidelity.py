@@ -2,6 +2,7 @@
 inferred shapes agree with the model's; `check` and `build` give one verdict; I/O names survive the build;
 the operator table in docs/BUILDER.md is the one the code enforces. References: ONNX Runtime."""
 import os
+import struct
 import subprocess
 
 import numpy as np
@@ -185,9 +186,9 @@ def test_builder_doc_carries_the_generated_op_table():
 # ------------------------------------------------------------------ clipped ReLU in INT8
 @pytest.mark.parametrize("hi", [6.0, 0.5])
 def test_clipped_relu_is_one_op_at_its_planned_scale(tmp_path, hi):
-    """Conv -> Clip(0, hi) in INT8 writes the Clip's planned scale itself, with no requantize op after it:
-    calibrated under the bound (hi = 6, outputs reach about 3), saturation at that scale clips; calibrated at
-    the bound (hi = 0.5, often exceeded), the clip step does. Values against ONNX Runtime on new inputs."""
+    """Conv -> Clip(0, hi) in INT8 writes the Clip's planned scale itself, with no requantize op after it;
+    the range is the bound in both cases (hi = 6: outputs reach about 4, over half the bound; hi = 0.5, often
+    exceeded, where the clip step clips). Values against ONNX Runtime on new inputs."""
     g = G(seed=7)
     x = g.input("x", [1, 4, 8, 8])
     y = g.node("Clip", [g.conv(x, 4, 8), g.const(np.float32(0.0)), g.const(np.float32(hi))])
@@ -208,3 +209,71 @@ def test_clipped_relu_is_one_op_at_its_planned_scale(tmp_path, hi):
             assert got.max() <= hi + 1e-6
             # INT8 input, weight and output steps (the convolution reaches about 4 before the clip).
             assert np.max(np.abs(got - want)) < 0.1, (hi, np.max(np.abs(got - want)))
+
+
+# ------------------------------------------------------------------ a clip's output range
+def clipped_conv(hi):
+    """x -> Conv(4 -> 8, 3 x 3) -> Clip(0, hi); on standard normal inputs the convolution reaches about 4."""
+    g = G(seed=7)
+    x = g.input("x", [1, 4, 8, 8])
+    return g.model(g.node("Clip", [g.conv(x, 4, 8), g.const(np.float32(0.0)), g.const(np.float32(hi))]))
+
+
+def read_cache(path):
+    lines = open(path).read().splitlines()
+    return lines[0], {name: struct.unpack(">f", bytes.fromhex(h))[0] for name, h in (l.split(": ") for l in lines[1:])}
+
+
+def calibration_dir(tmp_path, rng):
+    calib = tmp_path / "calib"
+    calib.mkdir(exist_ok=True)
+    data = rng.standard_normal((16, 4, 8, 8)).astype(np.float32)
+    np.save(calib / "a.npy", data)
+    return calib, data
+
+
+@pytest.mark.parametrize("hi", [0.5, 6.0, 60.0])
+def test_clip_output_takes_its_bound_where_calibration_reaches_half_of_it(tmp_path, hi):
+    """softdla's own calibration: a Clip(0, hi) output whose calibration values reach hi (0.5) or half of it
+    (6: they reach about 4) takes hi as its range (no saturation, at most a bit of resolution lost); one
+    whose values stay further below (60) keeps the range calibrated from the data, here the observed maximum
+    (a graph output keeps its full range), instead of a bound that would leave it a few levels. The written
+    cache's scale against the maximum ONNX Runtime computes on the same data."""
+    m = clipped_conv(hi)
+    calib, data = calibration_dir(tmp_path, np.random.default_rng(3))
+    cache = tmp_path / "out.cache"
+    softdla.build(m, int8=True, fp16=True, calib_data=calib, write_calib_cache=cache, progress=False)
+    observed = max(float(np.max(np.abs(ort_run(m, image[None])[0]))) for image in data)
+    y = m.graph.output[0].name
+    scale = read_cache(cache)[1][y]
+    if 2 * observed >= hi:
+        assert scale == np.float32(np.float32(hi) / np.float32(127)), (scale, hi)
+    else:
+        assert observed < hi / 4
+        assert scale == pytest.approx(observed / 127, rel=1e-5), (scale, observed)
+
+
+def test_cache_entry_for_a_clip_output_is_taken_as_given(tmp_path):
+    """A calibration cache is taken as TensorRT takes it: a Clip(0, 6) output given a range of 1.5 saturates at
+    1.5 (the DLA would), not at the clip's bound. Values against ONNX Runtime, clipped at the cache's range."""
+    m = clipped_conv(6.0)
+    rng = np.random.default_rng(5)
+    calib, _ = calibration_dir(tmp_path, rng)
+    cache = tmp_path / "given.cache"
+    softdla.build(m, int8=True, fp16=True, calib_data=calib, write_calib_cache=cache, progress=False)
+    header, scales = read_cache(cache)
+    y = m.graph.output[0].name
+    scales[y] = 1.5 / 127
+    cache.write_text(header + "\n" + "".join(f"{n}: {struct.pack('>f', s).hex()}\n" for n, s in scales.items()))
+    loadable = softdla.build(m, int8=True, fp16=True, calib_cache=cache, progress=False)
+    images = rng.standard_normal((4, 1, 4, 8, 8)).astype(np.float32)
+    reached = 0
+    with softdla.Device() as dev:
+        module = dev.load(loadable)
+        for image in images:
+            got = module.run([image])[module.outputs[0].name]
+            want = ort_run(m, image)[0]
+            reached += int(np.sum(want > 2.0))
+            assert got.max() <= np.float32(1.5) * (1 + 1e-3), got.max()
+            assert np.max(np.abs(got - np.minimum(want, 1.5))) < 0.06, np.max(np.abs(got - np.minimum(want, 1.5)))
+    assert reached > 0  # outputs the cache's range cuts off, so the test tells the two ranges apart
