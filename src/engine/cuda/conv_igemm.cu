@@ -34,6 +34,7 @@
 
 #include "channels_last.h"
 #include "conv_igemm.h"
+#include "env_switch.h"
 #include "igemm_core.cuh"
 #include "igemm_s8_epilogue.cuh"
 #include "sdp_forms.h"
@@ -585,17 +586,11 @@ void allow_shared_memory() {
 // once (0: never), and SOFTDLA_CUDA_NARROW=<bytes>: narrow tiles also for every reduction of at most that
 // many bytes (default 0; 64, layer 1's one-k-tile 1 x 1 convolutions, measured 1 % slower at batch 128).
 uint32_t narrow_kpad() {
-  static const uint32_t bound = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_NARROW");
-    return v && *v ? uint32_t(std::strtoul(v, nullptr, 10)) : 0u;
-  }();
+  static const uint32_t bound = env_uint("SOFTDLA_CUDA_NARROW", 0);
   return bound;
 }
 double narrow_fill() {
-  static const double fill = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_NARROW_FILL");
-    return v && *v ? std::strtod(v, nullptr) : 0.125;
-  }();
+  static const double fill = env_double("SOFTDLA_CUDA_NARROW_FILL", 0.125);
   return fill;
 }
 
@@ -605,55 +600,39 @@ double narrow_fill() {
 // address per 64 bytes, did not pay; docs/PERFORMANCE.md). SOFTDLA_CUDA_IGEMM=base, read once, takes
 // 64-byte k-tiles everywhere (tests, and the before/after comparison).
 bool wide_k_tiles() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_IGEMM");
-    return !(v && std::string(v) == "base");
-  }();
+  static const bool on = !env_is("SOFTDLA_CUDA_IGEMM", "base");
   return on;
 }
 
 // SOFTDLA_CUDA_REQUANT=full, read once, keeps every channel's requantization in the form
 // make_requant_window gives (no fold_rounding_sign, no high-word form): tests and the comparison.
 bool short_requant() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_REQUANT");
-    return !(v && std::string(v) == "full");
-  }();
+  static const bool on = !env_is("SOFTDLA_CUDA_REQUANT", "full");
   return on;
 }
 
 // SOFTDLA_CUDA_ADD=exact, read once, keeps a fused residual add in its exact window form even where it
 // has the shared-scale one (tests, and the before/after comparison).
 bool shared_scale_adds() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_ADD");
-    return !(v && std::string(v) == "exact");
-  }();
+  static const bool on = !env_is("SOFTDLA_CUDA_ADD", "exact");
   return on;
 }
 
 // SOFTDLA_CUDA_TRIM=off, read once, keeps the shared-scale add's saturation before the add and its upper
 // clamp where they cannot change a byte (kAddInRange, kAddHighSat): tests, and the comparison.
 bool trimmed_adds() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_TRIM");
-    return !(v && std::string(v) == "off");
-  }();
+  static const bool on = !env_is("SOFTDLA_CUDA_TRIM", "off");
   return on;
 }
 
-// How many wide wgmma blocks split-K counts an SM to run side by side: 2, their slots (the default), or 1
-// with SOFTDLA_CUDA_SPLIT_SLOTS=1 (read once). Counted as two, layer 3 of ResNet-50 at batch 32 takes two
-// splits for its 98 tiles of 1 x 1 reductions and 3 x 3 convolutions: 12.6-12.9 and 16.6-16.7 us a launch
-// on an H100, against 8.0-8.2 and 14.3-14.5 unsplit, which counting one chooses (docs/PERFORMANCE.md). Off
-// by default until a whole task is measured with it: with programmatic dependent launch, no split-K at
-// all took 0.5 % off the batch-32 task where the launches alone summed 2.4 % less.
-int wgmma_split_slots() {
-  static const int slots = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_SPLIT_SLOTS");
-    return v && std::string(v) == "1" ? 1 : 2;
-  }();
-  return slots;
+// SOFTDLA_CUDA_SPLIT_MODEL=measured, read once, has the wgmma tiles' split-K count chosen on their
+// measured costs (choose_splits_wgmma) instead of as the mma.sync tiles' is (choose_splits, waves of two
+// blocks an SM). Off by default until whole tasks are measured with it: it makes the choice that measured
+// fastest launch by launch on ResNet-50 INT8 at batches 32 and 128 (docs/PERFORMANCE.md), but no device
+// machine came to run the tasks.
+bool measured_wgmma_splits() {
+  static const bool on = env_is("SOFTDLA_CUDA_SPLIT_MODEL", "measured");
+  return on;
 }
 
 // The longest one-k-tile reduction (kpad, bytes) whose pointwise convolutions on 128 x 128 tiles take
@@ -662,19 +641,11 @@ int wgmma_split_slots() {
 // SOFTDLA_CUDA_PERSIST_GRID=<n>: n blocks a channel column whatever the tile count (tests: every block
 // walks several tiles).
 uint32_t stream_kpad() {
-  static const uint32_t bound = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_PERSIST");
-    if (!v || !*v) return 64u;
-    if (std::string(v) == "off") return 0u;
-    return uint32_t(std::strtoul(v, nullptr, 10));
-  }();
+  static const uint32_t bound = env_is("SOFTDLA_CUDA_PERSIST", "off") ? 0 : env_uint("SOFTDLA_CUDA_PERSIST", 64);
   return bound;
 }
 uint32_t stream_grid() {
-  static const uint32_t forced = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_PERSIST_GRID");
-    return v && *v ? uint32_t(std::strtoul(v, nullptr, 10)) : 0u;
-  }();
+  static const uint32_t forced = env_uint("SOFTDLA_CUDA_PERSIST_GRID", 0);
   return forced;
 }
 
@@ -683,10 +654,7 @@ uint32_t stream_grid() {
 // arch-specific code runs nowhere else). SOFTDLA_CUDA_WGMMA=off, read once, keeps mma.sync (tests, and the before/after comparison).
 bool wgmma_device() {
 #ifdef SOFTDLA_WGMMA
-  static const bool wanted = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_WGMMA");
-    return !(v && std::string(v) == "off");
-  }();
+  static const bool wanted = !env_is("SOFTDLA_CUDA_WGMMA", "off");
   if (!wanted) return false;
   int device = 0, major = 0, minor = 0;
   SOFTDLA_CUDA(cudaGetDevice(&device));
@@ -703,10 +671,7 @@ bool wgmma_device() {
 // next k-tile's are issued (igemm_reduce's kMbarriers); 0, a block barrier a k-tile. Only where the TMA
 // stages are off (SOFTDLA_CUDA_WG_TMA=off: wgmma_tma).
 bool wgmma_mbarriers() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_WG_MBAR");
-    return v && std::string(v) == "1";
-  }();
+  static const bool on = env_is("SOFTDLA_CUDA_WG_MBAR", "1");
   return on;
 }
 
@@ -735,10 +700,7 @@ int wgmma_tma() {
 // 128; only the pointwise ones (with wa), +4.4 % and +5.7 %; only the k x k ones (with wai), +4.6 % at
 // both. It pays only with every wgmma launch of the task on it (why, not yet known).
 bool wgmma_tma_free() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_WG_TMA_FREE");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = !env_is("SOFTDLA_CUDA_WG_TMA_FREE", "0");
   return on;
 }
 
@@ -817,10 +779,7 @@ bool encode_im2col(CUtensorMap* map, const void* x, const IgemmGeometry& g) {
 // of ResNet-50) take wgmma as well where the 128 x 128 ones do: SOFTDLA_CUDA_WGMMA_TALL=off, read once,
 // keeps them on mma.sync (the comparison; measured 1-2 % faster at batch 128, docs/PERFORMANCE.md).
 bool wgmma_tall() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_WGMMA_TALL");
-    return !(v && std::string(v) == "off");
-  }();
+  static const bool on = !env_is("SOFTDLA_CUDA_WGMMA_TALL", "off");
   return on;
 }
 
@@ -928,12 +887,15 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   // (unless a fused op or the output layout rules it out, known only later).
   const uint64_t tiles = uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN);
   wgmma_ = wgmma_device();
-  // Split-K's blocks that an SM runs side by side at full speed: two of the mma.sync tiles; of the wide wgmma
-  // ones (the windowed epilogue's), whose two warpgroups may keep the SM's tensor cores busy alone,
-  // wgmma_split_slots().
-  const bool on_wgmma = wgmma_ && !narrow && windows_.get() != nullptr;
-  splits_ = igemm::choose_splits(tiles, int(g_->kpad / 64), int(BM), windows_.get() != nullptr,
-                                 narrow ? kNarrowBlocks : on_wgmma ? wgmma_split_slots() : 2);
+  // Split-K: the tiles that the enqueue runs on wgmma (the windowed epilogue's, on 16-byte taps: 128 x 128
+  // of 128-byte k-tiles, and 256 x 64 unless wgmma_tall is off) on their own measured costs where
+  // measured_wgmma_splits().
+  const bool on_wgmma = wgmma_ && windows_.get() != nullptr && g_->Cp != 4 &&
+                        (tile_ == 0 ? wide_k_tiles() && g_->kpad > 64 : tile_ == 1 && wgmma_tall());
+  const int ktiles = int(g_->kpad / 64);
+  splits_ = on_wgmma && measured_wgmma_splits()
+                ? igemm::choose_splits_wgmma(tiles, ktiles, int(BM))
+                : igemm::choose_splits(tiles, ktiles, int(BM), windows_.get() != nullptr, narrow ? kNarrowBlocks : 2);
   // The weights' tensor map for the TMA pipeline of the 128 x 128 wgmma tiles (SOFTDLA_CUDA_WG_TMA).
   if (wgmma_ && wgmma_tma() && tile_ == 0 && g_->kpad > 64) {
     maps_ = std::make_unique<igemm::TmaMaps>();

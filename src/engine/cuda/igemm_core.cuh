@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "env_switch.h"
 #include "gpu_ops.h"
 #include "igemm_wgmma.cuh"
 
@@ -650,10 +651,7 @@ __device__ __forceinline__ TileRows igemm_accumulate(const uint8_t* __restrict x
 
 // Programmatic dependent launch of the convolutions; SOFTDLA_CUDA_PDL=0 turns it off.
 inline bool programmatic_launch() {
-  static const bool on = [] {
-    const char* v = std::getenv("SOFTDLA_CUDA_PDL");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = !env_is("SOFTDLA_CUDA_PDL", "0");
   return on;
 }
 
@@ -690,31 +688,65 @@ inline int sm_count() {
   return sms;
 }
 
-// How many blocks share one output tile (split-K, a power of two up to 8): the fewest that bring the
-// k-tiles of the busiest SM down the most, counting a cost per block for the epilogue and the
-// reduction. `direct`: without split-K the epilogue runs straight from the mma fragments (cheaper than
-// on parked accumulators, which split-K needs). blocks_per_sm: how many of the kernel's blocks an SM
-// runs side by side at full speed (its slots when the blocks share the SM's units without slowing each
-// other; 1 when one block keeps them busy alone). SOFTDLA_CUDA_SPLITK=n forces n (tests).
-inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false, int blocks_per_sm = 2) {
-  if (const char* forced = std::getenv("SOFTDLA_CUDA_SPLITK")) {
-    const int n = std::atoi(forced);
-    if (n == 1 || n == 2 || n == 4 || n == 8) return n;
-  }
-  const int sms = sm_count();
-  const uint64_t slots = uint64_t(sms) * unsigned(blocks_per_sm);  // (registers and shared memory)
-  // An epilogue costs about as much as this many k-tiles: on parked accumulators, and straight from the
-  // fragments (1 measured best against 2 and 4 on the H200's ResNet-50: docs/PERFORMANCE.md).
-  constexpr double kParkedEpilogueTiles = 4, kDirectEpilogueTiles = 1;
+// SOFTDLA_CUDA_SPLITK=n (1, 2, 4 or 8) forces every launch's split-K count (tests); 0 where unset.
+inline int forced_splits() {
+  const uint32_t n = env_uint("SOFTDLA_CUDA_SPLITK", 0);
+  return n == 1 || n == 2 || n == 4 || n == 8 ? int(n) : 0;
+}
+
+// The split-K count (a power of two up to 8 and BM / 16) whose cost(s) is lowest, taking more splits only
+// where they cost at least 5 % less than the best count before them.
+template <class Cost>
+int cheapest_splits(int BM, Cost cost) {
   int best = 1;
   double best_cost = 0;
   for (int s = 1; s <= 8 && s <= BM / 16; s *= 2) {
-    const double waves = double((tiles * s + slots - 1) / slots);
-    const double epilogue = s == 1 && direct ? kDirectEpilogueTiles : kParkedEpilogueTiles;
-    const double cost = waves * (double((ktiles + s - 1) / s) + epilogue + (s > 1 ? 1.0 + s / 4.0 : 0.0));
-    if (s == 1 || cost < best_cost * 0.95) best = s, best_cost = cost;
+    const double c = cost(s);
+    if (s == 1 || c < best_cost * 0.95) best = s, best_cost = c;
   }
   return best;
+}
+
+// How many blocks share one output tile (split-K): the fewest that bring the k-tiles of the busiest SM
+// down the most, counting a cost per block for the epilogue and the reduction. `direct`: without split-K
+// the epilogue runs straight from the mma fragments (cheaper than on parked accumulators, which split-K
+// needs). blocks_per_sm: how many of the kernel's blocks an SM runs side by side at full speed. For every
+// tile but the wgmma ones under SOFTDLA_CUDA_SPLIT_MODEL=measured (choose_splits_wgmma).
+inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false, int blocks_per_sm = 2) {
+  if (const int n = forced_splits()) return n;
+  const uint64_t slots = uint64_t(sm_count()) * unsigned(blocks_per_sm);  // (registers and shared memory)
+  // An epilogue costs about as much as this many k-tiles: on parked accumulators, and straight from the
+  // fragments (1 measured best against 2 and 4 on the H200's ResNet-50: docs/PERFORMANCE.md).
+  constexpr double kParkedEpilogueTiles = 4, kDirectEpilogueTiles = 1;
+  return cheapest_splits(BM, [&](int s) {
+    const double waves = double((tiles * s + slots - 1) / slots);
+    const double epilogue = s == 1 && direct ? kDirectEpilogueTiles : kParkedEpilogueTiles;
+    return waves * (double((ktiles + s - 1) / s) + epilogue + (s > 1 ? 1.0 + s / 4.0 : 0.0));
+  });
+}
+
+// Split-K for the wgmma tiles with the windowed epilogue (two warpgroups a block, two blocks an SM), on
+// costs measured launch by launch on an H100 (ResNet-50 INT8, batches 32 and 128, every launch forced to
+// 1, 2 and 4 splits: docs/PERFORMANCE.md), in units of one 64-byte k-tile of a block alone on its SM
+// (about 0.35 us): a block costs its k-tiles, plus kFixedTiles (its prologue, the epilogue straight from
+// the fragments), plus kSplitTiles more when split (accumulators parked in shared memory, the cluster's
+// reduction: 4 us and more, not the 2 that choose_splits counts). Two blocks on one SM finish in
+// kPairTime times one block's time (each leaves the tensor cores idle part of the time: 196 blocks of 72
+// k-tiles took 33.3 us on 132 SMs, 52 of them 25.3); a third block waits for a slot. These costs
+// reproduce the measured launches within 10 % and their best counts (layer 3 unsplit and layer 4 on two
+// or four at batch 32, everything unsplit at batch 128), where counting slot waves took two splits for
+// layer 3 at batch 32 (its launches then sum 5 % more with programmatic dependent launch off, the task
+// takes 1.8 % more with it on) and counting one block an SM two for layer 4's 3 x 3 convolutions at 128
+// (46.4 us a launch against 33.3; +1.5 % on the task).
+inline int choose_splits_wgmma(uint64_t tiles, int ktiles, int BM) {
+  if (const int n = forced_splits()) return n;
+  constexpr double kFixedTiles = 7, kSplitTiles = 12, kPairTime = 1.33;
+  const uint64_t sms = uint64_t(sm_count());
+  return cheapest_splits(BM, [&](int s) {
+    const uint64_t busiest = (tiles * s + sms - 1) / sms;  // blocks on the busiest SM
+    const double block_times = double(busiest / 2) * kPairTime + double(busiest % 2);
+    return block_times * (double((ktiles + s - 1) / s) + kFixedTiles + (s > 1 ? kSplitTiles : 0.0));
+  });
 }
 
 }  // namespace igemm
