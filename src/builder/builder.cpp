@@ -229,10 +229,7 @@ struct RangeRule {
   bool tail = false;  // the percentile rule at kTailPercentile instead of --percentile
 };
 
-std::vector<float>& ranges_of(RuleRanges& r, RangeRule c) { return c.tail ? r.percentile_tail : r.of(c.rule); }
-const std::vector<float>& ranges_of(const RuleRanges& r, RangeRule c) {
-  return ranges_of(const_cast<RuleRanges&>(r), c);
-}
+const std::vector<float>& ranges_of(const RuleRanges& r, RangeRule c) { return c.tail ? r.percentile_tail : r.of(c.rule); }
 
 std::string rule_label(RangeRule c, double percentile) {
   if (c.rule != Calibrator::kPercentile) return rule_name(c.rule);

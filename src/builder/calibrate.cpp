@@ -309,8 +309,7 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
 
 std::vector<float> calibrate(const Model& fp32, const std::vector<Batch>& batches, Calibrator c, double percentile,
                              const Progress& progress) {
-  CalibratedRanges r = calibrate_all(fp32, batches, c, percentile, 0, progress);
-  return std::move(r.of(c));
+  return calibrate_all(fp32, batches, c, percentile, 0, progress).of(c);
 }
 
 

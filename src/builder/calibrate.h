@@ -32,7 +32,7 @@ struct RuleRanges {
   std::vector<float> entropy, minmax, percentile, mse;
   // kAuto only: the percentile rule at kTailPercentile, a candidate between --percentile and min-max.
   std::vector<float> percentile_tail;
-  std::vector<float>& of(Calibrator c) {
+  const std::vector<float>& of(Calibrator c) const {
     return c == Calibrator::kMinMax ? minmax : c == Calibrator::kPercentile ? percentile : c == Calibrator::kMse ? mse : entropy;
   }
 };
