@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from env_args import parse_env
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -56,12 +58,7 @@ def main():
     ap.add_argument("--env-b", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable for B's worker alone (repeatable)")
     args = ap.parse_args()
-    env_b = {}
-    for item in args.env_b:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            sys.exit(f"ab_builds: --env-b wants NAME=VALUE, got {item!r}")
-        env_b[name] = value
+    env_b = parse_env(args.env_b, "ab_builds")
     procs = {}
     for side, d in (("A", args.build_a), ("B", args.build_b)):
         lib = os.path.join(d, "libsoftdla_engine_c.so")

@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 
+from env_args import parse_env
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -30,7 +32,7 @@ def worker(build_dir):
     ctypes.CDLL(os.path.join(build_dir, "libcudla.so.1"), mode=os.RTLD_GLOBAL)
     import torch
     from cuda.bindings import cudla
-    from resnet50_gpu import SoftdlaRunner
+    from resnet50_gpu import SoftdlaRunner, event_times
 
     stream = torch.cuda.Stream()
     runners = {}
@@ -41,18 +43,11 @@ def worker(build_dir):
             for _ in range(20):
                 runners[path]()
             torch.cuda.synchronize()
-        run, times = runners[path], []
+        run = runners[path]
         if per_call == "launches":
             print(json.dumps(task_launches(torch, run, int(count))), flush=True)
             continue
-        for _ in range(int(count)):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            for _ in range(int(per_call)):
-                run()
-            end.record(stream)
-            end.synchronize()
-            times.append(start.elapsed_time(end) / int(per_call))
+        times = event_times(torch, run, stream, int(count), int(per_call))
         if cudla.get_last_error(run.dev) != 0:
             raise SystemExit(f"{path}: the task reported an error")
         print(json.dumps(times), flush=True)
@@ -61,30 +56,18 @@ def worker(build_dir):
 def task_launches(torch, run, tasks):
     """[name, microseconds] of each kernel of one task in launch order, the median over `tasks` tasks."""
     from torch.profiler import ProfilerActivity, profile
+    from resnet50_gpu import kernel_name, kernels_in_launch_order
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(tasks):
             run()
         torch.cuda.synchronize()
-    kernels = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                     key=lambda e: e.time_range.start)
+    kernels = kernels_in_launch_order(torch, prof)
     per_task = len(kernels) // tasks
     launches = []
     for i in range(per_task):
-        name = kernels[i].name.replace("softdla::gpu::", "").replace("(anonymous namespace)::", "")
-        name = name.replace("void ", "").split("(")[0]
         us = statistics.median(kernels[t * per_task + i].time_range.elapsed_us() for t in range(tasks))
-        launches.append([name, us])
+        launches.append([kernel_name(kernels[i]), us])
     return launches
-
-
-def parse_env(items):
-    env = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"expected NAME=VALUE, got {item!r}")
-        env[name] = value
-    return env
 
 
 def main():
@@ -111,8 +94,8 @@ def main():
         if not os.path.isfile(path):
             raise SystemExit(f"no loadable at {path}")
     sides = {}
-    for side, build, extra in (("A", args.build_a, parse_env(args.env_a)),
-                               ("B", args.build_b or args.build_a, parse_env(args.env_b))):
+    for side, build, extra in (("A", args.build_a, parse_env(args.env_a, "gpu_ab")),
+                               ("B", args.build_b or args.build_a, parse_env(args.env_b, "gpu_ab"))):
         sides[side] = subprocess.Popen([sys.executable, __file__, "--worker", os.path.abspath(build)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                        env={**os.environ, **extra})

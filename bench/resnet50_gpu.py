@@ -90,8 +90,8 @@ class SoftdlaRunner:
         self.cudla.submit_task(self.dev, self.task.ptr, 1, self.stream.cuda_stream, 0)
 
 
-def time_it(torch, fn, stream, reps, per_call):
-    """Median milliseconds of `per_call` back-to-back calls, over `reps` timed repetitions (events)."""
+def event_times(torch, fn, stream, reps, per_call):
+    """Milliseconds a call of `reps` timed repetitions, each `per_call` back-to-back calls between two events."""
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -101,7 +101,12 @@ def time_it(torch, fn, stream, reps, per_call):
         end.record(stream)
         end.synchronize()
         times.append(start.elapsed_time(end) / per_call)
-    return statistics.median(times)
+    return times
+
+
+def time_it(torch, fn, stream, reps, per_call):
+    """Median milliseconds of `per_call` back-to-back calls, over `reps` timed repetitions (events)."""
+    return statistics.median(event_times(torch, fn, stream, reps, per_call))
 
 
 def torch_model(torch, torchvision, name):
@@ -229,13 +234,22 @@ def profile_kernels(torch, run, title):
         torch.cuda.synchronize()
     print(f"{title}, 5 tasks:")
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70))
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    kernels.sort(key=lambda e: e.time_range.start)
+    kernels = kernels_in_launch_order(torch, prof)
     print(f"{title}, the last task's kernels in launch order (us):")
     for e in kernels[-(len(kernels) // 5):]:
-        name = e.name.replace("softdla::gpu::", "").replace("(anonymous namespace)::", "")
-        name = name.replace("void ", "").split("(")[0]
-        print(f"  {e.time_range.elapsed_us():9.1f}  {name[:90]}")
+        print(f"  {e.time_range.elapsed_us():9.1f}  {kernel_name(e)[:90]}")
+
+
+def kernels_in_launch_order(torch, prof):
+    """The GPU kernels a torch.profiler run recorded, by start time."""
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sorted(kernels, key=lambda e: e.time_range.start)
+
+
+def kernel_name(event):
+    """A profiled kernel's name without namespaces, return type and parameter list."""
+    name = event.name.replace("softdla::gpu::", "").replace("(anonymous namespace)::", "")
+    return name.replace("void ", "").split("(")[0]
 
 
 if __name__ == "__main__":
