@@ -209,6 +209,8 @@ class Converter {
   SdpParams int8_conv_post(const SdpParams& p, const std::vector<double>& acc_scale, double out_scale);
   SdpParams int8_sdp(const Op& op, const SdpParams& p, double in_scale, double out_scale,
                      const std::vector<uint32_t>& new_inputs);
+  int int8_sdp_room(const Op& op, const SdpParams& p, double in_scale, const std::vector<uint32_t>& new_inputs) const;
+  double operand_scale(const Op& op, const SdpStep& s, const std::vector<uint32_t>& new_inputs) const;
   uint32_t per_channel_int8_weights(const Constant& w, size_t k_axis_dim, bool k_is_dim1, std::vector<double>& wscale);
 };
 
@@ -271,17 +273,16 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
     r.lut_input_scale = float(in_scale);
     return r;
   }
-  // Work in a finer integer domain than the input's so bias and scale keep their precision.
-  double domain = in_scale;
-  const bool needs_room = std::any_of(p.steps.begin(), p.steps.end(), [](const SdpStep& s) {
-    return s.kind == SdpKind::kBias || s.kind == SdpKind::kScale || is_eltwise(s.kind);
-  });
-  if (needs_room) {
+  // Work in a finer integer domain than the input's (2^room steps a code) so bias and scale keep their
+  // precision, as fine as int32 allows for every input (int8_sdp_room).
+  const int room = int8_sdp_room(op, p, in_scale, new_inputs);
+  double domain = std::ldexp(in_scale, -room);
+  if (room != 0) {
     SdpStep up;
     up.kind = SdpKind::kScale;
-    up.ivalues = {1 << 16};
+    up.ivalues = {room > 0 ? int32_t(1) << room : 1};  // below 0: a rounding shift down
+    up.shift = uint8_t(room > 0 ? 0 : -room);
     r.steps.push_back(up);
-    domain = in_scale / 65536.0;
   }
   for (const SdpStep& s : p.steps) {
     SdpStep n;
@@ -312,14 +313,15 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
         const uint32_t src_t = uint32_t(s.tensor);
         const size_t slot = size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), src_t) - op.inputs.begin());
         n.tensor = int32_t(new_inputs[slot]);
-        const double e_scale = out_.tensors[new_inputs[slot]].scale;
+        const double e_scale = operand_scale(op, s, new_inputs);
         if (s.kind == SdpKind::kEltMul) {
           n.tensor_multiplier = 1, n.tensor_shift = 0;
           n.shift = 0;
           domain *= e_scale;  // v * e carries both scales
         } else if (s.kind == SdpKind::kEltDiv) {
-          // v / e: the quotient's domain is domain / e_scale. v already sits 2^16 above its int8 code
-          // (the step before), so the quotient keeps at least 9 bits more than an int8 result needs.
+          // v / e: the quotient's domain is domain / e_scale. v sits 2^room above its int8 code (the
+          // step before; 16 unless large constants take room), so the quotient keeps bits beyond an
+          // int8 result's.
           n.tensor_multiplier = 1, n.tensor_shift = 0;
           n.shift = 0;
           domain /= e_scale;
@@ -334,6 +336,53 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
   const auto [m, sh] = quant_multiplier(domain / out_scale);
   r.requant = {{m}, {sh}};
   return r;
+}
+
+double Converter::operand_scale(const Op& op, const SdpStep& s, const std::vector<uint32_t>& new_inputs) const {
+  const size_t slot = size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor)) - op.inputs.begin());
+  return out_.tensors[new_inputs[slot]].scale;
+}
+
+// How many bits finer than the input's scale an INT8 SDP chain computes in: 16 where the chain has a bias,
+// a scale or an element-wise step (0 otherwise), fewer where some step could otherwise leave int32 for
+// some int8 input and operand codes (every step saturates to int32): the bound of |v| is followed through
+// the chain (a bias adds its value, a scale multiplies by its gain, an element-wise operand adds its
+// rescaled codes or multiplies by 128), and room shrinks until the bound stays below 2^30. Below 0 the
+// chain works on a coarser grid than its input: only for constants so large (a bias above 2^14 input
+// steps) that the output's scale is coarser still.
+int Converter::int8_sdp_room(const Op& op, const SdpParams& p, double in_scale, const std::vector<uint32_t>& new_inputs) const {
+  const bool needs_room = std::any_of(p.steps.begin(), p.steps.end(), [](const SdpStep& s) {
+    return s.kind == SdpKind::kBias || s.kind == SdpKind::kScale || is_eltwise(s.kind);
+  });
+  if (!needs_room) return 0;
+  auto largest = [](const std::vector<float>& v) {
+    double m = 0;
+    for (float x : v) m = std::max(m, std::fabs(double(x)));
+    return m;
+  };
+  auto peak = [&](int room) {  // the largest |v| any step can reach, in the chain's integer domain
+    double domain = std::ldexp(in_scale, -room), v = std::ldexp(128.0, room), most = v;
+    for (const SdpStep& s : p.steps) {
+      switch (s.kind) {
+        case SdpKind::kBias: v += largest(s.fvalues) / domain + 1; break;
+        case SdpKind::kScale: v *= largest(s.fvalues) * (1 + 1e-6); break;
+        case SdpKind::kPRelu: v *= std::max(1.0, largest(s.fvalues)); break;
+        case SdpKind::kRelu: break;
+        case SdpKind::kClip: v = std::min(v, std::max(std::fabs(double(s.lo)), std::fabs(double(s.hi))) / domain + 1); break;
+        case SdpKind::kEltMul: v *= 128, domain *= operand_scale(op, s, new_inputs); break;
+        case SdpKind::kEltDiv: domain /= operand_scale(op, s, new_inputs); break;
+        case SdpKind::kEltMax:
+        case SdpKind::kEltMin: v = std::max(v, 128 * operand_scale(op, s, new_inputs) / domain + 1); break;
+        default: v += 128 * operand_scale(op, s, new_inputs) / domain + 1; break;  // add, subtract
+      }
+      most = std::max(most, v);
+    }
+    return most;
+  };
+  constexpr int kRoom = 16, kCoarsest = -60;
+  int room = kRoom;
+  while (room > kCoarsest && !(peak(room) < std::ldexp(1.0, 30))) --room;
+  return room;
 }
 
 void Converter::convert_op(size_t i) {

@@ -277,3 +277,41 @@ def test_cache_entry_for_a_clip_output_is_taken_as_given(tmp_path):
             assert got.max() <= np.float32(1.5) * (1 + 1e-3), got.max()
             assert np.max(np.abs(got - np.minimum(want, 1.5))) < 0.06, np.max(np.abs(got - np.minimum(want, 1.5)))
     assert reached > 0  # outputs the cache's range cuts off, so the test tells the two ranges apart
+
+
+# ------------------------------------------------------------------ INT8 element-wise chains with large constants
+def large_constant_chain(op):
+    """x (about +-3) through one SDP layer whose constants dwarf the input's steps (0.024 a code): the
+    chain's integer values must stay in int32 for every input code."""
+    g = G(seed=11)
+    x = g.input("x", [1, 4, 8, 8])
+    if op == "bn_dead_channel":  # a channel whose variance is ~0: a gain of ~2,200
+        c = 4
+        var = np.array([1e-7, 0.5, 1.0, 2.0], np.float32)
+        y = g.node("BatchNormalization", [x, g.const(np.ones(c, np.float32)), g.const(np.full(c, 0.5, np.float32)),
+                                          g.const(np.zeros(c, np.float32)), g.const(var)], epsilon=1e-7)
+    elif op == "conv_add":  # not fused into the convolution in INT8: a layer of its own
+        y = g.node("Add", [g.conv(x, 4, 8), g.const(np.float32(2000.0))])
+    else:
+        name, value = {"mul_632": ("Mul", 632.0), "mul_5000": ("Mul", 5000.0), "add_2000": ("Add", 2000.0),
+                       "sub_3000": ("Sub", 3000.0), "div_0.001": ("Div", 0.001)}[op]
+        y = g.node(name, [x, g.const(np.float32(value))])
+    return g.model([y])
+
+
+@pytest.mark.parametrize("op", ["mul_632", "mul_5000", "add_2000", "sub_3000", "div_0.001", "bn_dead_channel",
+                                "conv_add"])
+def test_int8_sdp_chain_with_large_constants_stays_in_int32(tmp_path, op):
+    """Every INT8 SDP step saturates to int32, and the builder works 2^16 finer than the input's scale: a
+    scale of 632 or a bias of 2000 input steps used to saturate there (relative L2 0.12-0.82 where the
+    output's own rounding gives 0.01). The result must be the output's quantization error, against ONNX
+    Runtime on the calibration data itself (min-max ranges: nothing clipped)."""
+    m = large_constant_chain(op)
+    calib, data = calibration_dir(tmp_path, np.random.default_rng(13))
+    loadable = softdla.build(m, int8=True, fp16=True, calib_data=calib, calibrator="minmax", progress=False)
+    with softdla.Device() as dev:
+        module = dev.load(loadable)
+        for image in data[:4]:
+            got = module.run([image[None]])[module.outputs[0].name]
+            want = ort_run(m, image[None])[0]
+            assert rel_l2(got, want) < 0.03, (op, rel_l2(got, want))
