@@ -155,11 +155,6 @@ class Folder {
                  dims_text(it->second) + "; the builder does not implement this node as the exporter did");
     }
   }
-  static std::string dims_text(const Dims& d) {
-    std::string s = "[";
-    for (size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + std::to_string(d[k]);
-    return s + "]";
-  }
   bool all_const(const Node& n) {
     return std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& s) { return s.empty() || g_.is_const(s); });
   }

@@ -108,6 +108,13 @@ struct Graph {
 bool is_float_type(int32_t onnx_type);
 std::string type_name(int32_t onnx_type);
 
+// A shape as messages print it: [1, 3, 224, 224].
+inline std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + std::to_string(d[k]);
+  return s + "]";
+}
+
 // Parses and checks an ONNX model (protobuf bytes): opset 11-21, static shapes, acyclic graph. Throws
 // Error with a message naming the problem.
 // `shapes` fixes input shapes (trtexec's --shapes), for models exported with dynamic dimensions.

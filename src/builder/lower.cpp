@@ -246,17 +246,23 @@ class Lowering {
     const bool data_first = c.inputs[0] == data;
     if (!data_first && (c.op == "Sub" || c.op == "Div")) return false;
     const std::string other = data_first ? c.inputs[1] : c.inputs[0];
-    if (!g_.is_const(other)) return false;
-    const Value& v = g_.value(other);
-    const Shape ys = dla_shape(g_.value(c.outputs[0]).dims);
+    return g_.is_const(other) && channel_values(other, c.outputs[0], vals);
+  }
+
+  // The values of the constant `name` where it broadcasts onto `out` (right-aligned, as ONNX broadcasts)
+  // as one value or one a channel; false for any other shape (values along H, W or the batch).
+  bool channel_values(const std::string& name, const std::string& out, std::vector<float>& vals) {
+    const Value& v = g_.value(name);
+    const std::vector<int64_t>& od = g_.value(out).dims;
+    vals.clear();
     if (v.count() == 1) {
       vals = {float(v.constant->at(0))};
       return true;
     }
-    std::vector<int64_t> full(g_.value(c.outputs[0]).dims.size() - std::min(g_.value(c.outputs[0]).dims.size(), v.dims.size()), 1);
+    std::vector<int64_t> full(od.size() - std::min(od.size(), v.dims.size()), 1);
     full.insert(full.end(), v.dims.begin(), v.dims.end());
-    if (full.size() > 4) return false;
-    const Shape cs = dla_shape(full);
+    if (full.size() > 4 || od.size() > 4) return false;
+    const Shape cs = dla_shape(full), ys = dla_shape(od);
     if (cs[0] != 1 || cs[1] != ys[1] || cs[2] != 1 || cs[3] != 1) return false;
     for (size_t k = 0; k < v.constant->size(); ++k) vals.push_back(float(v.constant->at(k)));
     return true;
@@ -295,10 +301,8 @@ class Lowering {
       } else if (c->op == "Clip" && clip_bounds(*c).first == 0.0 && clip_bounds(*c).second > 0) {
         s.kind = SdpKind::kClip;
         s.lo = 0.f, s.hi = float(clip_bounds(*c).second);
-      } else if (c->op == "PRelu" && g_.is_const(c->inputs[1])) {
-        const ConstData& slope = *g_.value(c->inputs[1]).constant;
+      } else if (c->op == "PRelu" && g_.is_const(c->inputs[1]) && channel_values(c->inputs[1], c->outputs[0], s.fvalues)) {
         s.kind = SdpKind::kPRelu;
-        for (size_t k = 0; k < slope.size(); ++k) s.fvalues.push_back(float(slope.at(k)));
       } else {
         return cur;
       }
@@ -913,11 +917,12 @@ void Lowering::lower_sdp(Node& n) {
       s.kind = SdpKind::kPRelu;
       s.fvalues = {float(n.get_float("alpha", 0.01))};
     } else {
-      const ConstData& slope = constant(n, 1, "the PRelu slope");
+      constant(n, 1, "the PRelu slope");
       s.kind = SdpKind::kPRelu;
-      const Shape ys = dla_shape(g_.value(n.outputs[0]).dims);
-      if (slope.size() != 1 && slope.size() != ys[1]) bad(n, "PRelu slopes must be per channel or one value on the DLA");
-      for (size_t k = 0; k < slope.size(); ++k) s.fvalues.push_back(float(slope.at(k)));
+      if (!channel_values(n.inputs[1], n.outputs[0], s.fvalues))
+        bad(n, "the PRelu slope (shape " + dims_text(g_.value(n.inputs[1]).dims) + ") varies along an axis other than the "
+               "channels of the input (shape " + dims_text(g_.value(n.inputs[0]).dims) + "): the DLA applies one slope or "
+               "one a channel; if it is per channel, shape it to broadcast along the channels alone ([C, 1, 1] for a 4-D input)");
     }
     steps = {s};
   } else if (op == "Sigmoid" || op == "Tanh") {
