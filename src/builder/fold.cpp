@@ -332,7 +332,7 @@ void Folder::infer_pool(Node& n) {
   check_geometry(n, k, s, d, p);
   const bool ceil = n.get_int("ceil_mode", 0) != 0;
   const std::string autopad = n.get_string("auto_pad", "NOTSET");
-  Dims o{x[0], x[1], 0, 0};
+  Dims o{x[0], x[1], 0, 0}, overhang{0, 0};
   for (int a = 0; a < 2; ++a) {
     const size_t A = size_t(a);
     if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
@@ -347,10 +347,14 @@ void Folder::infer_pool(Node& n) {
     o[2 + A] = (ceil ? (span + s[A] - 1) / s[A] : span / s[A]) + 1;
     // ceil mode: the last window must start inside the input or left padding (ONNX rule)
     if (ceil && (o[2 + A] - 1) * s[A] >= x[2 + A] + p[A]) --o[2 + A];
-    if (ceil) p[A + 2] = std::max<int64_t>(p[A + 2], (o[2 + A] - 1) * s[A] + k[A] - x[2 + A] - p[A]);
+    const int64_t reach = (o[2 + A] - 1) * s[A] + k[A] - x[2 + A] - p[A];  // the last window's end past the input
+    if (ceil && reach > p[A + 2]) overhang[A] = reach - p[A + 2], p[A + 2] = reach;
   }
   n.attrs["pads"].kind = Attribute::kInts;
   n.attrs["pads"].ints = p;  // ceil mode and auto_pad resolved into explicit (maybe larger) padding
+  // How much of that padding only ceil mode added (bottom, right): an average counts the model's padding
+  // (count_include_pad) but never this.
+  n.attrs["_ceil_overhang"] = Attribute{Attribute::kInts, 0, 0, {}, overhang, {}, {}};
   set(n, o);
 }
 

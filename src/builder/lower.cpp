@@ -562,6 +562,22 @@ void Lowering::lower_pool(Node& n) {
   pp.pad_top = uint32_t(p[0]), pp.pad_left = uint32_t(p[1]), pp.pad_bottom = uint32_t(p[2]), pp.pad_right = uint32_t(p[3]);
   pp.exclude_padding = n.op == "AveragePool" && n.get_int("count_include_pad", 0) == 0 &&
                        std::any_of(p.begin(), p.end(), [](int64_t v) { return v > 0; });
+  // ceil_mode's last windows may reach past the padded input (infer_pool widened the bottom and right
+  // padding to hold them), and ONNX averages those over what lies inside the padded input. Counting the
+  // model's padding but not that overhang is no DLA divisor; without padding of the model's own it is
+  // the divisor that leaves all padding out.
+  const auto overhang = n.get_ints("_ceil_overhang", {0, 0});
+  if (n.op == "AveragePool" && !pp.exclude_padding && (overhang[0] > 0 || overhang[1] > 0)) {
+    const bool model_padding = p[0] > 0 || p[1] > 0 || p[2] > overhang[0] || p[3] > overhang[1];
+    if (model_padding)
+      bad(n, "count_include_pad=1 with ceil_mode=1 and padding: ONNX counts the padding but not the windows' "
+             "overhang past it, which no DLA pooling divisor does; set count_include_pad=0, or ceil_mode=0 with "
+             "the bottom and right padding increased");
+    if (out_.model.target == Target::kXavier)
+      bad(n, "ceil_mode=1 windows reach past the input, and ONNX averages them over the elements inside; Xavier's "
+             "DLA divides by the whole window: build for --target=orin, or use ceil_mode=0");
+    pp.exclude_padding = true;
+  }
   // Average windows beyond the pooling limit of 8 (TensorRT splits them too): a depthwise convolution,
   // exact when no padding has to be left out of the count.
   if (pp.kind == PoolKind::kAverage && (k[0] > 8 || k[1] > 8) && !pp.exclude_padding && k[0] <= 32 && k[1] <= 32 &&
