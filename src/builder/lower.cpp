@@ -505,15 +505,24 @@ void Lowering::lower_eltwise(Node& n) {
   // Tensor-tensor: the full-size operand is the data; the others broadcast in NCHW, NC11 or N111 form.
   std::vector<std::string> order = ins;
   const bool commutative = op != "Sub" && op != "Div";
+  // The data: a full-size input computed at run time (a full-size constant cannot be the SDP's stream).
   auto full = [&](const std::string& v) { return dla_shape(g_.value(v).dims) == ys; };
-  if (!full(order[0])) {
-    auto it = std::find_if(order.begin(), order.end(), full);
+  auto data = [&](const std::string& v) { return full(v) && !g_.is_const(v); };
+  if (!data(order[0])) {
+    auto it = std::find_if(order.begin(), order.end(), data);
+    if (it == order.end() && std::any_of(order.begin(), order.end(), full))
+      bad(n, "only a constant input has the output's shape: the DLA streams a computed full-size tensor and "
+             "applies the other inputs to it; broadcast the computed input to the output's shape first");
     if (it == order.end()) bad(n, "no input has the output's shape (broadcasting both inputs is not a DLA form)");
     std::iter_swap(order.begin(), it);
   }
   // a - b with only b full-size: compute b - a, then negate (the Scale(-1) step below). a / b has no
   // such identity: the dividend must be the full-size operand.
   const bool swapped = order[0] != ins[0];
+  if (swapped && op == "Div" && g_.is_const(ins[0]))
+    bad(n, "Div of a constant by a computed tensor is not a DLA form (the DLA divides a computed tensor by "
+           "another or by constants); divide the other way and take the reciprocal of the result before, or "
+           "multiply by a constant where the divisor is one");
   if (swapped && op == "Div")
     bad(n, "Div whose dividend broadcasts onto the divisor's shape is not a DLA form (the DLA divides the "
            "full-size tensor by an NCHW, NC11 or N111 one); expand the dividend first, or divide the other way and take the reciprocal before");
