@@ -337,7 +337,13 @@ void Folder::infer_pool(Node& n) {
     const size_t A = size_t(a);
     if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
       o[2 + A] = (x[2 + A] + s[A] - 1) / s[A];
-      const int64_t total = std::max<int64_t>(0, (o[2 + A] - 1) * s[A] + k[A] - x[2 + A]);
+      const int64_t total = (o[2 + A] - 1) * s[A] + k[A] - x[2 + A];
+      // A window smaller than the stride can ask for negative padding: ONNX Runtime refuses it (or shifts
+      // the windows), ONNX's reference refuses, TensorFlow takes 0. No one answer: an error.
+      if (total < 0)
+        bad(n, "auto_pad=" + autopad + " asks for negative padding here (a window of " + std::to_string(k[A]) +
+                   " with a stride of " + std::to_string(s[A]) + " over " + std::to_string(x[2 + A]) +
+                   "), which ONNX implementations treat differently; give explicit pads instead");
       p[A] = autopad == "SAME_UPPER" ? total / 2 : total - total / 2;
       p[A + 2] = total - p[A];
       continue;

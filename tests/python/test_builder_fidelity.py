@@ -63,6 +63,14 @@ def division_with_broadcast_dividend():
     return g.model([g.node("Div", [g.node("GlobalAveragePool", [x]), x])])
 
 
+def pool_same_with_negative_padding():
+    """kernel 1, stride 4 over 3 rows: SAME asks for -2 rows of padding (ORT refuses or shifts; ONNX's
+    reference refuses; softdla took 0 and disagreed with ORT)."""
+    g = G()
+    x = g.input("x", [1, 1, 3, 17])
+    return g.model([g.node("AveragePool", [x], kernel_shape=[1, 6], strides=[4, 1], auto_pad="SAME_UPPER")])
+
+
 def unknown_attribute():
     g = G()
     x = g.input("x", [1, 4, 4, 4])
@@ -76,6 +84,7 @@ def unknown_attribute():
     (integer_division, "computes int32 values at run time"),
     (unknown_attribute, "attribute 'frobnicate' is not supported"),
     (division_with_broadcast_dividend, "dividend broadcasts"),
+    (pool_same_with_negative_padding, "asks for negative padding"),
 ])
 def test_unhonoured_inputs_and_attributes_are_rejected_by_name(make, expected):
     msg = build_error(make())
