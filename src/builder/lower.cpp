@@ -249,6 +249,13 @@ class Lowering {
     return g_.is_const(other) && channel_values(other, c.outputs[0], vals);
   }
 
+  // Whether a constant of shape `d` broadcasts onto [N, M] as one value or one a column (a row vector).
+  static bool row_vector(const std::vector<int64_t>& d, int64_t M) {
+    for (size_t k = 0; k + 1 < d.size(); ++k)
+      if (d[k] != 1) return false;
+    return d.empty() || d.back() == 1 || d.back() == M;
+  }
+
   // The values of the constant `name` where it broadcasts onto `out` (right-aligned, as ONNX broadcasts)
   // as one value or one a channel; false for any other shape (values along H, W or the batch).
   bool channel_values(const std::string& name, const std::string& out, std::vector<float>& vals) {
@@ -440,12 +447,14 @@ void Lowering::lower_gemm(Node& n) {
   std::vector<float> bias;
   if (!matmul && n.inputs.size() > 2 && !n.inputs[2].empty()) {
     const ConstData& c = constant(n, 2, "the bias (C)");
-    if (c.size() != 1 && c.size() != size_t(M)) bad(n, "bias C must have 1 or N values");
+    if (!row_vector(g_.value(n.inputs[2]).dims, M))
+      bad(n, "the bias C (shape " + dims_text(g_.value(n.inputs[2]).dims) + ") must be one value or one an output column ([" +
+                 std::to_string(M) + "] or [1, " + std::to_string(M) + "]): the DLA adds a bias a channel");
     for (int64_t m = 0; m < M; ++m) bias.push_back(float(beta * c.at(c.size() == 1 ? 0 : size_t(m))));
   } else if (Node* add = sole_consumer(cur); matmul && add && add->op == "Add" && add->inputs.size() == 2 &&
                                               !add->outputs.empty()) {
     const std::string other = add->inputs[0] == cur ? add->inputs[1] : add->inputs[0];
-    if (g_.is_const(other) && g_.value(other).count() == M) {
+    if (g_.is_const(other) && g_.value(other).count() == M && row_vector(g_.value(other).dims, M)) {
       const ConstData& c = *g_.value(other).constant;
       for (int64_t m = 0; m < M; ++m) bias.push_back(float(c.at(size_t(m))));
       consumed_[add] = true;

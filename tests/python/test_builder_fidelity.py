@@ -415,3 +415,27 @@ def test_full_size_constant_first_operand(tmp_path, op):
 
 def test_constant_divided_by_a_tensor_is_rejected_by_name():
     assert "Div of a constant by a computed tensor" in build_error(constant_first("Div"))
+
+
+# ------------------------------------------------------------------ a Gemm bias is a row vector, not M values of any shape
+def gemm_with_bias(c_shape, fused_add):
+    g = G(seed=1)
+    x = g.input("x", [4, 6])
+    w = g.const(g.rng.standard_normal([6, 4]).astype(np.float32))
+    c = g.const(g.rng.standard_normal(c_shape).astype(np.float32))
+    return g.model([g.node("Add", [g.node("MatMul", [x, w]), c]) if fused_add else g.node("Gemm", [x, w, c])])
+
+
+@pytest.mark.parametrize("c_shape", [[4], [1, 4], [1], [], [4, 1]])
+@pytest.mark.parametrize("fused_add", [False, True], ids=["gemm", "matmul_add"])
+def test_gemm_bias_broadcasts_as_onnx_says(c_shape, fused_add):
+    """A bias of M values shaped [M, 1] adds one value a row (here N = M = 4), not one a column: Gemm took it
+    per column (its value count matched). Gemm now refuses it by name; MatMul + Add leaves it to the
+    element-wise add. Everything else against ONNX Runtime."""
+    m = gemm_with_bias(c_shape, fused_add)
+    if c_shape == [4, 1] and not fused_add:
+        assert "must be one value or one an output column" in build_error(m)
+        return
+    x = np.random.default_rng(6).standard_normal([4, 6]).astype(np.float32)
+    got = run_loadable(softdla.build(m, fp32_reference=True, progress=False), x)[0].reshape(4, 4)
+    assert rel_l2(got, ort_run(m, x)[0]) < 1e-6
