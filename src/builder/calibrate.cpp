@@ -195,9 +195,11 @@ using Histograms = std::vector<std::vector<double>>;
 
 // The ranges every rule gives from histograms `hist` whose bins span [0, top[t]], for values whose
 // observed maximum is `seen_max[t]` (<= top: a fold's maximum under the whole set's bins).
+// `estimable[t]`: whether the whole set has values enough for a distribution (the folds, a part of it, are
+// judged as the whole set's fit will be made).
 RuleRanges ranges_from(const Histograms& hist, const std::vector<double>& top, const std::vector<double>& seen_max,
-                       const std::vector<uint32_t>& watched, const std::vector<bool>& graph_io, Calibrator rule,
-                       double percentile) {
+                       const std::vector<uint32_t>& watched, const std::vector<bool>& graph_io,
+                       const std::vector<bool>& estimable, Calibrator rule, double percentile) {
   RuleRanges r;
   r.minmax.assign(seen_max.begin(), seen_max.end());
   r.entropy = r.percentile = r.mse = r.minmax;
@@ -206,12 +208,7 @@ RuleRanges ranges_from(const Histograms& hist, const std::vector<double>& top, c
   for (uint32_t t : watched) {
     // Graph inputs and outputs keep their full range: clipping the user's data or results shows
     // directly; the calibrator's outlier suppression is for the tensors in between.
-    if (seen_max[t] <= 0 || hist[t].empty() || graph_io[t]) continue;
-    // Too few values to estimate a distribution (a global average gives one per channel and sample):
-    // the histogram is mostly empty bins and any threshold looks as good as another. Keep the range.
-    double seen = 0;
-    for (double h : hist[t]) seen += h;
-    if (seen < kMinHistogramValues) continue;
+    if (seen_max[t] <= 0 || hist[t].empty() || graph_io[t] || !estimable[t]) continue;
     const auto cut = [&](Calibrator c, std::vector<float>& v, auto threshold) {
       if (rule == c || rule == Calibrator::kAuto) v[t] = float(std::min(seen_max[t], threshold()));
     };
@@ -289,6 +286,16 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
     }
   }
   grown.clear();
+  // Too few values to estimate a distribution (a global average gives one per channel and sample): the
+  // histogram is mostly empty bins and any threshold looks as good as another, so the tensor keeps its
+  // range. Decided on the whole set: a fold that decided on its own share would keep the range where the
+  // whole set's fit clips, and kAuto would judge a rule other than the one it then applies.
+  std::vector<bool> estimable(tensors, false);
+  for (uint32_t t : watched) {
+    double seen = 0;
+    for (double h : whole[t]) seen += h;
+    estimable[t] = seen >= kMinHistogramValues;
+  }
   std::vector<bool> graph_io(tensors, false);
   for (const IoBinding& io : fp32.outputs) graph_io[io.tensor] = true;
   for (const IoBinding& io : fp32.inputs) graph_io[io.tensor] = true;
@@ -301,9 +308,9 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
         for (size_t t = 0; t < tensors; ++t) rest_max[t] = std::max(rest_max[t], fold_max[j][t]);
     for (uint32_t t : watched)
       for (size_t b = 0; b < kBins; ++b) rest[t][b] = std::max(0.0, whole[t][b] - rest[t][b]);
-    r.folds.push_back(ranges_from(rest, amax, rest_max, watched, graph_io, rule, percentile));
+    r.folds.push_back(ranges_from(rest, amax, rest_max, watched, graph_io, estimable, rule, percentile));
   }
-  static_cast<RuleRanges&>(r) = ranges_from(whole, amax, amax, watched, graph_io, rule, percentile);
+  static_cast<RuleRanges&>(r) = ranges_from(whole, amax, amax, watched, graph_io, estimable, rule, percentile);
   return r;
 }
 
