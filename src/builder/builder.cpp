@@ -170,15 +170,17 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
   }
   for (size_t i = 0; i < fp32.inputs.size(); ++i) {
     if (o.input_formats.empty()) plan.inputs[i] = default_format(first_precision(fp32.inputs[i].tensor, true));
-    if (!ref_only) check_standalone_format(plan.inputs[i], true, low.input_names[i]);
+    if (!ref_only) check_standalone_format(plan.inputs[i], true, low.input_names[i], fp32.tensors[fp32.inputs[i].tensor].shape[1]);
     if (plan.inputs[i].dtype == DataType::kInt8 && amax[fp32.inputs[i].tensor] <= 0)
-      fail("input '", low.input_names[i], "' is int8 but has no scale: calibrate or give a cache entry for it");
+      fail("input '", low.input_names[i], "' is int8 but has no scale: calibrate, or give a cache entry for it (a "
+           "tensor whose calibration values are all 0 has no range either)");
   }
   for (size_t i = 0; i < fp32.outputs.size(); ++i) {
     if (o.output_formats.empty()) plan.outputs[i] = default_format(first_precision(fp32.outputs[i].tensor, false));
-    if (!ref_only) check_standalone_format(plan.outputs[i], false, low.output_names[i]);
+    if (!ref_only) check_standalone_format(plan.outputs[i], false, low.output_names[i], fp32.tensors[fp32.outputs[i].tensor].shape[1]);
     if (plan.outputs[i].dtype == DataType::kInt8 && amax[fp32.outputs[i].tensor] <= 0)
-      fail("output '", low.output_names[i], "' is int8 but has no scale: calibrate or give a cache entry for it");
+      fail("output '", low.output_names[i], "' is int8 but has no scale: calibrate, or give a cache entry for it (a "
+           "tensor whose calibration values are all 0 has no range either)");
   }
 
   return plan;

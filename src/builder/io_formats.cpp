@@ -33,7 +33,7 @@ std::vector<IoFormat> parse_io_formats(const std::string& spec) {
   return out;
 }
 
-void check_standalone_format(const IoFormat& f, bool is_input, const std::string& tensor) {
+void check_standalone_format(const IoFormat& f, bool is_input, const std::string& tensor, uint32_t channels) {
   const bool ok = f.dtype == DataType::kInt8
                       ? (f.format == TensorFormat::kDlaLinear || f.format == TensorFormat::kChw32 ||
                          (is_input && f.format == TensorFormat::kDlaHwc4))
@@ -44,6 +44,9 @@ void check_standalone_format(const IoFormat& f, bool is_input, const std::string
     fail(is_input ? "input '" : "output '", tensor, "': ", to_string(f),
          " is not allowed for a DLA standalone loadable: I/O formats for safe DLA capability are restricted to "
          "fp16/int8:dla_linear, fp16/int8:hwc4 (inputs only), fp16:chw16 or int8:chw32");
+  if (f.format == TensorFormat::kDlaHwc4 && channels != 1 && channels != 3 && channels != 4)
+    fail(is_input ? "input '" : "output '", tensor, "': dla_hwc4 holds 1, 3 or 4 channels and this tensor has ",
+         channels, "; use dla_linear, or chw16 (fp16) / chw32 (int8)");
 }
 
 std::string to_string(const IoFormat& f) {

@@ -18,7 +18,7 @@ std::vector<IoFormat> parse_io_formats(const std::string& spec);
 
 // Throws Error with trtexec's explanation when a format is not allowed for a DLA standalone loadable
 // input (is_input) or output.
-void check_standalone_format(const IoFormat& f, bool is_input, const std::string& tensor);
+void check_standalone_format(const IoFormat& f, bool is_input, const std::string& tensor, uint32_t channels);
 
 std::string to_string(const IoFormat& f);
 

@@ -128,9 +128,17 @@ class Converter {
       io_name[out_.inputs[i].tensor] = lowered_.input_names[i];
     for (size_t i = 0; i < out_.outputs.size() && i < lowered_.output_names.size(); ++i)
       io_name[out_.outputs[i].tensor] = lowered_.output_names[i];
-    std::set<std::string> taken;
+    for (const std::string& out : lowered_.output_names)
+      if (std::find(lowered_.input_names.begin(), lowered_.input_names.end(), out) != lowered_.input_names.end())
+        fail("graph output '", out, "' is a graph input itself: a DLA loadable writes each output into a buffer of "
+             "its own and cannot hand an input back; drop it from the outputs (it is the input you have)");
+    std::set<std::string> taken, descriptor_names;
     for (const auto& [t, name] : io_name) {
       if (!taken.insert(name).second) fail("two graph inputs/outputs are both named '", name, "'; tensor names must be unique");
+      // cuDLA's tensor descriptors keep the first CUDLA_RUNTIME_TENSOR_DESC_NAME_MAX_LEN (80) bytes of a name.
+      if (!descriptor_names.insert(name.substr(0, 80)).second)
+        fail("graph inputs/outputs '", name, "' and another share their first 80 bytes, all that cuDLA's tensor "
+             "descriptors keep of a name; rename one");
       out_.tensors[t].name = name;
     }
     for (uint32_t t = 0; t < out_.tensors.size(); ++t) {

@@ -155,11 +155,11 @@ Shape conv_output(const OpChecker& k, const ConvParams& p) {
   check_range(k.where + ": groups", p.groups, 1, kMaxDim);
   for (uint32_t pad : {p.pad_top, p.pad_bottom}) {
     check_range(k.where + ": padding height", pad, 0, 31);
-    if (pad >= R) k.bad("padding must be smaller than the kernel");
+    if (pad >= R) k.bad("padding height " + std::to_string(pad) + " must be smaller than the kernel height " + std::to_string(R));
   }
   for (uint32_t pad : {p.pad_left, p.pad_right}) {
     check_range(k.where + ": padding width", pad, 0, 31);
-    if (pad >= S) k.bad("padding must be smaller than the kernel");
+    if (pad >= S) k.bad("padding width " + std::to_string(pad) + " must be smaller than the kernel width " + std::to_string(S));
   }
   if (x[1] % p.groups || K % p.groups)
     k.bad("channels (" + std::to_string(x[1]) + " in, " + std::to_string(K) + " out) must divide by groups");

@@ -71,6 +71,12 @@ def pool_same_with_negative_padding():
     return g.model([g.node("AveragePool", [x], kernel_shape=[1, 6], strides=[4, 1], auto_pad="SAME_UPPER")])
 
 
+def input_is_output():
+    g = G()
+    x = g.input("x", [1, 4, 4, 4])
+    return g.model([g.node("Relu", [x]), x])
+
+
 def unknown_attribute():
     g = G()
     x = g.input("x", [1, 4, 4, 4])
@@ -486,3 +492,15 @@ def test_bounded_activation_output_takes_its_bound(tmp_path, act):
     loadable = softdla.build(m, int8=True, fp16=True, calib_data=calib, calibrator="entropy", progress=False)
     for image in data[:4]:
         assert cosine(run_loadable(loadable, image[None])[0], ort_run(m, image[None])[0]) > 0.99
+
+
+def test_graph_input_as_graph_output_is_explained():
+    assert "graph output 'x' is a graph input itself" in build_error(input_is_output())
+
+
+def test_hwc4_input_with_too_many_channels_is_named():
+    g = G()
+    x = g.input("pixels", [1, 32, 4, 4])
+    m = g.model([g.node("Relu", [g.conv(x, 32, 8)])])
+    assert "input 'pixels': dla_hwc4 holds 1, 3 or 4 channels and this tensor has 32" in build_error(
+        m, input_formats="fp16:dla_hwc4")

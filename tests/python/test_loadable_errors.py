@@ -110,7 +110,7 @@ def test_wrong_output_shape():
 @pytest.mark.parametrize("conv,match", [
     (dict(stride=(9, 1)), r"stride height = 9 is outside the DLA range \[1, 8\]"),
     (dict(dilation=(33, 1)), "dilation height = 33"),
-    (dict(pads=(3, 0, 0, 0)), "padding must be smaller than the kernel"),
+    (dict(pads=(3, 0, 0, 0)), "must be smaller than the kernel"),
 ])
 def test_conv_limits(conv, match):
     expect_error(_reshape_conv(conv_graph(), conv), match)
