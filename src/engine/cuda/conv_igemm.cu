@@ -625,16 +625,6 @@ bool trimmed_adds() {
   return on;
 }
 
-// SOFTDLA_CUDA_SPLIT_MODEL=measured, read once, has the wgmma tiles' split-K count chosen on their
-// measured costs (choose_splits_wgmma) instead of as the mma.sync tiles' is (choose_splits, waves of two
-// blocks an SM). Off by default until whole tasks are measured with it: it makes the choice that measured
-// fastest launch by launch on ResNet-50 INT8 at batches 32 and 128 (docs/PERFORMANCE.md), but no device
-// machine came to run the tasks.
-bool measured_wgmma_splits() {
-  static const bool on = env_is("SOFTDLA_CUDA_SPLIT_MODEL", "measured");
-  return on;
-}
-
 // The longest one-k-tile reduction (kpad, bytes) whose pointwise convolutions on 128 x 128 tiles take
 // igemm_stream_kernel (the next tile's loads during this tile's epilogue) where their tiles fill more
 // than one wave of the SMs' block slots: SOFTDLA_CUDA_PERSIST=off|64|128, read once (default 64).
@@ -888,12 +878,12 @@ IgemmConv::IgemmConv(const Model& m, const Op& op, const ConvParams& p, const Op
   const uint64_t tiles = uint64_t((g_->M + BM - 1) / BM) * ((K + BN - 1) / BN);
   wgmma_ = wgmma_device();
   // Split-K: the tiles that the enqueue runs on wgmma (the windowed epilogue's, on 16-byte taps: 128 x 128
-  // of 128-byte k-tiles, and 256 x 64 unless wgmma_tall is off) on their own measured costs where
-  // measured_wgmma_splits().
+  // of 128-byte k-tiles, and 256 x 64 unless wgmma_tall is off) on their own measured costs
+  // (choose_splits_wgmma) unless SOFTDLA_CUDA_SPLIT_MODEL=waves.
   const bool on_wgmma = wgmma_ && windows_.get() != nullptr && g_->Cp != 4 &&
                         (tile_ == 0 ? wide_k_tiles() && g_->kpad > 64 : tile_ == 1 && wgmma_tall());
   const int ktiles = int(g_->kpad / 64);
-  splits_ = on_wgmma && measured_wgmma_splits()
+  splits_ = on_wgmma && igemm::split_model() != igemm::SplitModel::kWaves
                 ? igemm::choose_splits_wgmma(tiles, ktiles, int(BM))
                 : igemm::choose_splits(tiles, ktiles, int(BM), windows_.get() != nullptr, narrow ? kNarrowBlocks : 2);
   // The weights' tensor map for the TMA pipeline of the 128 x 128 wgmma tiles (SOFTDLA_CUDA_WG_TMA).

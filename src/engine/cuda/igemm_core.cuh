@@ -694,13 +694,27 @@ inline int forced_splits() {
   return n == 1 || n == 2 || n == 4 || n == 8 ? int(n) : 0;
 }
 
-// The split-K count (a power of two up to 8 and BM / 16) whose cost(s) is lowest, taking more splits only
-// where they cost at least 5 % less than the best count before them.
+// SOFTDLA_CUDA_SPLIT_MODEL, read once: how the split-K counts are chosen. `measured` (the default): the wgmma
+// tiles on their measured costs (choose_splits_wgmma), the mma.sync tiles on waves of block slots
+// (choose_splits); `waves`: every tile on waves of block slots (the choice before 2026-12-06), for A/B runs
+// (bench/gpu_ab.py); `fitted`: as `measured`, but the mma.sync tiles with up to 8 splits whatever their
+// height and a split's reduction fitted on batch 1's launches (measured launch by launch, not yet on
+// whole tasks: docs/PERFORMANCE.md).
+enum class SplitModel { kMeasured, kWaves, kFitted };
+inline SplitModel split_model() {
+  static const SplitModel model = env_is("SOFTDLA_CUDA_SPLIT_MODEL", "waves")    ? SplitModel::kWaves
+                                  : env_is("SOFTDLA_CUDA_SPLIT_MODEL", "fitted") ? SplitModel::kFitted
+                                                                                 : SplitModel::kMeasured;
+  return model;
+}
+
+// The split-K count (a power of two up to `most`, at most 8: a portable cluster) whose cost(s) is lowest,
+// taking more splits only where they cost at least 5 % less than the best count before them.
 template <class Cost>
-int cheapest_splits(int BM, Cost cost) {
+int cheapest_splits(int most, Cost cost) {
   int best = 1;
   double best_cost = 0;
-  for (int s = 1; s <= 8 && s <= BM / 16; s *= 2) {
+  for (int s = 1; s <= 8 && s <= most; s *= 2) {
     const double c = cost(s);
     if (s == 1 || c < best_cost * 0.95) best = s, best_cost = c;
   }
@@ -710,18 +724,26 @@ int cheapest_splits(int BM, Cost cost) {
 // How many blocks share one output tile (split-K): the fewest that bring the k-tiles of the busiest SM
 // down the most, counting a cost per block for the epilogue and the reduction. `direct`: without split-K
 // the epilogue runs straight from the mma fragments (cheaper than on parked accumulators, which split-K
-// needs). blocks_per_sm: how many of the kernel's blocks an SM runs side by side at full speed. For every
-// tile but the wgmma ones under SOFTDLA_CUDA_SPLIT_MODEL=measured (choose_splits_wgmma).
+// needs). blocks_per_sm: how many of the kernel's blocks an SM runs side by side at full speed. For the
+// mma.sync tiles (choose_splits_wgmma: the wgmma ones): at most BM / 16 splits, a split's reduction 1 + s/4
+// k-tiles. Under SOFTDLA_CUDA_SPLIT_MODEL=fitted, up to 8 splits on every tile and a reduction of
+// 1.5 + s/2 k-tiles: fitted on an H200 (ResNet-50 INT8 at batch 1, every launch of the 64 x 128 and
+// 128 x 64 tiles forced to 1, 2, 4 and 8 splits, blocks alone on their SMs: docs/PERFORMANCE.md), a k-tile
+// 0.43 us and a split 2.6, 3.0 and 3.6 us more than the direct epilogue at 2, 4 and 8 splits (5.5, 6.5 and
+// 8.5 k-tiles here); the small layers of batch 1 (4 to 16 tiles of 32 to 72 k-tiles) took 20-27 % less time
+// on 8 splits than on the 4 that BM / 16 allows 64-row tiles.
 inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false, int blocks_per_sm = 2) {
   if (const int n = forced_splits()) return n;
+  const bool fitted = split_model() == SplitModel::kFitted;
   const uint64_t slots = uint64_t(sm_count()) * unsigned(blocks_per_sm);  // (registers and shared memory)
   // An epilogue costs about as much as this many k-tiles: on parked accumulators, and straight from the
   // fragments (1 measured best against 2 and 4 on the H200's ResNet-50: docs/PERFORMANCE.md).
   constexpr double kParkedEpilogueTiles = 4, kDirectEpilogueTiles = 1;
-  return cheapest_splits(BM, [&](int s) {
+  return cheapest_splits(fitted ? 8 : BM / 16, [&](int s) {
     const double waves = double((tiles * s + slots - 1) / slots);
     const double epilogue = s == 1 && direct ? kDirectEpilogueTiles : kParkedEpilogueTiles;
-    return waves * (double((ktiles + s - 1) / s) + epilogue + (s > 1 ? 1.0 + s / 4.0 : 0.0));
+    const double reduction = s == 1 ? 0.0 : fitted ? 1.5 + s / 2.0 : 1.0 + s / 4.0;
+    return waves * (double((ktiles + s - 1) / s) + epilogue + reduction);
   });
 }
 
@@ -730,19 +752,20 @@ inline int choose_splits(uint64_t tiles, int ktiles, int BM, bool direct = false
 // 1, 2 and 4 splits: docs/PERFORMANCE.md), in units of one 64-byte k-tile of a block alone on its SM
 // (about 0.35 us): a block costs its k-tiles, plus kFixedTiles (its prologue, the epilogue straight from
 // the fragments), plus kSplitTiles more when split (accumulators parked in shared memory, the cluster's
-// reduction: 4 us and more, not the 2 that choose_splits counts). Two blocks on one SM finish in
+// reduction: 4 us and more). Two blocks on one SM finish in
 // kPairTime times one block's time (each leaves the tensor cores idle part of the time: 196 blocks of 72
 // k-tiles took 33.3 us on 132 SMs, 52 of them 25.3); a third block waits for a slot. These costs
 // reproduce the measured launches within 10 % and their best counts (layer 3 unsplit and layer 4 on two
 // or four at batch 32, everything unsplit at batch 128), where counting slot waves took two splits for
 // layer 3 at batch 32 (its launches then sum 5 % more with programmatic dependent launch off, the task
 // takes 1.8 % more with it on) and counting one block an SM two for layer 4's 3 x 3 convolutions at 128
-// (46.4 us a launch against 33.3; +1.5 % on the task).
+// (46.4 us a launch against 33.3; +1.5 % on the task). On whole tasks against that slot-wave count (H200,
+// bench/gpu_ab.py): ResNet-50 INT8 -1.8 % at batch 32, -0.1 % at 128; MobileNetV2 -1.4 % and -0.5 %.
 inline int choose_splits_wgmma(uint64_t tiles, int ktiles, int BM) {
   if (const int n = forced_splits()) return n;
   constexpr double kFixedTiles = 7, kSplitTiles = 12, kPairTime = 1.33;
   const uint64_t sms = uint64_t(sm_count());
-  return cheapest_splits(BM, [&](int s) {
+  return cheapest_splits(BM / 16, [&](int s) {
     const uint64_t busiest = (tiles * s + sms - 1) / sms;  // blocks on the busiest SM
     const double block_times = double(busiest / 2) * kPairTime + double(busiest % 2);
     return block_times * (double((ktiles + s - 1) / s) + kFixedTiles + (s > 1 ? kSplitTiles : 0.0));
