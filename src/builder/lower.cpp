@@ -448,8 +448,8 @@ void Lowering::lower_gemm(Node& n) {
   if (!matmul && n.inputs.size() > 2 && !n.inputs[2].empty()) {
     const ConstData& c = constant(n, 2, "the bias (C)");
     if (!row_vector(g_.value(n.inputs[2]).dims, M))
-      bad(n, "the bias C (shape " + dims_text(g_.value(n.inputs[2]).dims) + ") must be one value or one an output column ([" +
-                 std::to_string(M) + "] or [1, " + std::to_string(M) + "]): the DLA adds a bias a channel");
+      bad(n, "the bias C (shape " + dims_text(g_.value(n.inputs[2]).dims) + ") must be one value or one per output column ([" +
+                 std::to_string(M) + "] or [1, " + std::to_string(M) + "]): the DLA adds one bias per channel");
     for (int64_t m = 0; m < M; ++m) bias.push_back(float(beta * c.at(c.size() == 1 ? 0 : size_t(m))));
   } else if (Node* add = sole_consumer(cur); matmul && add && add->op == "Add" && add->inputs.size() == 2 &&
                                               !add->outputs.empty()) {
@@ -955,8 +955,8 @@ void Lowering::lower_sdp(Node& n) {
       s.kind = SdpKind::kPRelu;
       if (!channel_values(n.inputs[1], n.outputs[0], s.fvalues))
         bad(n, "the PRelu slope (shape " + dims_text(g_.value(n.inputs[1]).dims) + ") varies along an axis other than the "
-               "channels of the input (shape " + dims_text(g_.value(n.inputs[0]).dims) + "): the DLA applies one slope or "
-               "one a channel; if it is per channel, shape it to broadcast along the channels alone ([C, 1, 1] for a 4-D input)");
+               "channels of the input (shape " + dims_text(g_.value(n.inputs[0]).dims) + "): the DLA applies one slope, or "
+               "one per channel; if it is per channel, shape it to broadcast along the channels alone ([C, 1, 1] for a 4-D input)");
     }
     steps = {s};
   } else if (op == "Sigmoid" || op == "Tanh") {

@@ -440,7 +440,7 @@ def test_gemm_bias_broadcasts_as_onnx_says(c_shape, fused_add):
     element-wise add. Everything else against ONNX Runtime."""
     m = gemm_with_bias(c_shape, fused_add)
     if c_shape == [4, 1] and not fused_add:
-        assert "must be one value or one an output column" in build_error(m)
+        assert "must be one value or one per output column" in build_error(m)
         return
     x = np.random.default_rng(6).standard_normal([4, 6]).astype(np.float32)
     got = run_loadable(softdla.build(m, fp32_reference=True, progress=False), x)[0].reshape(4, 4)
