@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "int8_range.h"
+#include "io_layout.h"
 #include "numerics.h"
 
 namespace softdla::builder {
@@ -135,10 +136,9 @@ class Converter {
     std::set<std::string> taken, descriptor_names;
     for (const auto& [t, name] : io_name) {
       if (!taken.insert(name).second) fail("two graph inputs/outputs are both named '", name, "'; tensor names must be unique");
-      // cuDLA's tensor descriptors keep the first CUDLA_RUNTIME_TENSOR_DESC_NAME_MAX_LEN (80) bytes of a name.
-      if (!descriptor_names.insert(name.substr(0, 80)).second)
-        fail("graph inputs/outputs '", name, "' and another share their first 80 bytes, all that cuDLA's tensor "
-             "descriptors keep of a name; rename one");
+      if (!descriptor_names.insert(descriptor_name(name)).second)
+        fail("graph inputs/outputs '", name, "' and another share their first ", kDescriptorNameMaxBytes,
+             " bytes, all that cuDLA's tensor descriptors keep of a name; rename one");
       out_.tensors[t].name = name;
     }
     for (uint32_t t = 0; t < out_.tensors.size(); ++t) {

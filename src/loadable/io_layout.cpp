@@ -96,12 +96,20 @@ IoLayout io_layout(const Shape& s, DataType dtype, TensorFormat format, Target t
   return l;
 }
 
+std::string descriptor_name(const std::string& name) {
+  if (name.size() <= kDescriptorNameMaxBytes) return name;
+  size_t end = kDescriptorNameMaxBytes;
+  // Bytes 10xxxxxx continue a character: step back to the byte that starts the one the limit falls in.
+  while (end > 0 && (static_cast<unsigned char>(name[end]) & 0xC0) == 0x80) --end;
+  return name.substr(0, end);
+}
+
 TensorDescriptor io_descriptor(const std::string& name, const Shape& s, DataType dtype,
                                TensorFormat format, Target target) {
   using namespace cudla_const;
   const IoLayout l = io_layout(s, dtype, format, target);
   TensorDescriptor d;
-  d.name = name.substr(0, std::min<size_t>(name.size(), 80));
+  d.name = descriptor_name(name);
   d.size = l.size;
   d.n = s[0], d.c = s[1], d.h = s[2], d.w = s[3];
   d.data_type = dtype == DataType::kInt8 ? kTypeInt8 : dtype == DataType::kFloat16 ? kTypeHalf : kTypeFloat;

@@ -1,7 +1,9 @@
 // Byte layout of a tensor in each DLA I/O format, and the cudlaModuleTensorDescriptor cuDLA reports
 // for it. The rules are in docs/FORMATS.md; this file is their single implementation.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "hd.h"
 #include "model.h"
@@ -39,7 +41,14 @@ uint32_t line_alignment(Target target);
 // Throws Error when the combination is not a DLA format (e.g. chw16 with int8, hwc4 with C = 5).
 IoLayout io_layout(const Shape& shape, DataType dtype, TensorFormat format, Target target);
 
-// The descriptor cuDLA reports for a tensor bound with this format.
+// cuDLA's descriptors hold a name of at most CUDLA_RUNTIME_TENSOR_DESC_NAME_MAX_LEN (80) bytes.
+inline constexpr size_t kDescriptorNameMaxBytes = 80;
+
+// The name as a descriptor holds it: its first kDescriptorNameMaxBytes bytes, shortened further so that a
+// UTF-8 character is never cut in two (a name is shown to users, and half a character is not valid text).
+std::string descriptor_name(const std::string& name);
+
+// The descriptor cuDLA reports for a tensor bound with this format (its name cut by descriptor_name).
 TensorDescriptor io_descriptor(const std::string& name, const Shape& shape, DataType dtype,
                                TensorFormat format, Target target);
 

@@ -504,3 +504,53 @@ def test_hwc4_input_with_too_many_channels_is_named():
     m = g.model([g.node("Relu", [g.conv(x, 32, 8)])])
     assert "input 'pixels': dla_hwc4 holds 1, 3 or 4 channels and this tensor has 32" in build_error(
         m, input_formats="fp16:dla_hwc4")
+
+
+# ------------------------------------------------------------------ I/O names past cuDLA's 80 descriptor bytes
+def _relu_named(input_name, output_name):
+    g = G()
+    x = g.input(input_name, [1, 4, 4, 4])
+    m = g.model([g.node("Relu", [x])])
+    m.graph.node[-1].output[0] = m.graph.output[0].name = output_name
+    return m
+
+
+def _descriptor_names(loadable):
+    cudla = pytest.importorskip("softdla.cudla")
+    h = cudla.create_device(0, cudla.Mode.CUDA_DLA)
+    try:
+        m = cudla.module_load_from_memory(h, np.frombuffer(loadable, np.uint8), len(loadable), 0)
+        try:
+            kinds = cudla.ModuleAttributeType
+            return [[d.name for d in cudla.module_get_attributes(m, k)]
+                    for k in (kinds.INPUT_TENSOR_DESCRIPTORS, kinds.OUTPUT_TENSOR_DESCRIPTORS)]
+        finally:
+            cudla.module_unload(m, 0)
+    finally:
+        cudla.destroy_device(h)
+
+
+def _as_text(name):
+    return name.decode() if isinstance(name, bytes) else name
+
+
+@pytest.mark.parametrize("ascii_head", [78, 79, 80])
+def test_long_io_names_are_cut_on_a_character_boundary(ascii_head):
+    # 'é' takes two bytes and 'ü' two: the 80-byte limit falls inside one of them, or just after.
+    long_in, long_out = "i" * ascii_head + "é" * 4, "o" * ascii_head + "ü" * 4
+    loadable = softdla.build(_relu_named(long_in, long_out), fp16=True, progress=False)
+    (d_in,), (d_out,) = _descriptor_names(loadable)
+    for full, cut in ((long_in, _as_text(d_in)), (long_out, _as_text(d_out))):
+        assert full.startswith(cut) and len(cut.encode()) <= 80
+        assert len(cut.encode()) >= 79  # at most one byte of a two-byte character is left off
+    assert softdla.inspect(loadable)["inputs"][0]["name"] == long_in  # the loadable keeps the whole name
+
+
+def test_io_names_equal_in_their_first_80_bytes_are_an_error():
+    g = G()
+    x = g.input("x", [1, 4, 4, 4])
+    m = g.model([g.node("Relu", [x]), g.node("Sigmoid", [x])])
+    head = "p" * 79 + "é"
+    for i, suffix in enumerate(("a", "b")):
+        m.graph.node[i].output[0] = m.graph.output[i].name = head + suffix
+    assert "share their first 80 bytes" in build_error(m)
