@@ -83,6 +83,17 @@ std::vector<uint32_t> shared_range_groups(const Model& m, const std::vector<Data
 
 namespace {
 
+// The position in op.inputs of an element-wise step's tensor operand (the op's data input is slot 0).
+size_t operand_slot(const Op& op, const SdpStep& s) {
+  return size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor)) - op.inputs.begin());
+}
+
+double largest_magnitude(const std::vector<float>& values) {
+  double m = 0;
+  for (float x : values) m = std::max(m, std::fabs(double(x)));
+  return m;
+}
+
 float f32_at(const Constant& c, size_t i) {
   float v;
   std::memcpy(&v, c.data.data() + 4 * i, 4);
@@ -300,8 +311,7 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
         for (float b : s.fvalues) n.ivalues.push_back(int32_t(std::clamp(std::round(b / domain), -2147483648.0, 2147483647.0)));
         break;
       case SdpKind::kScale: {
-        double amax = 0;
-        for (float g : s.fvalues) amax = std::max(amax, double(std::fabs(g)));
+        const double amax = largest_magnitude(s.fvalues);
         const int sh = std::clamp(30 - int(std::ceil(std::log2(std::max(amax, 1e-30)))), 0, 62);
         for (float g : s.fvalues) n.ivalues.push_back(int32_t(std::lround(double(g) * std::ldexp(1.0, sh))));
         n.shift = uint8_t(sh);
@@ -318,10 +328,8 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
         n.hi_i = int32_t(std::clamp(std::round(double(s.hi) / domain), -2147483648.0, 2147483647.0));
         break;
       default: {  // element-wise with a tensor
-        const uint32_t src_t = uint32_t(s.tensor);
-        const size_t slot = size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), src_t) - op.inputs.begin());
-        n.tensor = int32_t(new_inputs[slot]);
-        const double e_scale = operand_scale(op, s, new_inputs);
+        n.tensor = int32_t(new_inputs[operand_slot(op, s)]);
+        const double e_scale = out_.tensors[uint32_t(n.tensor)].scale;
         if (s.kind == SdpKind::kEltMul) {
           n.tensor_multiplier = 1, n.tensor_shift = 0;
           n.shift = 0;
@@ -347,8 +355,7 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
 }
 
 double Converter::operand_scale(const Op& op, const SdpStep& s, const std::vector<uint32_t>& new_inputs) const {
-  const size_t slot = size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor)) - op.inputs.begin());
-  return out_.tensors[new_inputs[slot]].scale;
+  return out_.tensors[new_inputs[operand_slot(op, s)]].scale;
 }
 
 // How many bits finer than the input's scale an INT8 SDP chain computes in: 16 where the chain has a bias,
@@ -363,18 +370,13 @@ int Converter::int8_sdp_room(const Op& op, const SdpParams& p, double in_scale, 
     return s.kind == SdpKind::kBias || s.kind == SdpKind::kScale || is_eltwise(s.kind);
   });
   if (!needs_room) return 0;
-  auto largest = [](const std::vector<float>& v) {
-    double m = 0;
-    for (float x : v) m = std::max(m, std::fabs(double(x)));
-    return m;
-  };
   auto peak = [&](int room) {  // the largest |v| any step can reach, in the chain's integer domain
     double domain = std::ldexp(in_scale, -room), v = std::ldexp(128.0, room), most = v;
     for (const SdpStep& s : p.steps) {
       switch (s.kind) {
-        case SdpKind::kBias: v += largest(s.fvalues) / domain + 1; break;
-        case SdpKind::kScale: v *= largest(s.fvalues) * (1 + 1e-6); break;
-        case SdpKind::kPRelu: v *= std::max(1.0, largest(s.fvalues)); break;
+        case SdpKind::kBias: v += largest_magnitude(s.fvalues) / domain + 1; break;
+        case SdpKind::kScale: v *= largest_magnitude(s.fvalues) * (1 + 1e-6); break;
+        case SdpKind::kPRelu: v *= std::max(1.0, largest_magnitude(s.fvalues)); break;
         case SdpKind::kRelu: break;
         case SdpKind::kClip: v = std::min(v, std::max(std::fabs(double(s.lo)), std::fabs(double(s.hi))) / domain + 1); break;
         case SdpKind::kEltMul: v *= 128, domain *= operand_scale(op, s, new_inputs); break;
