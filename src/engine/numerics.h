@@ -89,12 +89,13 @@ SOFTDLA_HD inline float half_to_float(uint16_t h) {
   return bits_to_float(bits);
 }
 
-// float -> binary16, round to nearest even, saturating to +-65504 (never infinity); NaN stays NaN.
+// float -> binary16, round to nearest even, saturating to +-65504 (never infinity); every NaN becomes the
+// one quiet NaN 0x7e00, whatever its sign and payload (which an accumulation's order would otherwise decide).
 SOFTDLA_HD inline uint16_t float_to_half(float f) {
   const uint32_t x = float_to_bits(f);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000);
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return sign | 0x7e00;          // NaN
+  if (ax > 0x7f800000u) return 0x7e00;                 // NaN
   if (ax >= 0x477ff000u) return sign | 0x7bff;         // rounds to >= 65520 or inf: saturate
   if (ax >= 0x38800000u) {                             // normal half range
     const uint32_t mant = ax & 0x7fffff;

@@ -500,3 +500,42 @@ def test_fp16_depthwise_identical_on_every_float_path(c, h, w, r, s, stride, pad
     x_edge[1, c - 1, h - 1, w - 1] = -np.nan
     x_edge[1, 3 % c] *= 4000
     run_all(x_edge)
+
+
+@pytest.mark.parametrize("cin", [4, 32], ids=["fma", "amx_rule"])
+def test_fp16_nan_is_one_code_on_every_path(cin, tmp_path):
+    """NaNs of both signs meeting in one sum (an input NaN, and inf - inf, which x86 makes a negative NaN):
+    which survives depends on the order a convolution accumulates in, so every fp16 store writes the one
+    quiet NaN 0x7e00 (docs/NUMERICS.md). Two 3x3 convolutions of an input holding +-inf and NaN, added, on
+    every path (32 input channels let the default AMX rule take them), each NaN output 0x7e00."""
+    from sdla_testkit.onnx_models import G
+    g = G(seed=3)
+    x = g.input("x", [1, cin, 12, 12])
+    y = g.node("Add", [g.conv(x, cin, 32), g.conv(x, cin, 32)])
+    m = g.model([y])
+    loadable, _ = softdla_build(m, tmp_path, "--fp16", "--inputIOFormats=fp16:chw16", "--outputIOFormats=fp16:chw16")
+    path = tmp_path / "net.loadable"
+    path.write_bytes(loadable)
+    from sdla_testkit import formats as F
+    a = np.random.default_rng(7).standard_normal((1, cin, 12, 12)).astype(np.float16)
+    a[0, 0, 2, 2], a[0, 1, 2, 3], a[0, 2, 6, 6] = np.inf, -np.inf, np.inf  # mixed-sign weights: inf - inf
+    a.view(np.uint16)[0, 3, 2, 2] = 0x7E00  # and NaNs of both signs from the input
+    a.view(np.uint16)[0, 0, 9, 9] = 0xFE00
+    a.view(np.uint16)[0, 1, 9, 10] = 0x7C01  # a signalling payload
+    inp = tmp_path / "in0.bin"
+    inp.write_bytes(F.pack(a, F.CHW16))
+    results = {isa: subprocess.run([sys.executable, "-c", RUN_RAW, str(path), str(inp)], env=_env(isa),
+                                   capture_output=True, check=True).stdout
+               for isa in PATHS if _active(isa)[0] == isa}
+    assert len(results) >= 2
+    for isa, out in results.items():
+        bits = np.frombuffer(out, np.uint16)
+        nan = (bits & 0x7FFF) > 0x7C00
+        assert nan.sum() > 20, isa  # the windows around each inf and NaN, in every output channel
+        assert set(np.unique(bits[nan])) == {0x7E00}, (isa, sorted({hex(b) for b in np.unique(bits[nan])}))
+    nan_at = {isa: (np.frombuffer(out, np.uint16) & 0x7FFF) > 0x7C00 for isa, out in results.items()}
+    for isa in results:
+        assert np.array_equal(nan_at[isa], nan_at["portable"]), isa
+    for isa in ("avx2", "avx512vnni"):  # the FMA paths give the same bits everywhere
+        if isa in results:
+            assert results[isa] == results["portable"], isa

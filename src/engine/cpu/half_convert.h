@@ -1,5 +1,5 @@
-// Bulk fp16 <-> fp32 conversion with the rules of numerics.h (RNE, saturation to +-65504, NaN kept as
-// the canonical quiet NaN with its sign). The path follows SOFTDLA_CPU_ISA (cpu_isa.h): AVX-512F from
+// Bulk fp16 <-> fp32 conversion with the rules of numerics.h (RNE, saturation to +-65504, every NaN
+// stored as the quiet NaN 0x7e00). The path follows SOFTDLA_CPU_ISA (cpu_isa.h): AVX-512F from
 // avx512vnni up, F16C for avx2 / avxvnni (where the CPU has it), plain C++ for portable; results are
 // bit-identical to num::half_to_float / num::float_to_half on every path (tests/cpp/cpu_paths_test.cpp).
 #pragma once

@@ -1,6 +1,6 @@
 // The AVX-512 fp32 -> fp16 store of half_convert.h for 16 lanes, for kernels that convert in registers
-// (the fused float epilogue): numerics.h's rule exactly (RNE, saturation to +-65504, NaN as the
-// canonical quiet NaN with its sign).
+// (the fused float epilogue): numerics.h's rule exactly (RNE, saturation to +-65504, every NaN as the
+// quiet NaN 0x7e00).
 #pragma once
 #include <cstdint>
 
@@ -11,14 +11,13 @@ namespace softdla::cpu {
 #ifdef SOFTDLA_X86
 // The 16 lanes as fp16 bits by that rule: clamped to +-65504 (MINPS/MAXPS return their second operand,
 // x, when it is NaN), converted with round to nearest even, and any NaN lane (rare: tested once) replaced
-// by the canonical quiet NaN with its sign, which the conversion kept (it keeps the payload's top bits).
+// by the one quiet NaN 0x7e00 (the conversion kept the sign and the payload's top bits).
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m256i to_halves_avx512(__m512 x) {
   x = _mm512_max_ps(_mm512_set1_ps(-65504.f), _mm512_min_ps(_mm512_set1_ps(65504.f), x));
   const __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   if (__builtin_expect(nan == 0, 1)) return h;
-  const __m256i canonical = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(int16_t(0x8000))), _mm256_set1_epi16(0x7e00));
-  return _mm256_mask_mov_epi16(h, nan, canonical);
+  return _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7e00));
 }
 
 // Whole vectors are stored plainly: a masked 16-bit store is twice as slow on AMD Zen 5.

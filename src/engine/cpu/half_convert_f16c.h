@@ -1,5 +1,5 @@
 // The F16C fp32 -> fp16 conversion of half_convert.h for 8 lanes, for kernels that convert in registers:
-// numerics.h's rule exactly (RNE, saturation to +-65504, NaN as the canonical quiet NaN with its sign).
+// numerics.h's rule exactly (RNE, saturation to +-65504, every NaN as the quiet NaN 0x7e00).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,15 +10,14 @@ namespace softdla::cpu {
 
 #ifdef SOFTDLA_X86
 // min/max return their second operand when it is NaN, so NaN survives the clamp; then it becomes the
-// canonical quiet NaN (0x7e00 | sign in fp16), as the scalar rule does. The select is and/andnot/or:
+// quiet NaN 0x7e00 (sign and payload dropped), as the scalar rule does. The select is and/andnot/or:
 // GCC 12 turns _mm256_blendv_ps under target("avx") into a branch per lane.
 __attribute__((target("avx,f16c"), always_inline)) inline __m128i to_halves_f16c(__m256 x) {
   const __m256 max = _mm256_set1_ps(65504.f), min = _mm256_set1_ps(-65504.f);
-  const __m256 sign = _mm256_set1_ps(-0.f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
   const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
   x = _mm256_max_ps(min, _mm256_min_ps(max, x));
-  const __m256 canonical = _mm256_or_ps(qnan, _mm256_and_ps(x, sign));
-  x = _mm256_or_ps(_mm256_and_ps(nan, canonical), _mm256_andnot_ps(nan, x));
+  x = _mm256_or_ps(_mm256_and_ps(nan, qnan), _mm256_andnot_ps(nan, x));
   return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
 }
 

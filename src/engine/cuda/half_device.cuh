@@ -46,15 +46,15 @@ __device__ __forceinline__ float4 activate4(float4 v, const FloatActivation& a) 
 
 // num::float_to_half on two values (the first in the low half), by the hardware conversion: beyond
 // +-65504 saturates (clamped first: rounding a value in (65504, 65520) gives 65504 either way), NaN
-// becomes the CPU's quiet NaN.
+// becomes the one quiet NaN 0x7e00.
 __device__ __forceinline__ uint32_t half2_sat(float a, float b) {
   constexpr float kMax = 65504.f;
   const float ca = a > kMax ? kMax : (a < -kMax ? -kMax : a);
   const float cb = b > kMax ? kMax : (b < -kMax ? -kMax : b);
   const __half2 h = __floats2half2_rn(ca, cb);
   uint32_t r = *reinterpret_cast<const uint32_t*>(&h);
-  if (isnan(a)) r = (r & 0xffff0000u) | ((__float_as_uint(a) >> 16) & 0x8000u) | 0x7e00u;
-  if (isnan(b)) r = (r & 0x0000ffffu) | (__float_as_uint(b) & 0x80000000u) | 0x7e000000u;
+  if (isnan(a)) r = (r & 0xffff0000u) | 0x7e00u;
+  if (isnan(b)) r = (r & 0x0000ffffu) | 0x7e000000u;
   return r;
 }
 __device__ __forceinline__ uint2 half4_sat(float4 v) { return make_uint2(half2_sat(v.x, v.y), half2_sat(v.z, v.w)); }
