@@ -211,6 +211,28 @@ def test_fp16_split_k_matches_cpu(net, splits, tmp_path, monkeypatch):
         gpu.run_raw(random_raw_inputs(gpu, rng), n_out)
 
 
+@pytest.mark.parametrize("cin", [8, 64])
+def test_fp16_nan_is_one_code_on_both_backends(cin, tmp_path):
+    """Infinities under mixed-sign weights (inf - inf) and input NaNs of both signs through two 3x3
+    convolutions and a residual add: NaN where the CPU backend has NaN, and every NaN the one code 0x7e00
+    (docs/NUMERICS.md), whatever order the tensor cores sum in."""
+    from sdla_testkit.onnx_models import G
+    g = G(seed=5)
+    x = g.input("x", [2, cin, 16, 16])
+    m = g.model([g.node("Relu", [g.node("Add", [g.conv(x, cin, 64), g.conv(x, cin, 64)])])])
+    loadable, _ = softdla_build(m, tmp_path, "--fp16", "--inputIOFormats=fp16:chw16", "--outputIOFormats=fp16:chw16")
+    a = np.random.default_rng(2).standard_normal((2, cin, 16, 16)).astype(np.float16)
+    a[0, 0, 3, 3], a[0, 1, 3, 4], a[1, 2, 9, 9] = np.inf, -np.inf, np.inf
+    a.view(np.uint16)[0, 3, 12, 12], a.view(np.uint16)[1, 4, 2, 2] = 0xFE00, 0x7C01
+    raw = [F.pack(a, F.CHW16)]
+    got = np.frombuffer(Engine(loadable, backend="cuda").run_raw(raw, 1)[0], np.uint16)
+    want = np.frombuffer(Engine(loadable, backend="cpu").run_raw(raw, 1)[0], np.uint16)
+    nan = (want & 0x7FFF) > 0x7C00
+    assert nan.sum() > 20
+    assert np.array_equal((got & 0x7FFF) > 0x7C00, nan)
+    assert set(np.unique(got[nan])) == {0x7E00} and set(np.unique(want[nan])) == {0x7E00}
+
+
 # Programmatic dependent launch (conv_igemm.cu) is on by default; SOFTDLA_CUDA_PDL=0, read once per
 # process, launches every kernel plainly: a child process runs the same comparison that way.
 def test_int8_plain_launches_match_cpu(tmp_path):
