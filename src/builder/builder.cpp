@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -63,6 +65,7 @@ void expose_intermediates(Lowered& low, PrecisionPlan& plan) {
 // would leave it a few levels. `observed`: the calibration data's largest |x| per tensor, where softdla
 // calibrated; null where the ranges came from a calibration cache, whose entries are taken as TensorRT
 // takes them, as given (a clip's output given a range below its bound saturates there on the DLA too).
+// A copy's or a pool's output that has no range takes its input's (tensors of the builder's own, above all).
 void complete_ranges(const Lowered& low, std::vector<float>& amax, const std::vector<float>* observed) {
   const Model& fp32 = low.model;
   // Constant operands (element-wise with a constant tensor) take the range of their data.
@@ -77,6 +80,14 @@ void complete_ranges(const Lowered& low, std::vector<float>& amax, const std::ve
       }
       amax[t] = a > 0 ? a : 1e-6f;
     }
+  // A copy's or a pool's output without a range takes its input's: it stays within it. Above all for the
+  // tensors the builder makes, which no cache can name (an output's copy where it aliases another I/O
+  // tensor, the steps of a split global average).
+  for (const Op& op : fp32.ops) {
+    const uint32_t t = op.outputs[0];
+    const bool keeps_range = std::holds_alternative<ShuffleParams>(op.params) || std::holds_alternative<PoolParams>(op.params);
+    if (amax[t] <= 0 && keeps_range && op.inputs.size() == 1) amax[t] = amax[op.inputs[0]];
+  }
   if (!observed) return;
   for (const Op& op : fp32.ops) {
     const SdpParams* post = sdp_stage(op.params);
@@ -104,11 +115,13 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
   for (size_t i = 0; i < fp32.ops.size(); ++i) {
     const Op& op = fp32.ops[i];
     const std::string base = op.name.substr(0, op.name.find(" ("));
-    auto has_scales = [&] {
+    // The first of the op's tensors that has no INT8 range, or -1.
+    auto unscaled = [&]() -> int64_t {
       for (uint32_t t : op.inputs)
-        if (fp32.tensors[t].constant < 0 && amax[t] <= 0) return false;
-      return amax[op.outputs[0]] > 0;
+        if (fp32.tensors[t].constant < 0 && amax[t] <= 0) return t;
+      return amax[op.outputs[0]] > 0 ? -1 : int64_t(op.outputs[0]);
     };
+    auto has_scales = [&] { return unscaled() < 0; };
     DataType p = o.fp32_reference && !o.fp16 && !o.int8 ? DataType::kFloat32 : fallback;
     const bool int8_ok = o.int8 && supports_int8(op) && has_scales();
     if (int8_ok) p = DataType::kInt8;
@@ -123,13 +136,17 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
       } else {
         if (want == DataType::kFloat16 && !o.fp16 && o.constraints == PrecisionConstraints::kObey)
           fail("layer '", base, "' is constrained to fp16 but --fp16 is not set");
+        if (want == DataType::kFloat16 && !o.fp16 && o.verbose)
+          o.verbose("layer '" + base + "': fp16 requested but --fp16 is not set; using " + to_string(p));
         if (want == DataType::kInt8 || o.fp16) p = want;
       }
     }
     if (p == DataType::kFloat32 && !o.fp32_reference) {
       fail("layer '", base, "' (", op_kind_name(op.params), ") cannot run in INT8 (",
-           supports_int8(op) ? "no scale for its tensors: add it to the calibration data or cache"
-                                   : "the DLA runs it in FP16 only",
+           !supports_int8(op) ? std::string("the DLA runs it in FP16 only")
+           : unscaled() >= 0  ? "no scale for its tensor '" + fp32.tensors[size_t(unscaled())].name +
+                                   "': add it to the calibration data or cache"
+                              : std::string("no scale for its tensors: add them to the calibration data or cache"),
            "); add --fp16 to let it run in FP16");
     }
     plan.op_precision[i] = p;
@@ -317,6 +334,37 @@ std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
   return rows;
 }
 
+// The ranges a calibration cache gives, into amax: a tensor takes the entry of any of its ONNX names
+// (entries that disagree for one tensor are an error), and a tensor with a Q/DQ pair keeps the model's
+// own scale (Q/DQ first, as docs/BUILDER.md says). A scale of 0 (a tensor that was all zeros) leaves the
+// tensor without a range, as a missing entry does.
+static void apply_calibration_cache(const std::string& path, const std::map<std::string, float>& cache,
+                                    const std::vector<std::vector<std::string>>& onnx_names, const Lowered& low,
+                                    std::vector<float>& amax) {
+  size_t matched = 0;
+  for (uint32_t t = 0; t < onnx_names.size(); ++t) {
+    const std::string* first = nullptr;
+    float scale = 0;
+    for (const std::string& name : onnx_names[t]) {
+      const auto it = cache.find(name);
+      if (it == cache.end()) continue;
+      ++matched;
+      if (first && it->second != scale)
+        fail("calibration cache '", path, "' gives '", *first, "' the scale ", scale, " and '", name, "' the scale ",
+             it->second, ", but they are one tensor on the DLA (the ops between them only rename it); give them one scale");
+      first = &name, scale = it->second;
+    }
+    if (!first || low.qdq_amax.count(t)) continue;
+    const double a = amax_from_scale(scale);
+    if (!(a <= std::numeric_limits<float>::max()))
+      fail("calibration cache '", path, "': the scale of '", *first, "' (", scale, ") makes a range beyond float32");
+    amax[t] = float(a);
+  }
+  if (matched == 0 && !cache.empty())
+    fail("calibration cache '", path, "' names none of this model's tensors (its first entry is '", cache.begin()->first,
+         "'): was it written for another model, or for names an exporter has since changed?");
+}
+
 BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   if (!o.fp16 && !o.int8 && !o.fp32_reference)
     fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
@@ -328,19 +376,19 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
 
   // ---- ranges for INT8 ----
   std::vector<float> amax(fp32.tensors.size(), 0.f);
-  std::vector<std::string> onnx_name(fp32.tensors.size());
-  for (const auto& [name, t] : low.tensor_of) onnx_name[t] = name;
+  // Every ONNX name of each tensor: Identity, Dropout, Reshape-like ops and Q/DQ pairs give one tensor
+  // several names, and a calibration cache may name any of them.
+  std::vector<std::vector<std::string>> onnx_names(fp32.tensors.size());
+  for (const auto& [name, t] : low.tensor_of) onnx_names[t].push_back(name);
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-    if (onnx_name[t].empty()) onnx_name[t] = fp32.tensors[t].name;
+    if (onnx_names[t].empty()) onnx_names[t].push_back(fp32.tensors[t].name);
   bool have_cache = false;
   RangeRule chosen_rule{Calibrator::kEntropy};
   std::vector<float> observed;  // the calibration data's largest |x| per tensor, where softdla calibrates
   if (o.int8) {
     for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
     if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
-      const auto cache = read_calibration_cache(o.calib_cache);
-      for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-        if (auto it = cache.find(onnx_name[t]); it != cache.end()) amax[t] = float(amax_from_scale(it->second));
+      apply_calibration_cache(o.calib_cache, read_calibration_cache(o.calib_cache), onnx_names, low, amax);
       have_cache = true;
     }
     if (!o.calib_data.empty() && !have_cache) {
@@ -378,7 +426,8 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
     r.layers.push_back({fp32.ops[i].name, op_kind_name(fp32.ops[i].params), to_string(plan.op_precision[i]),
                         fp32.tensors[fp32.ops[i].outputs[0]].name});
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-    if (amax[t] > 0 && fp32.tensors[t].constant < 0) r.scales[onnx_name[t]] = float(scale_from_amax(amax[t]));
+    if (amax[t] > 0 && fp32.tensors[t].constant < 0)
+      for (const std::string& name : onnx_names[t]) r.scales[name] = float(scale_from_amax(amax[t]));
   if (!o.write_calib_cache.empty())
     write_calibration_cache(o.write_calib_cache, r.scales, cache_header_name(chosen_rule.rule));
   r.loadable = write_loadable(std::move(m));

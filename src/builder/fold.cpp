@@ -163,7 +163,7 @@ class Folder {
                                       "Slice", "Add", "Sub", "Mul", "Div", "Transpose", "Flatten", "Identity",
                                       "ConstantOfShape", "Range", "Floor", "Ceil", "Sqrt", "Neg", "Reciprocal",
                                       "Pow", "ReduceProd", "Min", "Max", "Equal", "Where", "Expand", "Dropout",
-                                      "DequantizeLinear"};
+                                      "DequantizeLinear", "QuantizeLinear"};
     return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
   }
   std::vector<int64_t> ints_of(const Node& n, size_t k) {
@@ -189,6 +189,8 @@ class Folder {
 
   void infer(Node& n);
   void infer_constant(Node& n);
+  void infer_quantize(Node& n);
+  int64_t quant_axis(const Node& n, const Value& x, const Value& scale);
   void infer_shape(Node& n);
   void infer_gather(Node& n);
   void infer_cast(Node& n);
@@ -512,7 +514,7 @@ void Folder::infer(Node& n) {
       {"Softmax", &Folder::infer_same_shape}, {"LRN", &Folder::infer_same_shape},
       {"BatchNormalization", &Folder::infer_same_shape}, {"Relu", &Folder::infer_same_shape},
       {"LeakyRelu", &Folder::infer_same_shape}, {"Sigmoid", &Folder::infer_same_shape}, {"Tanh", &Folder::infer_same_shape},
-      {"Clip", &Folder::infer_same_shape}, {"Abs", &Folder::infer_same_shape}, {"QuantizeLinear", &Folder::infer_same_shape},
+      {"Clip", &Folder::infer_same_shape}, {"Abs", &Folder::infer_same_shape}, {"QuantizeLinear", &Folder::infer_quantize},
       {"PRelu", &Folder::infer_elementwise}, {"Add", &Folder::infer_elementwise}, {"Sub", &Folder::infer_elementwise},
       {"Mul", &Folder::infer_elementwise}, {"Div", &Folder::infer_elementwise}, {"Max", &Folder::infer_elementwise},
       {"Min", &Folder::infer_elementwise}, {"Sum", &Folder::infer_elementwise}, {"Pow", &Folder::infer_elementwise},
@@ -729,12 +731,67 @@ void Folder::infer_matmul(Node& n) {
   return set(n, a);
 }
 
+// The axis a per-axis scale runs along (0 for a per-tensor one), checked as ONNX Runtime checks it: one
+// scale per index of that axis, and a zero point of as many values.
+int64_t Folder::quant_axis(const Node& n, const Value& x, const Value& sc) {
+  if (has_in(n, 2) && in(n, 2).count() != sc.count())
+    bad(n, "has " + std::to_string(sc.count()) + " scales and " + std::to_string(in(n, 2).count()) + " zero points");
+  if (sc.count() == 1 && sc.dims.size() <= 1) return 0;
+  const int64_t axis = norm_axis(n, n.get_int("axis", 1), x.dims.size());
+  if (sc.dims.size() != 1 || sc.count() != x.dims[size_t(axis)])
+    bad(n, "has " + std::to_string(sc.count()) + " scales along axis " + std::to_string(axis) + ", of size " +
+               std::to_string(x.dims[size_t(axis)]) + ": a per-axis scale needs one value per index (set 'axis')");
+  return axis;
+}
+
+// The type a QuantizeLinear writes: its zero point's, else its output_dtype attribute's (opset 21), else
+// uint8 (ONNX's default). lower_qdq accepts int8 only.
+static int32_t quantized_type(const Graph& g, const Node& n) {
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) return g.value(n.inputs[2]).elem_type;
+  const int64_t declared = n.get_int("output_dtype", 0);
+  return declared != 0 ? int32_t(declared) : 2;
+}
+
+// Q of a constant (a Q/DQ pair on a weight or an operand) folds: round half to even, saturate to the
+// type's range, as ONNX Runtime computes it; the DequantizeLinear after it then folds too.
+void Folder::infer_quantize(Node& n) {
+  const int32_t type = quantized_type(g_, n);
+  if (!all_const(n)) {
+    out(n).elem_type = type;
+    return set(n, in(n, 0).dims);
+  }
+  const Value& x = in(n, 0);
+  const Value& sc = in(n, 1);
+  const int64_t axis = quant_axis(n, x, sc);
+  double lo, hi;
+  switch (type) {
+    case 3: lo = -128, hi = 127; break;      // int8
+    case 2: lo = 0, hi = 255; break;         // uint8
+    case 5: lo = -32768, hi = 32767; break;  // int16
+    case 4: lo = 0, hi = 65535; break;       // uint16
+    default: bad(n, "quantizes a constant to " + type_name(type) + ", which the builder does not fold");
+  }
+  const Dims xs = strides_of(x.dims);
+  ConstData c;
+  c.is_float = false;
+  for (int64_t i = 0; i < x.count(); ++i) {
+    const size_t ch = sc.count() > 1 ? size_t(i / xs[size_t(axis)] % x.dims[size_t(axis)]) : 0;
+    const double scale = sc.constant->at(ch);
+    if (!(scale > 0) || !std::isfinite(scale)) bad(n, "has a scale that is not a positive finite number");
+    const double zp = has_in(n, 2) ? in(n, 2).constant->at(ch) : 0.0;
+    // ONNX computes x / scale in float32, then rounds half to even.
+    const float ratio = float(x.constant->at(size_t(i))) / float(scale);
+    c.i.push_back(int64_t(std::clamp(std::nearbyint(double(ratio)) + zp, lo, hi)));
+  }
+  return set_const(n, x.dims, std::move(c), type);
+}
+
 void Folder::infer_dequantize(Node& n) {
   if (!all_const(n)) return infer_same_shape(n);  // an activation's Q/DQ pair: a scale only
   // Q/DQ weights: fold x_q -> (x_q - zero_point) * scale, per tensor or per axis.
   const Value& x = in(n, 0);
   const Value& sc = in(n, 1);
-  const int64_t axis = sc.count() > 1 ? norm_axis(n, n.get_int("axis", 1), x.dims.size()) : 0;
+  const int64_t axis = quant_axis(n, x, sc);
   const Dims xs = strides_of(x.dims);
   ConstData c;
   for (int64_t i = 0; i < x.count(); ++i) {
@@ -747,7 +804,7 @@ void Folder::infer_dequantize(Node& n) {
 
 void Folder::infer_same_shape(Node& n) {
   const std::string& op = n.op;
-  out(n).elem_type = op == "QuantizeLinear" ? 3 : 1;
+  out(n).elem_type = 1;
   if (op == "BatchNormalization")
     for (size_t k = 1; k < n.outputs.size(); ++k)
       if (!n.outputs[k].empty()) set(n, {in(n, 0).dims.size() > 1 ? in(n, 0).dims[1] : 1}, k);

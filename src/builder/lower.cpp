@@ -862,8 +862,22 @@ void Lowering::lower_qdq(Node& n) {
     if (!dq || dq->op != "DequantizeLinear") bad(n, "QuantizeLinear must be followed by DequantizeLinear (Q/DQ pair)");
     const ConstData& scale = constant(n, 1, "the Q/DQ scale");
     if (scale.size() != 1) bad(n, "activations use per-tensor scales on the DLA");
+    // The DLA's INT8 is signed 8-bit, symmetric: a pair that quantizes to another type (uint8 is ONNX's
+    // default when the zero point is left out), or whose DequantizeLinear uses another scale or zero
+    // point, computes something else, so it is refused rather than read as int8.
+    const int32_t type = g_.value(n.outputs[0]).elem_type;
+    if (type != 3)
+      bad(n, "quantizes to " + type_name(type) + "; DLA INT8 is int8 with zero point 0 (symmetric): quantize "
+             "activations to int8 with zero points of 0 (onnxruntime: activation_type=QuantType.QInt8, "
+             "extra_options={'ActivationSymmetric': True})");
     if (n.inputs.size() > 2 && !n.inputs[2].empty() && constant(n, 2, "the zero point").at(0) != 0)
       bad(n, "the DLA quantizes symmetrically: zero points must be 0");
+    const ConstData& dq_scale = constant(*dq, 1, "the Q/DQ scale");
+    if (dq_scale.size() != 1 || float(dq_scale.at(0)) != float(scale.at(0)))
+      bad(*dq, "dequantizes with another scale than its QuantizeLinear '" + n.name + "' quantized with; the DLA keeps one "
+               "scale per tensor: give the pair the same scale");
+    if (dq->inputs.size() > 2 && !dq->inputs[2].empty() && constant(*dq, 2, "the zero point").at(0) != 0)
+      bad(*dq, "the DLA quantizes symmetrically: zero points must be 0");
     out_.qdq_amax[in] = float(amax_from_scale(scale.at(0)));
     consumed_[dq] = true;
     out_.tensor_of[dq->outputs[0]] = in;

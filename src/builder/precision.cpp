@@ -94,6 +94,27 @@ double largest_magnitude(const std::vector<float>& values) {
   return m;
 }
 
+// The scale of one output channel's INT8 weights: amax / 127, unless the weights already lie on a grid of
+// fewer levels (weights a model quantized itself: a DequantizeLinear's int8 codes times a per-tensor scale,
+// or fake-quantized weights folded into floats), which it keeps, so the codes are the model's own and the
+// products exact. The grid is amax / m for the largest m <= 127 that puts every weight within 3e-5 of a
+// code (the float32 rounding of code x scale moves a code by at most 127 x 2^-23); 128 where amax is a
+// negative weight at code -128. Weights on no such grid (any trained float weights) take amax / 127; a
+// grid found only holds the weights more exactly than that one would.
+double weight_grid_scale(const std::vector<double>& weights, double amax) {
+  constexpr double kTolerance = 3e-5;
+  const bool negative_peak = std::any_of(weights.begin(), weights.end(), [&](double v) { return v == -amax; });
+  for (int m = negative_peak ? 128 : 127; m >= 1; --m) {
+    const double step = amax / m;
+    const bool on_grid = std::all_of(weights.begin(), weights.end(), [&](double v) {
+      const double code = v / step;
+      return std::fabs(code - std::nearbyint(code)) <= kTolerance && code <= 127.5;
+    });
+    if (on_grid) return step;
+  }
+  return scale_from_amax(amax);
+}
+
 float f32_at(const Constant& c, size_t i) {
   float v;
   std::memcpy(&v, c.data.data() + 4 * i, 4);
@@ -241,7 +262,14 @@ uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k
   std::vector<double> amax(K, 0.0);
   for (size_t i = 0; i < count; ++i) amax[k_of(i)] = std::max(amax[k_of(i)], double(std::fabs(f32_at(w, i))));
   wscale.resize(K);
-  for (size_t k = 0; k < K; ++k) wscale[k] = amax[k] > 0 ? scale_from_amax(amax[k]) : 1.0;
+  const size_t outer = count / (K * inner);  // deconv: the C blocks each channel has one run of `inner` in
+  std::vector<double> channel;
+  for (size_t k = 0; k < K; ++k) {
+    channel.clear();
+    for (size_t b = 0; b < (k_is_dim1 ? outer : 1); ++b)
+      for (size_t j = 0; j < inner; ++j) channel.push_back(f32_at(w, ((b * K) + k) * inner + j));
+    wscale[k] = amax[k] > 0 ? weight_grid_scale(channel, amax[k]) : 1.0;
+  }
   Constant q{DataType::kInt8, w.dims, std::vector<uint8_t>(count)};
   for (size_t i = 0; i < count; ++i) q.data[i] = uint8_t(num::quantize(float(double(f32_at(w, i)) / wscale[k_of(i)])));
   out_.constants.push_back(std::move(q));

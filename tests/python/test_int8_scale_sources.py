@@ -1,0 +1,185 @@
+"""INT8 scales that come from the model or the user rather than from softdla's calibration: Q/DQ pairs in
+the ONNX graph and TensorRT calibration caches (docs/BUILDER.md, "INT8 scales"). Values against ONNX Runtime
+running the same Q/DQ model (graph optimizations off: its fusions round differently), or against the scales
+written in the cache."""
+import struct
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import softdla
+from sdla_testkit.onnx_models import G, ort_run, rel_l2, run_loadable
+
+
+def write_cache(path, scales):
+    lines = ["TRT-8601-EntropyCalibration2"] + [f"{name}: {struct.pack('>f', s).hex()}" for name, s in scales.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def qdq(g, t, scale, zero_point=np.int8(0), dq_scale=None, dq_zero_point=None):
+    q = g.node("QuantizeLinear", [t, g.const(np.float32(scale)), g.const(zero_point)])
+    dq_zp = zero_point if dq_zero_point is None else dq_zero_point
+    return g.node("DequantizeLinear", [q, g.const(np.float32(dq_scale or scale)), g.const(dq_zp)])
+
+
+def ort_plain(model, *arrays):
+    """ONNX Runtime without graph optimizations: each Q/DQ node computed as the ONNX spec says."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), arrays)})
+
+
+def build(model, **kw):
+    return softdla.build(model, progress=False, **kw)
+
+
+def build_error(model, **kw):
+    with pytest.raises(softdla.BuildError) as e:
+        build(model, **kw)
+    return str(e.value)
+
+
+X = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
+
+
+# ------------------------------------------------------------------ Q/DQ pairs
+def test_qdq_scale_wins_over_a_cache_entry(tmp_path):
+    g = G(3)
+    x = g.input("x", [1, 4, 8, 8])
+    r = g.node("Relu", [g.conv(qdq(g, x, 4 / 127), 4, 8)])
+    m = g.model([qdq(g, r, 6 / 127)], opset=13)
+    cache = write_cache(tmp_path / "c.txt", {"x": 1 / 127, r: 1 / 127})
+    loadable = build(m, int8=True, calib_cache=cache)
+    assert softdla.inspect(loadable)["inputs"][0]["scale"] == pytest.approx(4 / 127)
+    assert rel_l2(run_loadable(loadable, X)[0], ort_plain(m, X)[0]) < 0.05  # 0.48 with the cache's 1/127
+
+
+@pytest.mark.parametrize("variant, expected", [
+    ("uint8", "quantizes to uint8"),
+    ("no_zero_point", "quantizes to uint8"),  # ONNX's default type
+    ("int16", "quantizes to int16"),
+    ("dq_scale", "dequantizes with another scale"),
+    ("dq_zero_point", "zero points must be 0"),
+])
+def test_qdq_pairs_that_are_not_symmetric_int8_are_refused(variant, expected):
+    g = G(3)
+    x = g.input("x", [1, 4, 8, 8])
+    if variant == "no_zero_point":
+        s = g.const(np.float32(1 / 127))
+        y = g.node("DequantizeLinear", [g.node("QuantizeLinear", [x, s]), s])
+    else:
+        kw = {"uint8": dict(zero_point=np.uint8(0)), "int16": dict(zero_point=np.int16(0)),
+              "dq_scale": dict(dq_scale=2 / 127), "dq_zero_point": dict(dq_zero_point=np.int8(5))}[variant]
+        y = qdq(g, x, 1 / 127, **kw)
+    m = g.model([g.node("Relu", [y])], opset=21 if variant == "int16" else 13)
+    assert expected in build_error(m, int8=True, fp16=True)
+
+
+def conv_with_qdq_weights(per_channel, seed=0):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
+    if per_channel:
+        ws = (np.abs(w).reshape(8, -1).max(1) / 127).astype(np.float32)
+        wq = np.clip(np.round(w / ws[:, None, None, None]), -127, 127).astype(np.int8)
+    else:
+        ws = np.float32(np.abs(w).max() / 127)
+        wq = np.clip(np.round(w / ws), -127, 127).astype(np.int8)
+    g = G(seed)
+    x = g.input("x", [1, 4, 8, 8])
+    zp = np.zeros(8, np.int8) if per_channel else np.int8(0)
+    wdq = g.node("DequantizeLinear", [g.const(wq), g.const(ws), g.const(zp)], **({"axis": 0} if per_channel else {}))
+    b = g.const((rng.standard_normal(8) * 0.1).astype(np.float32))
+    y = g.node("Conv", [qdq(g, x, 3 / 127), wdq, b], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    return g.model([qdq(g, y, 4 / 127)], opset=13)
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+def test_qdq_weights_keep_their_codes(per_channel):
+    """Per-tensor weight codes sit below 127 in most output channels; re-quantizing each channel to its own
+    amax / 127 moved them (2-7 output steps off ONNX Runtime). The model's own grid is kept."""
+    m = conv_with_qdq_weights(per_channel, seed=1)
+    x = np.random.default_rng(5).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    got, want = run_loadable(build(m, int8=True), x)[0], ort_plain(m, x)[0]
+    steps = np.abs(got - want) / (4 / 127)
+    assert steps.max() <= 1.01 and (steps > 0.5).mean() <= 0.02, (steps.max(), (steps > 0.5).mean())
+
+
+def test_quantize_of_a_constant_is_folded():
+    """Q/DQ on a constant operand: ONNX Runtime multiplies by the constant's quantized value (0.4 for 0.37
+    at a step of 0.1), not by 0.37."""
+    g = G(1)
+    x = g.input("x", [1, 4, 8, 8])
+    k = qdq(g, g.const(np.full((1, 4, 1, 1), 0.37, np.float32)), 0.1)
+    m = g.model([qdq(g, g.node("Mul", [qdq(g, x, 3 / 127), k]), 4 / 127)], opset=13)
+    got, want = run_loadable(build(m, int8=True), X)[0], ort_plain(m, X)[0]
+    assert np.abs(got - want).max() <= 4 / 127 + 1e-6  # at most one step; 3 with 0.37
+
+
+def test_per_axis_scales_must_match_their_axis():
+    g = G(1)
+    x = g.input("x", [1, 4, 8, 8])
+    scales = g.const(np.linspace(0.01, 0.08, 8).astype(np.float32))  # 8 scales, axis 1 (the default) has 4
+    w = g.node("DequantizeLinear", [g.const(np.ones((8, 4, 3, 3), np.int8)), scales, g.const(np.zeros(8, np.int8))])
+    m = g.model([g.node("Conv", [x, w], kernel_shape=[3, 3])], opset=13)
+    assert "has 8 scales along axis 1, of size 4" in build_error(m, fp16=True)
+
+
+# ------------------------------------------------------------------ calibration caches
+def relu_reshape_conv():
+    g = G(1)
+    x = g.input("x", [1, 4, 8, 8])
+    r = g.node("Relu", [g.conv(x, 4, 8)])
+    a = g.node("Reshape", [r, g.const(np.array([1, 8, 8, 8], np.int64))])
+    y = g.conv(a, 8, 4)
+    return g.model(y), r, a, y
+
+
+def test_a_cache_entry_under_any_name_of_a_tensor_is_used(tmp_path):
+    """A Reshape that only renames a tensor: the cache may name either side (TensorRT's caches name both)."""
+    m, r, a, y = relu_reshape_conv()
+    loadable = build(m, int8=True, calib_cache=write_cache(tmp_path / "c.txt", {"x": 3 / 127, r: 2 / 127, y: 1.5 / 127}))
+    assert {p for _, _, p in softdla.inspect(loadable)["layers"]} == {"int8"}
+    ref = ort_run(m, X)[0]
+    assert rel_l2(run_loadable(loadable, X)[0], ref) < 0.1
+
+
+def test_cache_entries_that_disagree_for_one_tensor_are_an_error(tmp_path):
+    m, r, a, y = relu_reshape_conv()
+    cache = write_cache(tmp_path / "c.txt", {"x": 3 / 127, r: 2 / 127, a: 4 / 127, y: 1.5 / 127})
+    message = build_error(m, int8=True, calib_cache=cache)
+    assert f"'{r}'" in message and f"'{a}'" in message and "one tensor on the DLA" in message
+
+
+def test_a_cache_that_names_no_tensor_is_an_error(tmp_path):
+    m, r, a, y = relu_reshape_conv()
+    cache = write_cache(tmp_path / "c.txt", {"X": 3 / 127, r.upper(): 2 / 127})
+    assert "names none of this model's tensors" in build_error(m, int8=True, fp16=True, calib_cache=cache)
+
+
+def test_missing_scale_names_the_tensor(tmp_path):
+    m, r, a, y = relu_reshape_conv()
+    message = build_error(m, int8=True, calib_cache=write_cache(tmp_path / "c.txt", {"x": 3 / 127, r: 2 / 127}))
+    assert f"no scale for its tensor '{y}'" in message
+
+
+def test_tensors_the_builder_makes_take_their_inputs_range(tmp_path):
+    """An output that is also given back through an Identity (the builder copies it) and a global average
+    over 16 x 16 (two pooling steps): tensors no cache can name, which take the range they copy or average."""
+    g = G(1)
+    x = g.input("x", [1, 4, 16, 16])
+    r = g.node("Relu", [g.conv(x, 4, 8)])
+    m1 = g.model([r, g.node("Identity", [r])])
+    g = G(0)
+    x = g.input("x", [1, 4, 16, 16])
+    c = g.conv(x, 4, 8, k=1)
+    gap = g.node("GlobalAveragePool", [c])
+    m2 = g.model(gap)
+    xi = np.random.default_rng(3).standard_normal((1, 4, 16, 16)).astype(np.float32)
+    for m, scales in ((m1, {"x": 3 / 127, r: 2 / 127, m1.graph.output[1].name: 2 / 127}),
+                      (m2, {"x": 3 / 127, c: 2 / 127, gap: 0.5 / 127})):
+        loadable = build(m, int8=True, calib_cache=write_cache(tmp_path / "c.txt", scales))
+        for got, want in zip(run_loadable(loadable, xi), ort_run(m, xi)):
+            assert rel_l2(got, want) < 0.1
