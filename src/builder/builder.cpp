@@ -151,8 +151,16 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     }
     plan.op_precision[i] = p;
   }
-  if (!unused_overrides.empty())
-    fail("--layerPrecisions names '", *unused_overrides.begin(), "', which is not a layer of this model");
+  if (!unused_overrides.empty()) {
+    // Nodes fused into a layer (BatchNormalization, an activation after a convolution) are not layers of
+    // their own: list the layers so the user can name the one that holds it.
+    std::string layers;
+    for (size_t i = 0; i < fp32.ops.size() && i < 12; ++i)
+      layers += (i ? ", " : "") + fp32.ops[i].name.substr(0, fp32.ops[i].name.find(" ("));
+    if (fp32.ops.size() > 12) layers += ", ... (`softdla build --verbose` lists them all)";
+    fail("--layerPrecisions names '", *unused_overrides.begin(), "', which is not a layer of this model; a node fused "
+         "into a layer (batch normalization, an activation) takes that layer's precision. Layers: ", layers);
+  }
 
   // INT8 tensors in one shared-range group take the largest range of the group (as TensorRT does).
   const std::vector<uint32_t> group = shared_range_groups(fp32, plan.op_precision);

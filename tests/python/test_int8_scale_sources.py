@@ -183,3 +183,11 @@ def test_tensors_the_builder_makes_take_their_inputs_range(tmp_path):
         loadable = build(m, int8=True, calib_cache=write_cache(tmp_path / "c.txt", scales))
         for got, want in zip(run_loadable(loadable, xi), ort_run(m, xi)):
             assert rel_l2(got, want) < 0.1
+
+
+def test_layer_precision_for_a_fused_node_lists_the_layers():
+    g = G(1)
+    x = g.input("x", [1, 4, 8, 8])
+    m = g.model(g.node("Relu", [g.bn(g.conv(x, 4, 8), 8)]))
+    message = build_error(m, fp16=True, layer_precisions={m.graph.node[-1].name: "fp16"})
+    assert "takes that layer's precision. Layers: Conv_1" in message
