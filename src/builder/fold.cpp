@@ -781,6 +781,7 @@ void Folder::infer_quantize(Node& n) {
     const double zp = has_in(n, 2) ? in(n, 2).constant->at(ch) : 0.0;
     // ONNX computes x / scale in float32, then rounds half to even.
     const float ratio = float(x.constant->at(size_t(i))) / float(scale);
+    if (std::isnan(ratio)) bad(n, "quantizes a NaN, which has no integer code");
     c.i.push_back(int64_t(std::clamp(std::nearbyint(double(ratio)) + zp, lo, hi)));
   }
   return set_const(n, x.dims, std::move(c), type);
