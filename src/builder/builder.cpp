@@ -166,8 +166,16 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
   const std::vector<uint32_t> group = shared_range_groups(fp32, plan.op_precision);
   std::map<uint32_t, float> group_max;
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t) group_max[group[t]] = std::max(group_max[group[t]], amax[t]);
-  for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
-    if (amax[t] > 0) amax[t] = group_max[group[t]];
+  for (uint32_t t = 0; t < fp32.tensors.size(); ++t) {
+    if (amax[t] <= 0) continue;
+    // A model's own Q/DQ scale that the rule raises: ONNX Runtime would keep it, the DLA cannot.
+    if (o.verbose && low.qdq_amax.count(t) && group_max[group[t]] > amax[t])
+      o.verbose("tensor '" + fp32.tensors[t].name + "': its Q/DQ scale " + std::to_string(scale_from_amax(amax[t])) +
+                " becomes " + std::to_string(scale_from_amax(group_max[group[t]])) +
+                ", the largest of the tensors it shares a scale with on the DLA (inputs of an add, subtract, max or "
+                "min; a concatenation; a pool, resize or copy)");
+    amax[t] = group_max[group[t]];
+  }
   plan.amax = amax;
 
   // ---- I/O formats ----

@@ -238,6 +238,22 @@ class Lowering {
     return cs.size() == 1 && !cs[0]->unsupported ? cs[0] : nullptr;
   }
 
+  // sole_consumer, looking through Q/DQ pairs on `v` (a quantized model puts one after every op, data
+  // movement included): the reader past them, with `v` moved to the value it reads and the pairs' nodes
+  // added to `pairs` (the caller consumes them if it fuses). The pairs on one tensor must agree on the
+  // scale, which a data movement keeps.
+  Node* sole_consumer_past_qdq(std::string& v, std::vector<Node*>& pairs) {
+    Node* c = sole_consumer(v);
+    while (c && c->op == "QuantizeLinear" && c->inputs[0] == v) {
+      Node* dq = sole_consumer(c->outputs[0]);
+      if (!dq || dq->op != "DequantizeLinear" || dq->inputs[0] != c->outputs[0]) return nullptr;
+      pairs.push_back(c), pairs.push_back(dq);
+      v = dq->outputs[0];
+      c = sole_consumer(v);
+    }
+    return c;
+  }
+
   // Appends activation steps of the nodes following `n` (BN handled by the caller) while they fuse;
   // returns the ONNX name of the last fused output.
   // Per-channel or scalar constant of an Add/Sub/Mul/Div whose other input is `data`: its values.
@@ -667,12 +683,19 @@ bool Lowering::lower_channel_shuffle(Node& n) {
   const Value& x = g_.value(n.inputs[0]);
   const Value& y = g_.value(n.outputs[0]);
   if (n.op != "Reshape" || y.dims.size() != 5 || x.dims.size() != 4) return false;
-  Node* t = sole_consumer(n.outputs[0]);
-  if (!t || t->op != "Transpose" || t->inputs[0] != n.outputs[0]) return false;
+  std::vector<Node*> pairs;  // Q/DQ pairs on the rank-5 tensors (a quantized model's): a permutation keeps their scale
+  std::string v = n.outputs[0];
+  Node* t = sole_consumer_past_qdq(v, pairs);
+  if (!t || t->op != "Transpose" || t->inputs[0] != v) return false;
   const std::vector<int64_t> perm = t->get_ints("perm");
   if (perm != std::vector<int64_t>{0, 2, 1, 3, 4}) return false;
-  Node* back = sole_consumer(t->outputs[0]);
-  if (!back || back->op != "Reshape" || back->inputs[0] != t->outputs[0] || g_.value(back->outputs[0]).dims != x.dims) return false;
+  v = t->outputs[0];
+  Node* back = sole_consumer_past_qdq(v, pairs);
+  if (!back || back->op != "Reshape" || back->inputs[0] != v || g_.value(back->outputs[0]).dims != x.dims) return false;
+  for (size_t k = 2; k < pairs.size(); k += 2)
+    if (constant(*pairs[k], 1, "the Q/DQ scale").at(0) != constant(*pairs[0], 1, "the Q/DQ scale").at(0))
+      bad(*pairs[k], "a channel shuffle's Q/DQ pairs use different scales; a permutation of channels keeps one scale");
+  for (Node* q : pairs) consumed_[q] = true;
   if (y.dims[0] != x.dims[0] || y.dims[1] * y.dims[2] != x.dims[1] || y.dims[3] != x.dims[2] || y.dims[4] != x.dims[3]) return false;
   const uint32_t c = weight_channels(n, x.dims[1]), groups = uint32_t(y.dims[1]), per = uint32_t(y.dims[2]);
   std::vector<float> w(size_t(c) * c, 0.f);

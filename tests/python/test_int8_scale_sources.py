@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 
 import softdla
-from sdla_testkit.onnx_models import G, ort_run, rel_l2, run_loadable
+from sdla_testkit.onnx_models import G, ort_run, rel_l2, run_loadable, softdla_build
 
 
 def write_cache(path, scales):
@@ -191,3 +191,32 @@ def test_layer_precision_for_a_fused_node_lists_the_layers():
     m = g.model(g.node("Relu", [g.bn(g.conv(x, 4, 8), 8)]))
     message = build_error(m, fp16=True, layer_precisions={m.graph.node[-1].name: "fp16"})
     assert "takes that layer's precision. Layers: Conv_1" in message
+
+
+def test_channel_shuffle_with_qdq_pairs_between_its_nodes():
+    """quantize_static puts a Q/DQ pair after the rank-5 Reshape and the Transpose of a channel shuffle
+    too: the shuffle is still found (a 1x1 convolution of 0/1 weights), and exact."""
+    g = G(2)
+    x = g.input("x", [1, 8, 8, 8])
+    codes = np.random.default_rng(4).integers(-127, 128, (8, 8, 1, 1)).astype(np.int8)
+    w = g.node("DequantizeLinear", [g.const(codes), g.const(np.float32(0.004)), g.const(np.int8(0))])
+    c = qdq(g, g.node("Conv", [qdq(g, x, 3 / 127), w]), 6 / 127)  # Q/DQ weights: exact against ONNX Runtime
+    r = qdq(g, g.node("Reshape", [c, g.const(np.array([1, 2, 4, 8, 8], np.int64))]), 6 / 127)
+    t = qdq(g, g.node("Transpose", [r], perm=[0, 2, 1, 3, 4]), 6 / 127)
+    y = qdq(g, g.node("Reshape", [t, g.const(np.array([1, 8, 8, 8], np.int64))]), 6 / 127)
+    m = g.model([y], opset=13)
+    loadable = build(m, int8=True)
+    assert [p for _, _, p in softdla.inspect(loadable)["layers"]] == ["int8", "int8"]
+    xi = np.random.default_rng(9).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    assert np.abs(run_loadable(loadable, xi)[0] - ort_plain(m, xi)[0]).max() <= 1e-6
+
+
+def test_a_qdq_scale_raised_by_a_shared_range_is_reported(tmp_path):
+    """An add's inputs share one scale on the DLA: the smaller Q/DQ scale is raised, and --verbose says so."""
+    g = G(1)
+    x = g.input("x", [1, 4, 8, 8])
+    xq = qdq(g, x, 4 / 127)
+    c = qdq(g, g.conv(xq, 4, 4, k=1), 1 / 127)
+    m = g.model([qdq(g, g.node("Add", [c, xq]), 5 / 127)], opset=13)
+    _, r = softdla_build(m, tmp_path, "--int8", "--verbose")
+    assert "its Q/DQ scale 0.007874 becomes 0.031496" in r.stdout + r.stderr, r.stdout + r.stderr
