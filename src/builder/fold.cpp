@@ -281,7 +281,13 @@ void Folder::infer_conv(Node& n, bool transpose) {
       const int64_t eff = (k[size_t(a)] - 1) * d[size_t(a)] + 1;
       if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
         o[size_t(2 + a)] = (x[size_t(2 + a)] + s[size_t(a)] - 1) / s[size_t(a)];
-        const int64_t total = std::max<int64_t>(0, (o[size_t(2 + a)] - 1) * s[size_t(a)] + eff - x[size_t(2 + a)]);
+        const int64_t total = (o[size_t(2 + a)] - 1) * s[size_t(a)] + eff - x[size_t(2 + a)];
+        // A stride beyond the (dilated) kernel can ask for negative padding: ONNX Runtime shifts the
+        // windows, ONNX's reference takes 0. No one answer, as for the pools: an error.
+        if (total < 0)
+          bad(n, "auto_pad=" + autopad + " asks for negative padding here (a kernel of " + std::to_string(eff) +
+                     " with a stride of " + std::to_string(s[size_t(a)]) + " over " + std::to_string(x[size_t(2 + a)]) +
+                     "), which ONNX implementations treat differently; give explicit pads instead");
         const int64_t small = total / 2, large = total - small;
         p[size_t(a)] = autopad == "SAME_UPPER" ? small : large;
         p[size_t(a + 2)] = autopad == "SAME_UPPER" ? large : small;

@@ -329,7 +329,12 @@ class Lowering {
       } else {
         return cur;
       }
-      steps.push_back(s);
+      // Clip(0, a) then Clip(0, b) is Clip(0, min(a, b)): one step, whose bound the INT8 output scale
+      // can take (the INT8 chain clips at its last clip's bound, by saturating there).
+      if (s.kind == SdpKind::kClip && !steps.empty() && steps.back().kind == SdpKind::kClip && steps.back().lo == 0.f)
+        steps.back().hi = std::min(steps.back().hi, s.hi);
+      else
+        steps.push_back(s);
       consumed_[c] = true;
       cur = c->outputs[0];
     }

@@ -29,9 +29,10 @@ AttrRule Sonly(const char* name, const char* only, const char* note = "") {
 std::vector<OpRule> make_rules() {
   const std::vector<InputRule> x{{"X", U::kData}};
   const std::vector<InputRule> ab{{"A", U::kData}, {"B", U::kData}};
-  const std::vector<AttrRule> conv_attrs{S("auto_pad"), Is("dilations", D::kSpatial), I("group", D::kPositive),
-                                         Is("kernel_shape", D::kSpatial), Is("pads", D::kPads), Is("strides", D::kSpatial)};
-  std::vector<AttrRule> deconv_attrs = conv_attrs;
+  std::vector<AttrRule> deconv_attrs{S("auto_pad"), Is("dilations", D::kSpatial), I("group", D::kPositive),
+                                     Is("kernel_shape", D::kSpatial), Is("pads", D::kPads), Is("strides", D::kSpatial)};
+  std::vector<AttrRule> conv_attrs = deconv_attrs;
+  conv_attrs[0] = S("auto_pad", "SAME refused where it asks for negative padding (a stride beyond the kernel)");
   deconv_attrs.push_back(Is("output_padding", D::kSpatialNonNeg, "0 only on the DLA"));
   deconv_attrs.push_back(Is("output_shape", D::kSpatial, "resolved into padding, which must come out 0"));
   const std::vector<AttrRule> reduce_attrs{Is("axes", D::kAxes), I("keepdims", D::kBool), Ionly("noop_with_empty_axes", 0)};

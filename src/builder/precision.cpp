@@ -94,6 +94,19 @@ double largest_magnitude(const std::vector<float>& values) {
   return m;
 }
 
+// Gains or slopes as int32 multipliers over a right shift: the finest shift up to max_shift that keeps
+// every |value| x 2^shift within int32 (15, Q15, for slopes as before; a gain of 2^31 or more cannot be
+// one and is an error, not a wrapped multiplier).
+void set_fixed_point(SdpStep& n, const std::vector<float>& values, int max_shift, const char* what) {
+  const double amax = largest_magnitude(values);
+  if (!(amax < std::ldexp(1.0, 31)))
+    fail("an INT8 layer's ", what, " of ", amax, " is beyond its 32-bit multipliers; run the layer in FP16 "
+         "(--layerPrecisions=<layer>:fp16) or fold the constant into the weights");
+  const int sh = std::clamp(30 - int(std::ceil(std::log2(std::max(amax, 1e-30)))), 0, max_shift);
+  for (float g : values) n.ivalues.push_back(int32_t(std::lround(double(g) * std::ldexp(1.0, sh))));
+  n.shift = uint8_t(sh);
+}
+
 // The scale of one output channel's INT8 weights: amax / 127, unless the weights already lie on a grid of
 // fewer levels (weights a model quantized itself: a DequantizeLinear's int8 codes times a per-tensor scale,
 // or fake-quantized weights folded into floats), which it keeps, so the codes are the model's own and the
@@ -251,10 +264,14 @@ class Converter {
                      const std::vector<uint32_t>& new_inputs);
   int int8_sdp_room(const Op& op, const SdpParams& p, double in_scale, const std::vector<uint32_t>& new_inputs) const;
   double operand_scale(const Op& op, const SdpStep& s, const std::vector<uint32_t>& new_inputs) const;
-  uint32_t per_channel_int8_weights(const Constant& w, size_t k_axis_dim, bool k_is_dim1, std::vector<double>& wscale);
+  uint32_t per_channel_int8_weights(const Constant& w, size_t k_axis_dim, bool k_is_dim1, const std::vector<double>& floor,
+                                    double zero_scale, std::vector<double>& wscale);
 };
 
-uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k_is_dim1, std::vector<double>& wscale) {
+// `floor`: the smallest scale each channel may take (so its bias stays inside int32); `zero_scale`: the
+// scale of a channel whose weights are all zero (any scale gives codes of 0; its bias needs a fine one).
+uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k_is_dim1, const std::vector<double>& floor,
+                                             double zero_scale, std::vector<double>& wscale) {
   const size_t count = w.data.size() / 4;
   // Layouts: conv [K, C, R, S] (k outermost), deconv [C, K, R, S].
   const size_t inner = k_is_dim1 ? count / (size_t(w.dims[0]) * K) : count / K;
@@ -268,7 +285,7 @@ uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k
     channel.clear();
     for (size_t b = 0; b < (k_is_dim1 ? outer : 1); ++b)
       for (size_t j = 0; j < inner; ++j) channel.push_back(f32_at(w, ((b * K) + k) * inner + j));
-    wscale[k] = amax[k] > 0 ? weight_grid_scale(channel, amax[k]) : 1.0;
+    wscale[k] = std::max(amax[k] > 0 ? weight_grid_scale(channel, amax[k]) : zero_scale, floor[k]);
   }
   Constant q{DataType::kInt8, w.dims, std::vector<uint8_t>(count)};
   for (size_t i = 0; i < count; ++i) q.data[i] = uint8_t(num::quantize(float(double(f32_at(w, i)) / wscale[k_of(i)])));
@@ -289,9 +306,8 @@ SdpParams Converter::int8_conv_post(const SdpParams& p, const std::vector<double
           n.ivalues.push_back(int32_t(std::clamp(std::round(b), -2147483648.0, 2147483647.0)));
         }
         break;
-      case SdpKind::kPRelu:  // slope in Q15, applied in the accumulator domain
-        for (float a : s.fvalues) n.ivalues.push_back(int32_t(std::lround(double(a) * 32768.0)));
-        n.shift = 15;
+      case SdpKind::kPRelu:  // slope in Q15 (coarser for slopes of 2^15 or more), in the accumulator domain
+        set_fixed_point(n, s.fvalues, 15, "slope");
         break;
       case SdpKind::kClip:  // clipped ReLU: ReLU here; the upper bound is the output scale's saturation
         n.kind = SdpKind::kRelu;
@@ -338,16 +354,11 @@ SdpParams Converter::int8_sdp(const Op& op, const SdpParams& p, double in_scale,
       case SdpKind::kBias:
         for (float b : s.fvalues) n.ivalues.push_back(int32_t(std::clamp(std::round(b / domain), -2147483648.0, 2147483647.0)));
         break;
-      case SdpKind::kScale: {
-        const double amax = largest_magnitude(s.fvalues);
-        const int sh = std::clamp(30 - int(std::ceil(std::log2(std::max(amax, 1e-30)))), 0, 62);
-        for (float g : s.fvalues) n.ivalues.push_back(int32_t(std::lround(double(g) * std::ldexp(1.0, sh))));
-        n.shift = uint8_t(sh);
+      case SdpKind::kScale:
+        set_fixed_point(n, s.fvalues, 62, "gain");
         break;
-      }
       case SdpKind::kPRelu:
-        for (float a : s.fvalues) n.ivalues.push_back(int32_t(std::lround(double(a) * 32768.0)));
-        n.shift = 15;
+        set_fixed_point(n, s.fvalues, 15, "slope");
         break;
       case SdpKind::kRelu:
         break;
@@ -387,7 +398,7 @@ double Converter::operand_scale(const Op& op, const SdpStep& s, const std::vecto
 }
 
 // How many bits finer than the input's scale an INT8 SDP chain computes in: 16 where the chain has a bias,
-// a scale or an element-wise step (0 otherwise), fewer where some step could otherwise leave int32 for
+// a scale, a clip's bounds, a slope or an element-wise step (0 for ReLU alone), fewer where some step could otherwise leave int32 for
 // some int8 input and operand codes (every step saturates to int32): the bound of |v| is followed through
 // the chain (a bias adds its value, a scale multiplies by its gain, an element-wise operand adds its
 // rescaled codes or multiplies by 128), and room shrinks until the bound stays below 2^30. Below 0 the
@@ -395,7 +406,8 @@ double Converter::operand_scale(const Op& op, const SdpStep& s, const std::vecto
 // steps) that the output's scale is coarser still.
 int Converter::int8_sdp_room(const Op& op, const SdpParams& p, double in_scale, const std::vector<uint32_t>& new_inputs) const {
   const bool needs_room = std::any_of(p.steps.begin(), p.steps.end(), [](const SdpStep& s) {
-    return s.kind == SdpKind::kBias || s.kind == SdpKind::kScale || is_eltwise(s.kind);
+    return s.kind == SdpKind::kBias || s.kind == SdpKind::kScale || s.kind == SdpKind::kClip ||
+           s.kind == SdpKind::kPRelu || is_eltwise(s.kind);
   });
   if (!needs_room) return 0;
   auto peak = [&](int room) {  // the largest |v| any step can reach, in the chain's integer domain
@@ -468,8 +480,18 @@ void Converter::convert_op(size_t i) {
             const bool deconv = std::is_same_v<T, DeconvParams>;
             const size_t K = deconv ? w.dims[1] : w.dims[0];
             std::vector<double> wscale;
-            p.weights = per_channel_int8_weights(w, K, deconv, wscale);
             const double sx = out_.tensors[inputs[0]].scale;
+            // The bias is added in the accumulator's domain (sx x the channel's weight scale) in int32: a
+            // channel of tiny weights takes a coarser scale where its bias would pass 2^30 steps, and one of
+            // zero weights (a pruned filter, a BN with gamma 0) a scale that keeps its bias 2^16 times finer
+            // than the output's step.
+            std::vector<double> floor(K, 0.0);
+            for (const SdpStep& st : p.post.steps)
+              if (st.kind == SdpKind::kBias)
+                for (size_t k = 0; k < K; ++k)
+                  floor[k] = std::max(floor[k], std::fabs(double(st.fvalues[st.fvalues.size() == 1 ? 0 : k])) /
+                                                    (sx * std::ldexp(1.0, 30)));
+            p.weights = per_channel_int8_weights(w, K, deconv, floor, write_scale / (sx * 65536.0), wscale);
             for (double& s : wscale) s *= sx;  // accumulator scale per output channel
             p.post = int8_conv_post(p.post, wscale, write_scale);
           } else {

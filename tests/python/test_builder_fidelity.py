@@ -554,3 +554,69 @@ def test_io_names_equal_in_their_first_80_bytes_are_an_error():
     for i, suffix in enumerate(("a", "b")):
         m.graph.node[i].output[0] = m.graph.output[i].name = head + suffix
     assert "share their first 80 bytes" in build_error(m)
+
+
+# ------------------------------------------------------------------ convolution sweep findings (INT8 chains)
+def _int8_against_ort(m, tmp_path, x, out=0):
+    calib = tmp_path / "calib"
+    calib.mkdir(exist_ok=True)
+    np.save(calib / "a.npy", (np.random.default_rng(1).standard_normal((16,) + x.shape[1:]) * x.std()).astype(np.float32))
+    loadable = softdla.build(m, int8=True, fp16=True, calib_data=calib, progress=False)
+    return run_loadable(loadable, x)[out], ort_run(m, x)[out]
+
+
+def test_conv_same_padding_that_would_be_negative_is_an_error():
+    g = G()
+    x = g.input("x", [1, 1, 1, 8])
+    m = g.model([g.node("Conv", [x, g.const(np.ones((1, 1, 1, 1), np.float32))], strides=[1, 4], auto_pad="SAME_UPPER")])
+    assert "asks for negative padding here (a kernel of 1 with a stride of 4 over 8)" in build_error(m)
+
+
+@pytest.mark.parametrize("weight", [0.0, 1e-8], ids=["zero", "tiny"])
+def test_int8_channel_of_zero_or_tiny_weights_keeps_its_bias(weight, tmp_path):
+    """A pruned filter (or a BN with gamma 0): the bias alone is the output; it was rounded on the input's
+    grid (zero weights took a weight scale of 1) or cut to int32 (tiny weights), giving 0."""
+    g = G(2)
+    x = g.input("x", [1, 4, 8, 8])
+    w = (np.random.default_rng(0).standard_normal((2, 4, 3, 3)) * 0.02).astype(np.float32)
+    w[1] = weight
+    m = g.model([g.node("Conv", [x, g.const(w), g.const(np.array([0.0, 0.1], np.float32))], pads=[1, 1, 1, 1])])
+    xi = (np.random.default_rng(3).standard_normal((1, 4, 8, 8)) * 4).astype(np.float32)
+    got, want = _int8_against_ort(m, tmp_path, xi)
+    assert np.abs(got.reshape(want.shape)[0, 1] - 0.1).max() < 0.01
+
+
+def test_int8_clip_after_clip_takes_the_smaller_bound(tmp_path):
+    g = G(3)
+    x = g.input("x", [1, 4, 8, 8])
+    zero, a, b = (g.const(np.float32(v)) for v in (0, 3, 6))
+    m = g.model([g.node("Clip", [g.node("Clip", [g.conv(x, 4, 4, k=1), zero, a]), zero, b])])
+    got, want = _int8_against_ort(m, tmp_path, np.random.default_rng(4).standard_normal((1, 4, 8, 8)).astype(np.float32) * 3)
+    assert want.max() == 3.0 and got.max() <= 3.0 + 1e-6 and cosine(got, want) > 0.99
+
+
+def test_int8_clip_alone_keeps_its_bounds(tmp_path):
+    """A Clip(-0.5, 0.7) that cannot fuse (its input is a graph output too) after a convolution whose
+    outputs reach +-200: its bounds are finer than one input step and used to round to 0."""
+    g = G(4)
+    x = g.input("x", [1, 4, 8, 8])
+    c = g.conv(x, 4, 4, k=1, bias=False)
+    g.inits[-1] = onnx.numpy_helper.from_array(np.random.default_rng(5).standard_normal((4, 4, 1, 1)).astype(np.float32) * 100,
+                                               g.inits[-1].name)
+    m = g.model([c, g.node("Clip", [c, g.const(np.float32(-0.5)), g.const(np.float32(0.7))])])
+    got, want = _int8_against_ort(m, tmp_path, np.random.default_rng(6).standard_normal((1, 4, 8, 8)).astype(np.float32), out=1)
+    assert np.isclose(got.min(), -0.5, atol=0.01) and np.isclose(got.max(), 0.7, atol=0.01), np.unique(got)
+
+
+def test_int8_large_slopes_and_gains(tmp_path):
+    g = G(5)
+    x = g.input("x", [1, 4, 8, 8])
+    m = g.model([g.node("LeakyRelu", [g.conv(x, 4, 4, k=1)], alpha=1e5)])
+    xi = np.random.default_rng(7).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    got, want = _int8_against_ort(m, tmp_path, xi)
+    assert cosine(got, want) > 0.99  # the Q15 slope wrapped: cosine -1
+    g = G(5)
+    x = g.input("x", [1, 4, 8, 8])
+    m = g.model([g.node("Mul", [g.node("Mul", [g.conv(x, 4, 4, k=1), g.const(np.float32(3e9))]), g.const(np.float32(1e-9))])])
+    with pytest.raises(softdla.BuildError, match="beyond its 32-bit multipliers"):
+        _int8_against_ort(m, tmp_path, xi)
