@@ -262,7 +262,9 @@ class Lowering {
     const bool data_first = c.inputs[0] == data;
     if (!data_first && (c.op == "Sub" || c.op == "Div")) return false;
     const std::string other = data_first ? c.inputs[1] : c.inputs[0];
-    return g_.is_const(other) && channel_values(other, c.outputs[0], vals);
+    // Only where the data keeps its shape: a constant that broadcasts the data up (one channel to three)
+    // is not a per-channel step of the producer.
+    return g_.is_const(other) && same_dims(data, c.outputs[0]) && channel_values(other, c.outputs[0], vals);
   }
 
   // Whether a constant of shape `d` broadcasts onto [N, M] as one value or one a column (a row vector).
@@ -274,6 +276,7 @@ class Lowering {
 
   // The values of the constant `name` where it broadcasts onto `out` (right-aligned, as ONNX broadcasts)
   // as one value or one a channel; false for any other shape (values along H, W or the batch).
+  bool same_dims(const std::string& a, const std::string& b) { return g_.value(a).dims == g_.value(b).dims; }
   bool channel_values(const std::string& name, const std::string& out, std::vector<float>& vals) {
     const Value& v = g_.value(name);
     const std::vector<int64_t>& od = g_.value(out).dims;
@@ -324,7 +327,8 @@ class Lowering {
       } else if (c->op == "Clip" && clip_bounds(*c).first == 0.0 && clip_bounds(*c).second > 0) {
         s.kind = SdpKind::kClip;
         s.lo = 0.f, s.hi = float(clip_bounds(*c).second);
-      } else if (c->op == "PRelu" && g_.is_const(c->inputs[1]) && channel_values(c->inputs[1], c->outputs[0], s.fvalues)) {
+      } else if (c->op == "PRelu" && g_.is_const(c->inputs[1]) && same_dims(cur, c->outputs[0]) &&
+                 channel_values(c->inputs[1], c->outputs[0], s.fvalues)) {
         s.kind = SdpKind::kPRelu;
       } else {
         return cur;
@@ -995,6 +999,10 @@ void Lowering::lower_sdp(Node& n) {
     } else {
       constant(n, 1, "the PRelu slope");
       s.kind = SdpKind::kPRelu;
+      if (!same_dims(n.inputs[0], n.outputs[0]))
+        bad(n, "the PRelu slope (shape " + dims_text(g_.value(n.inputs[1]).dims) + ") broadcasts the input (shape " +
+                   dims_text(g_.value(n.inputs[0]).dims) + ") up to " + dims_text(g_.value(n.outputs[0]).dims) +
+                   ", which the DLA cannot: its output has the input's shape");
       if (!channel_values(n.inputs[1], n.outputs[0], s.fvalues))
         bad(n, "the PRelu slope (shape " + dims_text(g_.value(n.inputs[1]).dims) + ") varies along an axis other than the "
                "channels of the input (shape " + dims_text(g_.value(n.inputs[0]).dims) + "): the DLA applies one slope, or "

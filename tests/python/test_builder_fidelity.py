@@ -620,3 +620,15 @@ def test_int8_large_slopes_and_gains(tmp_path):
     m = g.model([g.node("Mul", [g.node("Mul", [g.conv(x, 4, 4, k=1), g.const(np.float32(3e9))]), g.const(np.float32(1e-9))])])
     with pytest.raises(softdla.BuildError, match="beyond its 32-bit multipliers"):
         _int8_against_ort(m, tmp_path, xi)
+
+
+@pytest.mark.parametrize("op, expected", [("Add", "no input has the output's shape"), ("Mul", "no input has the output's shape"),
+                                          ("PRelu", "broadcasts the input (shape [1, 1, 4, 4]) up to [1, 3, 4, 4]")])
+def test_constant_that_broadcasts_a_convolution_up_is_a_clear_error_check_agrees(op, expected):
+    """A one-channel convolution then Add/Mul/PRelu with a [1, 3, 1, 1] constant: not a per-channel step of
+    the convolution (it was fused and failed the loadable's own check with an internal message)."""
+    g = G()
+    x = g.input("x", [1, 2, 4, 4])
+    m = g.model([g.node(op, [g.conv(x, 2, 1, k=1), g.const(np.full((1, 3, 1, 1), 0.5, np.float32))])])
+    assert expected in build_error(m)
+    assert any(expected in r["reason"] for r in softdla.check(m) if not r["supported"])
