@@ -274,9 +274,9 @@ class Lowering {
     return d.empty() || d.back() == 1 || d.back() == M;
   }
 
+  bool same_dims(const std::string& a, const std::string& b) { return g_.value(a).dims == g_.value(b).dims; }
   // The values of the constant `name` where it broadcasts onto `out` (right-aligned, as ONNX broadcasts)
   // as one value or one a channel; false for any other shape (values along H, W or the batch).
-  bool same_dims(const std::string& a, const std::string& b) { return g_.value(a).dims == g_.value(b).dims; }
   bool channel_values(const std::string& name, const std::string& out, std::vector<float>& vals) {
     const Value& v = g_.value(name);
     const std::vector<int64_t>& od = g_.value(out).dims;
@@ -704,8 +704,8 @@ bool Lowering::lower_channel_shuffle(Node& n) {
   for (size_t k = 2; k < pairs.size(); k += 2)
     if (constant(*pairs[k], 1, "the Q/DQ scale").at(0) != constant(*pairs[0], 1, "the Q/DQ scale").at(0))
       bad(*pairs[k], "a channel shuffle's Q/DQ pairs use different scales; a permutation of channels keeps one scale");
-  for (Node* q : pairs) consumed_[q] = true;
   if (y.dims[0] != x.dims[0] || y.dims[1] * y.dims[2] != x.dims[1] || y.dims[3] != x.dims[2] || y.dims[4] != x.dims[3]) return false;
+  for (Node* q : pairs) consumed_[q] = true;  // only once the shuffle is certain: else they lower as themselves
   const uint32_t c = weight_channels(n, x.dims[1]), groups = uint32_t(y.dims[1]), per = uint32_t(y.dims[2]);
   std::vector<float> w(size_t(c) * c, 0.f);
   for (uint32_t i = 0; i < per; ++i)

@@ -276,8 +276,6 @@ uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k
   // Layouts: conv [K, C, R, S] (k outermost), deconv [C, K, R, S].
   const size_t inner = k_is_dim1 ? count / (size_t(w.dims[0]) * K) : count / K;
   auto k_of = [&](size_t i) { return k_is_dim1 ? (i / inner) % K : i / inner; };
-  std::vector<double> amax(K, 0.0);
-  for (size_t i = 0; i < count; ++i) amax[k_of(i)] = std::max(amax[k_of(i)], double(std::fabs(f32_at(w, i))));
   wscale.resize(K);
   const size_t outer = count / (K * inner);  // deconv: the C blocks each channel has one run of `inner` in
   std::vector<double> channel;
@@ -285,7 +283,9 @@ uint32_t Converter::per_channel_int8_weights(const Constant& w, size_t K, bool k
     channel.clear();
     for (size_t b = 0; b < (k_is_dim1 ? outer : 1); ++b)
       for (size_t j = 0; j < inner; ++j) channel.push_back(f32_at(w, ((b * K) + k) * inner + j));
-    wscale[k] = std::max(amax[k] > 0 ? weight_grid_scale(channel, amax[k]) : zero_scale, floor[k]);
+    double amax = 0;
+    for (double v : channel) amax = std::max(amax, std::fabs(v));
+    wscale[k] = std::max(amax > 0 ? weight_grid_scale(channel, amax) : zero_scale, floor[k]);
   }
   Constant q{DataType::kInt8, w.dims, std::vector<uint8_t>(count)};
   for (size_t i = 0; i < count; ++i) q.data[i] = uint8_t(num::quantize(float(double(f32_at(w, i)) / wscale[k_of(i)])));
@@ -503,8 +503,7 @@ void Converter::convert_op(size_t i) {
           } else {
             for (SdpStep& s : p.steps)
               if (is_eltwise(s.kind)) {
-                const size_t slot = size_t(std::find(op.inputs.begin() + 1, op.inputs.end(), uint32_t(s.tensor)) - op.inputs.begin());
-                s.tensor = int32_t(inputs[slot]);
+                s.tensor = int32_t(inputs[operand_slot(op, s)]);
               }
           }
         }
