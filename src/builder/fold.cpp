@@ -258,6 +258,12 @@ void Folder::infer_elementwise(Node& n) {
   set_const(n, d, std::move(c), out(n).elem_type);
 }
 
+// One message for a convolution kernel or pooling window that does not fit even once in its padded input.
+[[noreturn]] static void window_past_input(const Node& n, const char* what, int64_t size, int64_t input, int64_t pads) {
+  bad(n, std::string("the ") + what + " spans " + std::to_string(size) + " positions, more than its input (" +
+             std::to_string(input) + ") with its padding (" + std::to_string(pads) + "): no output position");
+}
+
 void Folder::infer_conv(Node& n, bool transpose) {
   const Dims& x = in(n, 0).dims;
   const Dims& w = in(n, 1).dims;
@@ -294,8 +300,11 @@ void Folder::infer_conv(Node& n, bool transpose) {
       } else if (autopad == "VALID") {
         p = {0, 0, 0, 0};
       }
-      if (autopad != "SAME_UPPER" && autopad != "SAME_LOWER")
-        o[size_t(2 + a)] = (x[size_t(2 + a)] + p[size_t(a)] + p[size_t(a + 2)] - eff) / s[size_t(a)] + 1;
+      if (autopad != "SAME_UPPER" && autopad != "SAME_LOWER") {
+        const int64_t padded = x[size_t(2 + a)] + p[size_t(a)] + p[size_t(a + 2)];
+        if (padded < eff) window_past_input(n, "kernel", eff, x[size_t(2 + a)], p[size_t(a)] + p[size_t(a + 2)]);
+        o[size_t(2 + a)] = (padded - eff) / s[size_t(a)] + 1;
+      }
     }
     if (x[1] != w[1] * groups) bad(n, "input channels do not match weights x groups");
   } else {
@@ -312,7 +321,11 @@ void Folder::infer_conv(Node& n, bool transpose) {
         // ONNX: the requested (or SAME: input x stride) size decides the padding, split as auto_pad says.
         const int64_t want = shape.empty() ? x[2 + a] * s[a] : shape[a];
         const int64_t total = full - want;
-        if (total < 0) bad(n, "output_shape is larger than the deconvolution can produce");
+        if (total < 0)
+          bad(n, shape.empty() ? "auto_pad=" + autopad + " asks for input x stride = " + std::to_string(want) +
+                                     " outputs, more than the deconvolution can produce (" + std::to_string(full) +
+                                     "): it would need negative padding; give explicit pads instead"
+                               : "output_shape is larger than the deconvolution can produce");
         const int64_t small = total / 2, large = total - small;
         p[a] = autopad == "SAME_UPPER" ? small : large;
         p[a + 2] = autopad == "SAME_UPPER" ? large : small;
@@ -358,6 +371,7 @@ void Folder::infer_pool(Node& n) {
     }
     if (autopad == "VALID") p[A] = p[A + 2] = 0;
     const int64_t span = x[2 + A] + p[A] + p[A + 2] - k[A];
+    if (span < 0) window_past_input(n, "window", k[A], x[2 + A], p[A] + p[A + 2]);
     o[2 + A] = (ceil ? (span + s[A] - 1) / s[A] : span / s[A]) + 1;
     // ceil mode: the last window must start inside the input or left padding (ONNX rule)
     if (ceil && (o[2 + A] - 1) * s[A] >= x[2 + A] + p[A]) --o[2 + A];

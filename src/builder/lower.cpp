@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <sstream>
 
 #include "error.h"
 #include "int8_range.h"
@@ -170,9 +171,15 @@ class Lowering {
  private:
   // `check` past a node that cannot be built: its outputs whose shapes are known (inferred or declared)
   // become tensors, so later nodes are still checked against them.
+  // Outputs no DLA tensor can hold (rank above 4, an empty dimension) stay without one: the nodes reading
+  // them are reported in turn, and `check` goes on to the end.
   void keep_outputs_of_failed(const Node& n) {
-    for (const std::string& o : n.outputs)
-      if (!o.empty() && !out_.tensor_of.count(o) && g_.value(o).known_shape) new_tensor(o, g_.value(o).dims);
+    for (const std::string& o : n.outputs) {
+      if (o.empty() || out_.tensor_of.count(o) || !g_.value(o).known_shape) continue;
+      const auto& d = g_.value(o).dims;
+      if (d.size() <= 4 && std::all_of(d.begin(), d.end(), [](int64_t v) { return v > 0 && v <= INT32_MAX; }))
+        new_tensor(o, d);
+    }
   }
 
   Graph& g_;
@@ -369,6 +376,7 @@ class Lowering {
   bool lower_channel_shuffle(Node& n);
   void lower_reduce(Node& n);
   void lower_resize(Node& n);
+  void check_given_scales(const Node& n, const std::array<int64_t, 4>& factors);
   void lower_split_slice(Node& n);
   void global_average(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape = {});
   void average_as_depthwise(const Node& n, uint32_t in, const std::string& out_name, std::optional<Shape> out_shape,
@@ -785,6 +793,26 @@ void Lowering::lower_reduce(Node& n) {
              "reshape so that the reduced axes are H and W, or C");
 }
 
+// ONNX sizes a resize by floor(x * scale) but samples with the scale as given: 2.1 over 4 rows makes 8 rows,
+// sampled at i / 2.1, not at i / 2. Where the model gives scales (not sizes), each must be exactly the whole
+// factor the DLA runs, or the outputs would differ from the model's.
+void Lowering::check_given_scales(const Node& n, const std::array<int64_t, 4>& factors) {
+  const size_t at = n.op == "Upsample" ? 1 : 2;
+  const bool sized = n.op == "Resize" && n.inputs.size() > 3 && !n.inputs[3].empty() && g_.is_const(n.inputs[3]) &&
+                     g_.value(n.inputs[3]).constant->size() > 0;
+  if (sized || at >= n.inputs.size() || n.inputs[at].empty() || !g_.is_const(n.inputs[at])) return;
+  const ConstData& scales = *g_.value(n.inputs[at]).constant;
+  static const char* const axis[] = {"N", "C", "H", "W"};
+  for (size_t k = 0; k < 4 && k < scales.size(); ++k)
+    if (float(scales.at(k)) != float(factors[k])) {
+      std::ostringstream msg;
+      msg << "scale " << scales.at(k) << " on " << axis[k] << " is not the whole factor " << factors[k]
+          << " its output size makes: ONNX samples the input at (output position) / " << scales.at(k)
+          << ", and the DLA resizes by whole factors only; give whole-number scales, or sizes";
+      bad(n, msg.str());
+    }
+}
+
 void Lowering::lower_resize(Node& n) {
   const Value& x = g_.value(n.inputs[0]);
   const Value& y = g_.value(n.outputs[0]);
@@ -794,6 +822,7 @@ void Lowering::lower_resize(Node& n) {
   if (sh * x.dims[2] != y.dims[2] || sw * x.dims[3] != y.dims[3])
     bad(n, "scales must be integers on the DLA (got H x" + std::to_string(double(y.dims[2]) / double(x.dims[2])) + ", W x" +
                std::to_string(double(y.dims[3]) / double(x.dims[3])) + ")");
+  check_given_scales(n, {1, 1, sh, sw});
   const std::string mode = n.get_string("mode", "nearest");
   const std::string coord = n.get_string("coordinate_transformation_mode", n.op == "Upsample" ? "asymmetric" : "half_pixel");
   ResizeParams p;

@@ -247,10 +247,19 @@ void check_well_formed(const Node& n, const Graph& g) {
   }
 }
 
+// Ops with no DLA layer that the model can write with ops that have one (BUILDER.md).
+static std::string rewrite_hint(const std::string& op) {
+  if (op == "HardSwish") return "; write it as x * Clip(x + 3, 0, 6) / 6 (Add, Clip, Mul), which runs";
+  if (op == "HardSigmoid") return "; write it as Clip(alpha * x + beta, 0, 1) (Mul, Add, Clip), which runs";
+  return "";
+}
+
 void validate_node(const Node& n, const Graph& g) {
   check_well_formed(n, g);
   const OpRule* rule = find_op_rule(n.op);
-  if (!rule) bad(n, "operator '" + n.op + "' does not run on the DLA and is not a shape computation the builder can fold");
+  if (!rule)
+    bad(n, "operator '" + n.op + "' does not run on the DLA and is not a shape computation the builder can fold" +
+               rewrite_hint(n.op));
   // Inputs: each one used as its rule says, none beyond the rule's list (required ones: check_well_formed).
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     if (n.inputs[k].empty()) continue;

@@ -141,6 +141,13 @@ struct OpChecker {
   }
 };
 
+// The padding rule compares with the kernel's own size, not its dilated span: say so where a dilation makes
+// the padding look reasonable (DeepLab's ASPP branches pad by their dilation).
+std::string undilated_note(uint32_t dilation) {
+  return dilation > 1 ? " (the kernel's own size: the DLA rule ignores the dilation of " + std::to_string(dilation) + ")"
+                      : std::string();
+}
+
 Shape conv_output(const OpChecker& k, const ConvParams& p) {
   const Shape& x = k.in(0).shape;
   const Constant& w = k.weights(p.weights, 4);
@@ -155,11 +162,15 @@ Shape conv_output(const OpChecker& k, const ConvParams& p) {
   check_range(k.where + ": groups", p.groups, 1, kMaxDim);
   for (uint32_t pad : {p.pad_top, p.pad_bottom}) {
     check_range(k.where + ": padding height", pad, 0, 31);
-    if (pad >= R) k.bad("padding height " + std::to_string(pad) + " must be smaller than the kernel height " + std::to_string(R));
+    if (pad >= R)
+      k.bad("padding height " + std::to_string(pad) + " must be smaller than the kernel height " + std::to_string(R) +
+            undilated_note(p.dilation_h));
   }
   for (uint32_t pad : {p.pad_left, p.pad_right}) {
     check_range(k.where + ": padding width", pad, 0, 31);
-    if (pad >= S) k.bad("padding width " + std::to_string(pad) + " must be smaller than the kernel width " + std::to_string(S));
+    if (pad >= S)
+      k.bad("padding width " + std::to_string(pad) + " must be smaller than the kernel width " + std::to_string(S) +
+            undilated_note(p.dilation_w));
   }
   if (x[1] % p.groups || K % p.groups)
     k.bad("channels (" + std::to_string(x[1]) + " in, " + std::to_string(K) + " out) must divide by groups");

@@ -572,6 +572,120 @@ def test_conv_same_padding_that_would_be_negative_is_an_error():
     assert "asks for negative padding here (a kernel of 1 with a stride of 4 over 8)" in build_error(m)
 
 
+def _resize(scales=None, sizes=None, shape=(1, 2, 4, 4), **attrs):
+    g = G()
+    x = g.input("x", list(shape))
+    ins = [x, ""] + ([g.const(np.array(scales, np.float32))] if scales is not None else ["", g.const(np.array(sizes, np.int64))])
+    return g.model([g.node("Resize", ins, **attrs)])
+
+
+@pytest.mark.parametrize("scales,axis", [([1, 1, 2.1, 2.1], "H"), ([1, 1, 2, 3.02], "W"), ([1, 1.1, 2, 2], "C"),
+                                         ([1, 1, 1.2, 1], "H")])
+@pytest.mark.parametrize("mode", [{"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                                   "nearest_mode": "floor"}, {"mode": "linear"}], ids=["nearest", "linear"])
+def test_resize_scale_that_is_not_a_whole_factor_is_refused(scales, axis, mode):
+    """floor(4 x 2.1) = 8 rows looks like a factor of 2, but ONNX samples at i / 2.1 (ONNX Runtime: row 0
+    [0 0 0 1 1 2 2 3], the factor-2 resize [0 0 1 1 2 2 3 3]); 1.1 on 2 channels keeps 2 channels but
+    samples channel 1 at 1 / 1.1. Each was built as the whole factor."""
+    m = _resize(scales, **mode)
+    if mode["mode"] == "nearest" or axis != "C":  # a valid model: ONNX Runtime runs it (linear: H and W only)
+        ort_run(m, np.zeros((1, 2, 4, 4), np.float32))
+    msg = build_error(m)
+    assert f"on {axis} is not the whole factor" in msg and "give whole-number scales, or sizes" in msg
+
+
+@pytest.mark.parametrize("spec", [{"scales": [1, 1, 2, 3]}, {"sizes": [1, 2, 8, 12]}], ids=["scales", "sizes"])
+def test_resize_by_whole_factors_still_builds_and_matches(spec):
+    m = _resize(**spec, mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    got = run_loadable(softdla.build(m, fp16=True, progress=False), x)[0]
+    want = ort_run(m, x)[0]
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-3, atol=1e-3)
+
+
+def test_dilated_padding_refusal_says_the_rule_ignores_the_dilation():
+    """An ASPP branch (3x3, dilation 6, padding 6) is refused by the DLA's padding < kernel rule; the message
+    said "padding 6 must be smaller than the kernel height 3", which reads as wrong for a 13-wide span."""
+    g = G()
+    x = g.input("x", [1, 4, 16, 16])
+    w = g.const(np.ones((4, 4, 3, 3), np.float32))
+    msg = build_error(g.model([g.node("Conv", [x, w], dilations=[6, 6], pads=[6, 6, 6, 6])]))
+    assert "must be smaller than the kernel height 3" in msg and "ignores the dilation of 6" in msg
+
+
+@pytest.mark.parametrize("op,attrs", [("HardSwish", {}), ("HardSigmoid", {"alpha": 0.25, "beta": 0.5})])
+def test_hard_activations_are_refused_with_a_rewrite_that_runs_and_matches(op, attrs):
+    g = G()
+    x = g.input("x", [1, 4, 5, 5])
+    assert "which runs" in build_error(g.model([g.node(op, [x], **attrs)]))
+    g = G()
+    x = g.input("x", [1, 4, 5, 5])
+    if op == "HardSwish":
+        c = g.node("Clip", [g.node("Add", [x, g.const(np.float32(3))]), g.const(np.float32(0)), g.const(np.float32(6))])
+        y = g.node("Div", [g.node("Mul", [x, c]), g.const(np.float32(6))])
+    else:
+        a = g.node("Add", [g.node("Mul", [x, g.const(np.float32(0.25))]), g.const(np.float32(0.5))])
+        y = g.node("Clip", [a, g.const(np.float32(0)), g.const(np.float32(1))])
+    m = g.model([y])
+    xi = (np.random.default_rng(0).standard_normal((1, 4, 5, 5)) * 3).astype(np.float32)
+    want = ort_run(m, xi)[0]
+    got = run_loadable(softdla.build(m, fp16=True, progress=False), xi)[0].reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+    ref = xi * np.clip(xi + 3, 0, 6) / 6 if op == "HardSwish" else np.clip(0.25 * xi + 0.5, 0, 1)
+    np.testing.assert_allclose(want, ref, rtol=1e-5, atol=1e-6)  # the rewrite is the op
+
+
+def test_check_goes_on_past_outputs_no_dla_tensor_can_hold():
+    """An unsupported node whose output has rank 6 (a PixelShuffle written as Reshape-Transpose-Reshape) or
+    an empty dimension (Split into 4 of 9 channels: 3, 3, 3, 0) ended `check` with an error naming no node."""
+    g = G()
+    x = g.input("x", [1, 8, 3, 3])
+    c = g.node("Conv", [x, g.const(np.ones((8, 8, 1, 1), np.float32))])
+    r = g.node("Reshape", [c, g.const(np.array([1, 2, 2, 2, 3, 3], np.int64))])
+    t = g.node("Transpose", [r], perm=[0, 1, 4, 2, 5, 3])
+    y = g.node("Reshape", [t, g.const(np.array([1, 2, 6, 6], np.int64))])
+    rows = softdla.check(g.model([y]))
+    assert [r["supported"] for r in rows] == [True, False, False, False]
+    assert "rank 6" in rows[1]["reason"] and "was not produced by a supported node" in rows[2]["reason"]
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 9, 4, 5])
+    outs = [helper.make_tensor_value_info(f"s{i}", TensorProto.FLOAT, None) for i in range(4)]
+    split = helper.make_node("Split", ["x"], [o.name for o in outs], name="split", axis=1, num_outputs=4)
+    m = helper.make_model(helper.make_graph([split], "g", [x], outs), opset_imports=[helper.make_opsetid("", 18)])
+    rows = softdla.check(m)
+    assert len(rows) == 1 and not rows[0]["supported"] and "dimension 0" in rows[0]["reason"]
+
+
+@pytest.mark.parametrize("op,attrs,what,span", [
+    ("Conv", {}, "kernel", 5),
+    ("Conv", {"strides": [2, 2]}, "kernel", 5),
+    ("Conv", {"dilations": [2, 2], "pads": [1, 1, 1, 1]}, "kernel", 9),
+    ("MaxPool", {"kernel_shape": [5, 5]}, "window", 5),
+    ("AveragePool", {"kernel_shape": [5, 5], "pads": [0, 1, 0, 0]}, "window", 5),
+])
+def test_kernel_or_window_past_its_padded_input_has_one_message(op, attrs, what, span):
+    """A kernel or window larger than its padded input leaves no output; the messages were three different
+    ones ("computed a negative dimension", "dimension 0 cannot be a DLA tensor dimension")."""
+    g = G()
+    x = g.input("x", [1, 2, 3, 3])
+    ins = [x, g.const(np.ones((2, 2, 5, 5), np.float32))] if op == "Conv" else [x]
+    msg = build_error(g.model([g.node(op, ins, **attrs)]))
+    assert f"the {what} spans {span} positions, more than its input (3) with its padding" in msg
+
+
+def test_conv_transpose_same_that_would_need_negative_padding_names_auto_pad():
+    """SAME asks a deconvolution for input x stride outputs; a 1x1 kernel of stride 3 makes only
+    (x - 1) x 3 + 1, so it would need negative padding. The message named output_shape, which the model
+    does not set."""
+    g = G()
+    x = g.input("x", [1, 1, 4, 4])
+    m = g.model([g.node("ConvTranspose", [x, g.const(np.ones((1, 1, 1, 1), np.float32))], strides=[3, 3],
+                        auto_pad="SAME_UPPER")])
+    msg = build_error(m)
+    assert "auto_pad=SAME_UPPER asks for input x stride = 12 outputs" in msg and "(10)" in msg
+    assert "output_shape" not in msg
+
+
 @pytest.mark.parametrize("weight", [0.0, 1e-8], ids=["zero", "tiny"])
 def test_int8_channel_of_zero_or_tiny_weights_keeps_its_bias(weight, tmp_path):
     """A pruned filter (or a BN with gamma 0): the bias alone is the output; it was rounded on the input's
