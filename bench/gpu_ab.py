@@ -7,7 +7,7 @@ for `--per-round` timings of each loadable, each the mean of `--per-call` back-t
 events; only one worker runs at a time. Reports each side's median task time and the ratio B/A (below 1: B faster).
 
     python bench/resnet50_gpu.py --loadables /tmp/loadables --precisions int8 --batches 1,32,128   # builds them
-    python bench/gpu_ab.py /tmp/loadables/*_int8_b*.loadable --env-b SOFTDLA_CUDA_SPLIT_MODEL=fitted
+    python bench/gpu_ab.py /tmp/loadables/*_int8_b*.loadable --env-b SOFTDLA_CUDA_SPLIT_MODEL=measured
 
 `--build-b DIR` compares two builds instead (or as well); `--env-a` / `--env-b NAME=VALUE` are repeatable.
 `--launches` also lists, for each loadable, every kernel of a task in launch order with each side's time (the

@@ -26,7 +26,7 @@ from build_time import resnet50  # noqa: E402
 from sdla_testkit.onnx_models import G  # noqa: E402  (build_time put tests/python on the path)
 
 GMACS_PER_IMAGE = {"resnet50": 4.09, "mobilenet_v2": 0.30}  # at 224x224 (convolutions + FC)
-H200_INT8_PEAK_TOPS = 1979.0  # dense, datasheet (SXM)
+HOPPER_INT8_PEAK_TOPS = 1979.0  # dense, datasheet: H100 SXM and H200 alike
 
 
 def mobilenet_v2(batch=1):
@@ -220,7 +220,7 @@ def main():
     for r in table:
         if r["engine"] == "softdla-int8" and r["batch"] == max(batches):
             print(f"{r['model']} INT8 batch {r['batch']}: {r['tops']:.1f} TOPS = "
-                  f"{100 * r['tops'] / H200_INT8_PEAK_TOPS:.1f}% of the H200's {H200_INT8_PEAK_TOPS:.0f} dense INT8 TOPS")
+                  f"{100 * r['tops'] / HOPPER_INT8_PEAK_TOPS:.1f}% of the {HOPPER_INT8_PEAK_TOPS:.0f} dense INT8 TOPS of an H100 SXM / H200")
     results["rows"] = table
     if args.json:
         json.dump(results, open(args.json, "w"), indent=1)

@@ -694,17 +694,18 @@ inline int forced_splits() {
   return n == 1 || n == 2 || n == 4 || n == 8 ? int(n) : 0;
 }
 
-// SOFTDLA_CUDA_SPLIT_MODEL, read once: how the split-K counts are chosen. `measured` (the default): the wgmma
-// tiles on their measured costs (choose_splits_wgmma), the mma.sync tiles on waves of block slots
-// (choose_splits); `waves`: every tile on waves of block slots (the choice before 2026-12-06), for A/B runs
-// (bench/gpu_ab.py); `fitted`: as `measured`, but the mma.sync tiles with up to 8 splits whatever their
-// height and a split's reduction fitted on batch 1's launches (measured launch by launch, not yet on
-// whole tasks: docs/PERFORMANCE.md).
+// SOFTDLA_CUDA_SPLIT_MODEL, read once: how the split-K counts are chosen. `fitted` (the default since
+// 2026-12-07): the wgmma tiles on their measured costs (choose_splits_wgmma), the mma.sync tiles with up to
+// 8 splits whatever their height and a split's reduction fitted on batch 1's launches (ResNet-50 INT8 at
+// batch 1 10 % faster on whole tasks than `measured` on an H100, every other row within 1 %:
+// docs/PERFORMANCE.md); `measured`: the mma.sync tiles on waves of block slots with at most BM / 16 splits
+// (the default from 2026-12-06); `waves`: every tile on waves of block slots (the choice before
+// 2026-12-06). The last two are for A/B runs (bench/gpu_ab.py); all give the same bytes.
 enum class SplitModel { kMeasured, kWaves, kFitted };
 inline SplitModel split_model() {
-  static const SplitModel model = env_is("SOFTDLA_CUDA_SPLIT_MODEL", "waves")    ? SplitModel::kWaves
-                                  : env_is("SOFTDLA_CUDA_SPLIT_MODEL", "fitted") ? SplitModel::kFitted
-                                                                                 : SplitModel::kMeasured;
+  static const SplitModel model = env_is("SOFTDLA_CUDA_SPLIT_MODEL", "waves")      ? SplitModel::kWaves
+                                  : env_is("SOFTDLA_CUDA_SPLIT_MODEL", "measured") ? SplitModel::kMeasured
+                                                                                   : SplitModel::kFitted;
   return model;
 }
 
@@ -726,8 +727,8 @@ int cheapest_splits(int most, Cost cost) {
 // the epilogue runs straight from the mma fragments (cheaper than on parked accumulators, which split-K
 // needs). blocks_per_sm: how many of the kernel's blocks an SM runs side by side at full speed. For the
 // mma.sync tiles (choose_splits_wgmma: the wgmma ones): at most BM / 16 splits, a split's reduction 1 + s/4
-// k-tiles. Under SOFTDLA_CUDA_SPLIT_MODEL=fitted, up to 8 splits on every tile and a reduction of
-// 1.5 + s/2 k-tiles: fitted on an H200 (ResNet-50 INT8 at batch 1, every launch of the 64 x 128 and
+// k-tiles, under SOFTDLA_CUDA_SPLIT_MODEL=measured. By default (`fitted`), up to 8 splits on every tile
+// and a reduction of 1.5 + s/2 k-tiles: fitted on an H200 (ResNet-50 INT8 at batch 1, every launch of the 64 x 128 and
 // 128 x 64 tiles forced to 1, 2, 4 and 8 splits, blocks alone on their SMs: docs/PERFORMANCE.md), a k-tile
 // 0.43 us and a split 2.6, 3.0 and 3.6 us more than the direct epilogue at 2, 4 and 8 splits (5.5, 6.5 and
 // 8.5 k-tiles here); the small layers of batch 1 (4 to 16 tiles of 32 to 72 k-tiles) took 20-27 % less time
