@@ -76,7 +76,7 @@ std::vector<OpRule> make_rules() {
       {"Identity", "nothing", {{"input", U::kData}}, {}},
       {"Dropout", "nothing (inference)", {{"data", U::kData}, {"ratio", U::kUnused, true}, {"training_mode", U::kFalseOnly, true}},
        {I("seed", D::kAny, "unused in inference"), F("ratio", D::kAny, "unused in inference")}},
-      {"Resize", "Resize (nearest or bilinear, integer factors)",
+      {"Resize", "Resize (nearest or bilinear, whole factors; given scales must be whole numbers)",
        {{"X", U::kData}, {"roi", U::kUnused, true}, {"scales", U::kConstant, true}, {"sizes", U::kConstant, true}},
        {Ionly("antialias", 0), S("coordinate_transformation_mode"), F("cubic_coeff_a", D::kAny, "cubic mode is rejected"),
         Ionly("exclude_outside", 0), F("extrapolation_value", D::kAny, "tf_crop_and_resize is rejected"),
