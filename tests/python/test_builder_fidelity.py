@@ -635,6 +635,28 @@ def test_hard_activations_are_refused_with_a_rewrite_that_runs_and_matches(op, a
     np.testing.assert_allclose(want, ref, rtol=1e-5, atol=1e-6)  # the rewrite is the op
 
 
+@pytest.mark.parametrize("kernel,stride", [((1, 64), (1, 64)), ((96, 1), (2, 1)), ((1, 128), (1, 3)), ((4, 4), (1, 96))])
+def test_long_one_row_deconvolutions_build_and_match(kernel, stride):
+    """TensorRT 10.7 lets DLA deconvolutions take 64, 96 or 128 on one axis with 1 on the other (PointPillars'
+    upsampling); they were refused as outside 1-32."""
+    g = G()
+    x = g.input("x", [1, 3, 2, 2])
+    w = (np.random.default_rng(0).standard_normal((3, 2) + kernel) * 0.3).astype(np.float32)
+    m = g.model([g.node("ConvTranspose", [x, g.const(w)], strides=list(stride))])
+    xi = np.random.default_rng(1).standard_normal((1, 3, 2, 2)).astype(np.float32)
+    want = ort_run(m, xi)[0]
+    got = run_loadable(softdla.build(m, fp16=True, progress=False), xi)[0].reshape(want.shape)
+    assert rel_l2(got, want) < 2e-3
+
+
+@pytest.mark.parametrize("kernel,stride", [((64, 64), (1, 1)), ((2, 64), (1, 1)), ((1, 48), (1, 1)), ((2, 2), (64, 64))])
+def test_deconvolution_extents_outside_the_dla_rules_are_refused(kernel, stride):
+    g = G()
+    x = g.input("x", [1, 3, 2, 2])
+    m = g.model([g.node("ConvTranspose", [x, g.const(np.ones((3, 2) + kernel, np.float32))], strides=list(stride))])
+    assert "or 64, 96 or 128 on one axis with 1 on the other" in build_error(m)
+
+
 def test_check_goes_on_past_outputs_no_dla_tensor_can_hold():
     """An unsupported node whose output has rank 6 (a PixelShuffle written as Reshape-Transpose-Reshape) or
     an empty dimension (Split into 4 of 9 channels: 3, 3, 3, 0) ended `check` with an error naming no node."""
