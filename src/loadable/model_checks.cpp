@@ -42,12 +42,13 @@ void check_range(const std::string& what, uint64_t v, uint64_t lo, uint64_t hi) 
   if (v < lo || v > hi) fail(what, " = ", v, " is outside the DLA range [", lo, ", ", hi, "]");
 }
 
-// A deconvolution's kernel or stride (TensorRT 10.7's DLA rules): 1-32 on each axis, or 64, 96 or 128 on
-// one axis with 1 on the other (1 x 64, 96 x 1; not 64 x 64).
-void check_deconv_extent(const std::string& what, uint64_t h, uint64_t w) {
+// A deconvolution's kernel or stride: 1-32 on each axis; on Orin (TensorRT 10.7's DLA rules) also 64, 96 or
+// 128 on one axis with 1 on the other (1 x 64, 96 x 1; not 64 x 64). Xavier's TensorRT (8.x) has no such rule.
+void check_deconv_extent(const std::string& what, uint64_t h, uint64_t w, Target target) {
   const auto long_side = [](uint64_t v) { return v == 64 || v == 96 || v == 128; };
-  if ((h == 1 && long_side(w)) || (w == 1 && long_side(h))) return;
+  if (target != Target::kXavier && ((h == 1 && long_side(w)) || (w == 1 && long_side(h)))) return;
   if (h >= 1 && h <= 32 && w >= 1 && w <= 32) return;
+  if (target == Target::kXavier) fail(what, " ", h, " x ", w, " is outside Xavier's DLA range: 1-32 on each axis");
   fail(what, " ", h, " x ", w, " is outside the DLA's: 1-32 on each axis, or 64, 96 or 128 on one axis with 1 on the other");
 }
 
@@ -202,8 +203,8 @@ Shape infer(const OpChecker& k) {
         } else if constexpr (std::is_same_v<P, DeconvParams>) {
           const Constant& w = k.weights(p.weights, 4);
           if (w.dims[0] != x[1]) k.bad("deconv weights must be [C_in, K, R, S] with C_in matching the input");
-          check_deconv_extent(k.where + ": deconv kernel", w.dims[2], w.dims[3]);
-          check_deconv_extent(k.where + ": deconv stride", p.stride_h, p.stride_w);
+          check_deconv_extent(k.where + ": deconv kernel", w.dims[2], w.dims[3], k.m.target);
+          check_deconv_extent(k.where + ": deconv stride", p.stride_h, p.stride_w, k.m.target);
           check_range(k.where + ": deconv output maps", w.dims[1], 1, kMaxDim);
           return {x[0], w.dims[1], (x[2] - 1) * p.stride_h + w.dims[2], (x[3] - 1) * p.stride_w + w.dims[3]};
         } else if constexpr (std::is_same_v<P, PoolParams>) {

@@ -657,6 +657,13 @@ def test_deconvolution_extents_outside_the_dla_rules_are_refused(kernel, stride)
     assert "or 64, 96 or 128 on one axis with 1 on the other" in build_error(m)
 
 
+def test_long_one_row_deconvolutions_are_orin_only():
+    g = G()
+    x = g.input("x", [1, 3, 2, 2])
+    m = g.model([g.node("ConvTranspose", [x, g.const(np.ones((3, 2, 1, 64), np.float32))], strides=[1, 64])])
+    assert "outside Xavier's DLA range: 1-32 on each axis" in build_error(m, target="xavier")
+
+
 def test_check_goes_on_past_outputs_no_dla_tensor_can_hold():
     """An unsupported node whose output has rank 6 (a PixelShuffle written as Reshape-Transpose-Reshape) or
     an empty dimension (Split into 4 of 9 channels: 3, 3, 3, 0) ended `check` with an error naming no node."""
