@@ -842,6 +842,9 @@ void Lowering::lower_resize(Node& n) {
     }
   } else if (mode == "linear" || mode == "bilinear") {
     p.mode = ResizeMode::kBilinear;
+    if (n.op == "Upsample")
+      bad(n, "Upsample's linear mode samples at asymmetric coordinates (output / scale), and the DLA's bilinear "
+             "resize at half-pixel ones; write a Resize with coordinate_transformation_mode=half_pixel");
     if (coord != "half_pixel" && coord != "pytorch_half_pixel")
       bad(n, "bilinear resize needs coordinate_transformation_mode=half_pixel on the DLA (got " + coord + ")");
   } else {

@@ -664,6 +664,14 @@ def test_long_one_row_deconvolutions_are_orin_only():
     assert "outside Xavier's DLA range: 1-32 on each axis" in build_error(m, target="xavier")
 
 
+def test_linear_upsample_refusal_names_its_coordinates():
+    """Upsample has no coordinate_transformation_mode; its refusal said "(got asymmetric)" as if it had."""
+    g = G()
+    x = g.input("x", [1, 2, 4, 4])
+    msg = build_error(g.model([g.node("Upsample", [x, g.const(np.array([1, 1, 2, 2], np.float32))], mode="linear")]))
+    assert "Upsample's linear mode samples at asymmetric coordinates" in msg and "write a Resize" in msg
+
+
 def test_check_goes_on_past_outputs_no_dla_tensor_can_hold():
     """An unsupported node whose output has rank 6 (a PixelShuffle written as Reshape-Transpose-Reshape) or
     an empty dimension (Split into 4 of 9 channels: 3, 3, 3, 0) ended `check` with an error naming no node."""
