@@ -116,6 +116,17 @@ class Folder {
       const bool outputs_const = std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
         return o.empty() || g_.is_const(o);
       });
+      // A folding op over constants whose value this builder does not compute would vanish with its
+      // output unset, and the error would name the next node: say so here, at the node.
+      if (n.op != "Constant" && all_const(n) && foldable(n.op) && !n.outputs.empty() && !g_.is_const(n.outputs[0])) {
+        const std::string msg = "its inputs are constants, but the builder does not fold this form of " + n.op +
+                                "; compute the constant outside the model (onnx-simplifier, or onnxruntime's "
+                                "constant folding) and give it as an initializer";
+        if (!issues_) bad(n, msg);
+        issues_->push_back({n.name, n.op, msg});
+        n.unsupported = true;
+        continue;
+      }
       if (n.op == "Constant" || (all_const(n) && foldable(n.op)) || outputs_const) n.removed = true;
     }
   }
@@ -548,7 +559,22 @@ void Folder::infer(Node& n) {
   (this->*(it == table.end() ? &Folder::infer_unsupported : it->second))(n);
 }
 
-void Folder::infer_expand(Node& n) { set(n, broadcast(n, in(n, 0).dims, ints_of(n, 1))); }
+// Expand: a constant input folds into the expanded constant (a [1, C, 1, 1] bias broadcast to the
+// activation's shape before an Add); otherwise only the shape.
+void Folder::infer_expand(Node& n) {
+  const Value& x = in(n, 0);
+  const Dims d = broadcast(n, x.dims, ints_of(n, 1));
+  if (!x.constant) return set(n, d);
+  const size_t count = size_t(checked_product<int64_t>(d, "a shape"));
+  ConstData c;
+  c.is_float = x.constant->is_float;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t at = bcast_index(i, d, x.dims);
+    if (c.is_float) c.f.push_back(x.constant->at(at));
+    else c.i.push_back(x.constant->int_at(at));
+  }
+  set_const(n, d, std::move(c), x.elem_type);
+}
 
 // Ops the DLA cannot run: their shapes still let `check` judge the nodes after them.
 void Folder::infer_unsupported(Node& n) {
@@ -853,6 +879,8 @@ void Folder::infer_reduce(Node& n) {
     if (axes.size() != x.dims.size()) bad(n, "ReduceProd is folded over all axes only");
     double p = 1;
     for (size_t k = 0; k < x.constant->size(); ++k) p *= x.constant->at(k);
+    // A float product stays a float (1.5^3 is 3.375, not 3); an integer one (a shape's size) an int64.
+    if (x.constant->is_float) return set_const(n, d, ConstData{true, {p}, {}}, x.elem_type);
     return set_const(n, d, ConstData{false, {}, {checked_int<int64_t>(p, "node '" + n.label() + "' (ReduceProd)")}}, 7);
   }
   return set(n, d);

@@ -672,6 +672,37 @@ def test_linear_upsample_refusal_names_its_coordinates():
     assert "Upsample's linear mode samples at asymmetric coordinates" in msg and "write a Resize" in msg
 
 
+@pytest.mark.parametrize("shape_from", ["constant", "Shape"])
+def test_expand_of_a_constant_folds_into_the_add_it_feeds(shape_from):
+    """Expand([1,8,1,1] constant, the activation's shape) before an Add was marked folded but never computed:
+    the Add was refused with "input was not produced by a supported node"."""
+    g = G()
+    x = g.input("x", [1, 4, 6, 6])
+    c = g.node("Conv", [x, g.const((np.random.default_rng(0).standard_normal((8, 4, 3, 3)) * 0.2).astype(np.float32))],
+               pads=[1, 1, 1, 1])
+    shape = g.const(np.array([1, 8, 6, 6], np.int64)) if shape_from == "constant" else g.node("Shape", [c])
+    bias = (np.arange(8, dtype=np.float32) - 3.5).reshape(1, 8, 1, 1)
+    m = g.model([g.node("Add", [c, g.node("Expand", [g.const(bias), shape])])])
+    xi = np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    want = ort_run(m, xi)[0]
+    got = run_loadable(softdla.build(m, fp16=True, progress=False), xi)[0].reshape(want.shape)
+    assert rel_l2(got, want) < 2e-3
+
+
+def test_reduce_prod_of_a_float_constant_stays_a_float():
+    """ReduceProd folded every constant to a truncated int64: 1.5^3 became 3, and the Mul it fed scaled by 3
+    instead of 3.375 (rel L2 0.11, no error)."""
+    g = G()
+    x = g.input("x", [1, 4, 5, 5])
+    k = g.node("ReduceProd", [g.const(np.array([1.5, 1.5, 1.5], np.float32))], keepdims=0)
+    m = g.model([g.node("Mul", [x, k])])
+    xi = np.random.default_rng(0).standard_normal((1, 4, 5, 5)).astype(np.float32)
+    want = ort_run(m, xi)[0]
+    got = run_loadable(softdla.build(m, fp16=True, progress=False), xi)[0].reshape(want.shape)
+    np.testing.assert_allclose(got, 3.375 * xi, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(want, 3.375 * xi, rtol=1e-6)
+
+
 def test_check_goes_on_past_outputs_no_dla_tensor_can_hold():
     """An unsupported node whose output has rank 6 (a PixelShuffle written as Reshape-Transpose-Reshape) or
     an empty dimension (Split into 4 of 9 channels: 3, 3, 3, 0) ended `check` with an error naming no node."""
