@@ -333,9 +333,15 @@ std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
   std::vector<NodeIssue> issues;
   Graph g = prepare_graph(onnx, shapes, &issues);
   std::vector<NodeIssue> lowering_issues;
-  lower(g, target, &lowering_issues);
+  const Lowered low = lower(g, target, &lowering_issues);
   issues.insert(issues.end(), lowering_issues.begin(), lowering_issues.end());
   std::vector<CheckRow> rows;
+  // What the build refuses of the graph as a whole (its I/O names), as one more row.
+  try {
+    check_io_names(low.input_names, low.output_names);
+  } catch (const Error& e) {
+    rows.push_back({"(graph)", "inputs/outputs", false, e.what()});
+  }
   for (const Node& n : g.nodes) {
     CheckRow r{n.name, n.op, true, n.removed ? "folded at build time" : ""};
     for (const NodeIssue& i : issues)

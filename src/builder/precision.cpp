@@ -174,16 +174,10 @@ class Converter {
       io_name[out_.inputs[i].tensor] = lowered_.input_names[i];
     for (size_t i = 0; i < out_.outputs.size() && i < lowered_.output_names.size(); ++i)
       io_name[out_.outputs[i].tensor] = lowered_.output_names[i];
-    for (const std::string& out : lowered_.output_names)
-      if (std::find(lowered_.input_names.begin(), lowered_.input_names.end(), out) != lowered_.input_names.end())
-        fail("graph output '", out, "' is a graph input itself: a DLA loadable writes each output into a buffer of "
-             "its own and cannot hand an input back; drop it from the outputs (it is the input you have)");
-    std::set<std::string> taken, descriptor_names;
+    check_io_names(lowered_.input_names, lowered_.output_names);
+    std::set<std::string> taken;
     for (const auto& [t, name] : io_name) {
-      if (!taken.insert(name).second) fail("two graph inputs/outputs are both named '", name, "'; tensor names must be unique");
-      if (!descriptor_names.insert(descriptor_name(name)).second)
-        fail("graph inputs/outputs '", name, "' and another share their first ", kDescriptorNameMaxBytes,
-             " bytes, all that cuDLA's tensor descriptors keep of a name; rename one");
+      taken.insert(name);
       out_.tensors[t].name = name;
     }
     for (uint32_t t = 0; t < out_.tensors.size(); ++t) {
@@ -524,6 +518,26 @@ void Converter::convert_op(size_t i) {
 }
 
 }  // namespace
+
+void check_io_names(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+  for (const std::string& out : outputs)
+    if (std::find(inputs.begin(), inputs.end(), out) != inputs.end())
+      fail("graph output '", out, "' is a graph input itself: a DLA loadable writes each output into a buffer of "
+           "its own and cannot hand an input back; drop it from the outputs (it is the input you have)");
+  std::set<std::string> taken, descriptor_names;
+  std::vector<std::string> names = inputs;
+  names.insert(names.end(), outputs.begin(), outputs.end());
+  for (const std::string& name : names) {
+    if (!taken.insert(name).second) {
+      if (std::count(outputs.begin(), outputs.end(), name) > 1)
+        fail("graph output '", name, "' is listed more than once; a DLA loadable binds each output once: list it once");
+      fail("two graph inputs/outputs are both named '", name, "'; tensor names must be unique");
+    }
+    if (!descriptor_names.insert(descriptor_name(name)).second)
+      fail("graph inputs/outputs '", name, "' and another share their first ", kDescriptorNameMaxBytes,
+           " bytes, all that cuDLA's tensor descriptors keep of a name; rename one");
+  }
+}
 
 Model apply_precision(const Lowered& l, const PrecisionPlan& p) { return Converter(l, p).run(); }
 

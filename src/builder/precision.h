@@ -1,6 +1,7 @@
 // FP32 lowered model -> the deployable model: each op in FP16 or INT8, Convert ops where precision
 // changes, integer rescale parameters for INT8 (docs/NUMERICS.md), and the requested I/O formats.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "io_formats.h"
@@ -32,6 +33,11 @@ bool int8_average_as_convolution(const Op& op, const Model& fp32);
 std::vector<uint32_t> shared_range_groups(const Model& fp32, const std::vector<DataType>& precision = {});
 
 Model apply_precision(const Lowered& lowered, const PrecisionPlan& plan);
+
+// The rules a loadable's I/O names follow, as the build enforces them (the loadable binds each by name): no
+// output that is also an input, no name twice, no two alike in the first bytes cuDLA's descriptors keep.
+// Fails with the build's message; `check` reports it as the graph's row.
+void check_io_names(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
 
 // rescale factor r -> (multiplier, shift) with multiplier in [2^30, 2^31) when r allows, shift <= 62.
 std::pair<int32_t, uint8_t> quant_multiplier(double r);

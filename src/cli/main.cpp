@@ -145,18 +145,20 @@ int main(int argc, char** argv) {
                                                 check_target == "xavier" ? softdla::Target::kXavier : softdla::Target::kOrin,
                                                 softdla::cli::parse_shapes("--shapes", check_shapes));
       if (check_json) return softdla::cli::print_check_json(check_path, check_target, rows);
-      size_t w = 4, unsupported = 0;
+      size_t w = 4, unsupported = 0, nodes = 0;
+      bool graph_fails = false;  // the "(graph)" row: what the build refuses of the graph as a whole
       for (const auto& r : rows) w = std::max(w, r.node.size());
       std::cout << std::left << std::setw(int(w)) << "node" << "  " << std::setw(20) << "op" << "  " << std::setw(11)
                 << "DLA" << "  reason / fix\n";
       for (const auto& r : rows) {
-        unsupported += !r.supported;
+        if (r.node == "(graph)") graph_fails = true;
+        else ++nodes, unsupported += !r.supported;
         std::cout << std::setw(int(w)) << r.node << "  " << std::setw(20) << r.op << "  " << std::setw(11)
                   << (r.supported ? "yes" : "NO") << "  " << r.reason << "\n";
       }
-      std::cout << rows.size() - unsupported << " of " << rows.size() << " nodes run on the DLA ("
-                << check_target << ")\n";
-      return unsupported ? 1 : 0;
+      std::cout << nodes - unsupported << " of " << nodes << " nodes run on the DLA (" << check_target << ")"
+                << (graph_fails ? "; the graph's inputs/outputs do not build (the (graph) row)" : "") << "\n";
+      return unsupported || graph_fails ? 1 : 0;
     }
     if (*build) {
       if (gpu_fallback) throw softdla::Error("GPU fallback (--allowGPUFallback) not allowed for DLA standalone mode");

@@ -703,6 +703,25 @@ def test_reduce_prod_of_a_float_constant_stays_a_float():
     np.testing.assert_allclose(want, 3.375 * xi, rtol=1e-6)
 
 
+@pytest.mark.parametrize("outputs,reason", [(["y", "y"], "graph output 'y' is listed more than once"),
+                                            (["y", "x"], "graph output 'x' is a graph input itself")])
+def test_check_and_build_agree_on_graph_level_io_problems(outputs, reason, tmp_path):
+    """An output listed twice, or an input listed as an output: ONNX Runtime runs both, the build refuses
+    both, and `check` said every node was supported (exit status 0)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], outs)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert reason in build_error(m)
+    rows = softdla.check(m)
+    assert rows[0]["node"] == "(graph)" and not rows[0]["supported"] and reason in rows[0]["reason"]
+    assert [r["supported"] for r in rows[1:]] == [True]
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    cli = subprocess.run([SOFTDLA, "check", str(path)], capture_output=True, text=True)
+    assert cli.returncode == 1 and reason in cli.stdout and "1 of 1 nodes run on the DLA" in cli.stdout
+
+
 def test_check_goes_on_past_outputs_no_dla_tensor_can_hold():
     """An unsupported node whose output has rank 6 (a PixelShuffle written as Reshape-Transpose-Reshape) or
     an empty dimension (Split into 4 of 9 channels: 3, 3, 3, 0) ended `check` with an error naming no node."""
