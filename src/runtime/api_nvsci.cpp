@@ -71,7 +71,7 @@ extern "C" cudlaStatus cudlaImportExternalMemory(cudlaDevHandle const devHandle,
     Region r;
     r.base = static_cast<const uint8_t*>(data);
     r.size = desc->size;
-    r.flags = flags == CUDLA_TASK_STATISTICS ? CUDLA_TASK_STATISTICS : 0;
+    r.flags = flags;  // CUDLA_READ_ONLY_PERM: no task may write it (resolve_task); CUDLA_TASK_STATISTICS
     r.keep = std::move(keep);
     dev->regions[addr] = std::move(r);
     *devPtr = reinterpret_cast<uint64_t*>(addr);

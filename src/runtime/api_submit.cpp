@@ -40,6 +40,12 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
   if ((t.waitEvents || t.signalEvents) && dev.mode != CUDLA_STANDALONE)
     return fail_status(cudlaErrorUnsupportedOperation, kFn, "task ", index,
                        ": wait/signal events need NvSci (standalone mode on Tegra); pass NULL in hybrid mode");
+  // cuDLA allows a task of events alone (no tensors, even with no module loaded); softdla does not
+  // implement those (docs/RUNTIME.md).
+  if (!t.inputTensor && !t.outputTensor)
+    return fail_status(cudlaErrorUnsupportedOperation, kFn, "task ", index,
+                       ": event-only tasks (no input and no output tensors) are not implemented in softdla; give "
+                       "the task its module's tensors");
   if (!dev.module || reinterpret_cast<uintptr_t>(t.moduleHandle) != reinterpret_cast<uintptr_t>(dev.module->handle))
     return fail_status(cudlaErrorInvalidModule, kFn, "task ", index,
                        ": moduleHandle is not the module loaded on this device handle");
@@ -55,13 +61,21 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
                        ", the module has ", m.outputs.size(), " outputs (+", stats, " statistics buffer)");
   out.module = dev.module;
   bool on_device = false;
-  auto check = [&](const void* p, uint64_t need, const char* kind, size_t i, bool statistics) -> const uint8_t* {
+  auto check = [&](const void* p, uint64_t need, const char* kind, size_t i, bool writes, bool statistics) -> const uint8_t* {
     uint64_t offset = 0;
     const Region* r = p ? resolve(dev, p, need, offset) : nullptr;
     if (!r || r->semaphore) {
       fail_status(cudlaErrorInvalidAddress, kFn, "task ", index, ": ", kind, " ", i, " (", p,
                   ") is not inside memory registered on this handle with ", need,
                   " bytes to spare; register it with cudlaMemRegister and pass the pointer it returned");
+      return nullptr;
+    }
+    // An output or statistics buffer is written: memory imported read-only (the caller's, or NvSci's
+    // reconciled permission) never is.
+    if (writes && (r->flags & CUDLA_READ_ONLY_PERM)) {
+      fail_status(cudlaErrorInvalidAddress, kFn, "task ", index, ": ", kind, " ", i, " (", p,
+                  ") was imported with CUDLA_READ_ONLY_PERM and a task writes it; import it with "
+                  "CUDLA_READ_WRITE_PERM, or pass it as an input");
       return nullptr;
     }
     if (statistics && !(r->flags & CUDLA_TASK_STATISTICS)) {
@@ -74,7 +88,7 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
     return r->base + offset;
   };
   for (size_t i = 0; i < m.inputs.size(); ++i) {
-    const uint8_t* host = check(t.inputTensor[i], m.inputs[i].desc.size, "input", i, false);
+    const uint8_t* host = check(t.inputTensor[i], m.inputs[i].desc.size, "input", i, false, false);
     if (!host) return cudlaErrorInvalidAddress;
     out.io.inputs.push_back(host);
     out.io.input_on_device.push_back(on_device);
@@ -82,7 +96,7 @@ cudlaStatus resolve_task(const DeviceState& dev, const cudlaTask& t, size_t inde
   for (size_t i = 0; i < t.numOutputTensors; ++i) {
     const bool is_stats = i >= m.outputs.size();
     const uint64_t need = is_stats ? dev.module->stats_descriptors[i - m.outputs.size()].size : m.outputs[i].desc.size;
-    const uint8_t* host = check(t.outputTensor[i], need, is_stats ? "statistics output" : "output", i, is_stats);
+    const uint8_t* host = check(t.outputTensor[i], need, is_stats ? "statistics output" : "output", i, true, is_stats);
     if (!host) return cudlaErrorInvalidAddress;
     if (is_stats) {
       out.io.statistics = const_cast<uint8_t*>(host);

@@ -264,6 +264,56 @@ TEST(CudlaStandalone, SubmitErrors) {
   EXPECT_EQ(cudlaImportExternalSemaphore(s.dev, &forged_sem, &p, 0), cudlaErrorNvSci);
 }
 
+// Memory imported with CUDLA_READ_ONLY_PERM may be a task's input, never its output: the output was
+// written (the flag was dropped at import).
+TEST(CudlaStandalone, MemoryImportedReadOnlyIsNeverWritten) {
+  Standalone s;
+  const auto loadable = tiny_loadable();
+  cudlaDevHandle dev = nullptr;
+  cudlaModule module = nullptr;
+  ASSERT_EQ(cudlaCreateDevice(0, &dev, CUDLA_STANDALONE), cudlaSuccess);
+  ASSERT_EQ(cudlaModuleLoadFromMemory(dev, loadable.data(), loadable.size(), &module, 0), cudlaSuccess);
+  uint64_t* in = nullptr;
+  uint64_t* out = nullptr;
+  cudlaExternalMemoryHandleDesc din{s.bufs[0], s.bytes}, dout{s.bufs[1], s.bytes};
+  ASSERT_EQ(cudlaImportExternalMemory(dev, &din, &in, CUDLA_READ_ONLY_PERM), cudlaSuccess);
+  ASSERT_EQ(cudlaImportExternalMemory(dev, &dout, &out, CUDLA_READ_ONLY_PERM), cudlaSuccess);
+  s.fill_input(3);
+  std::memset(s.cpu[1], 0x5a, s.bytes);
+  const uint64_t* inputs[] = {in};
+  uint64_t* outputs[] = {out};
+  cudlaTask t{};
+  t.moduleHandle = module;
+  t.inputTensor = inputs;
+  t.numInputTensors = 1;
+  t.outputTensor = outputs;
+  t.numOutputTensors = 1;
+  EXPECT_EQ(cudlaSubmitTask(dev, &t, 1, nullptr, 0), cudlaErrorInvalidAddress);
+  ASSERT_EQ(cudlaMemUnregister(dev, out), cudlaSuccess);
+  ASSERT_EQ(cudlaImportExternalMemory(dev, &dout, &out, CUDLA_READ_WRITE_PERM), cudlaSuccess);
+  outputs[0] = out;
+  EXPECT_EQ(cudlaSubmitTask(dev, &t, 1, nullptr, 0), cudlaSuccess);  // a read-only input is fine
+  // No fence to wait on: the task runs on the handle's worker; give it up to 5 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!s.output_matches(3) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(s.output_matches(3));
+  EXPECT_EQ(cudlaDestroyDevice(dev), cudlaSuccess);
+}
+
+// A task of events alone (no tensors): not implemented, and said so, with or without a module loaded.
+TEST(CudlaStandalone, EventOnlyTasksAreUnsupported) {
+  Standalone s;
+  cudlaTask t{};
+  t.moduleHandle = s.module;
+  EXPECT_EQ(cudlaSubmitTask(s.dev, &t, 1, nullptr, 0), cudlaErrorUnsupportedOperation);
+  cudlaDevHandle bare = nullptr;
+  ASSERT_EQ(cudlaCreateDevice(0, &bare, CUDLA_STANDALONE), cudlaSuccess);
+  t.moduleHandle = nullptr;
+  EXPECT_EQ(cudlaSubmitTask(bare, &t, 1, nullptr, 0), cudlaErrorUnsupportedOperation);
+  EXPECT_EQ(cudlaDestroyDevice(bare), cudlaSuccess);
+}
+
 TEST(CudlaStandalone, SofAndEofFencesOnOneObject) {
   Standalone s;
   s.fill_input(0);
