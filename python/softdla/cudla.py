@@ -266,6 +266,13 @@ class _Struct(_ext.StructBase):
 
     __hash__ = None
 
+    def __setattr__(self, name, value):
+        # NVIDIA's structs are extension types without an instance dict: a misspelt field (t.modul_handle)
+        # raises there instead of being stored beside the struct and silently ignored.
+        if not name.startswith("_") and not hasattr(type(self), name):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        super().__setattr__(name, value)
+
     def __setitem__(self, key, value):
         if key == 0 and isinstance(value, _np.ndarray):
             raw = value.view(_np.uint8).reshape(-1)

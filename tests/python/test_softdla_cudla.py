@@ -253,6 +253,17 @@ def test_create_device_accepts_standalone_mode_when_backend_supports_it(tmp_path
 
 
 # ------------------------------------------------------------------ class protocol and errors
+@pytest.mark.parametrize("cls", [cudla.Task, cudla.ModuleTensorDescriptor, cudla.ExternalMemoryHandleDesc,
+                                 cudla.WaitEvents, cudla.SignalEvents])
+def test_structs_refuse_fields_they_do_not_have(cls):
+    """As NVIDIA's extension types do: a misspelt field (t.modul_handle = h) was stored beside the struct and
+    ignored, and the task failed later with InvalidModule."""
+    obj = cls()
+    with pytest.raises(AttributeError, match="has no attribute 'modul_handle'"):
+        obj.modul_handle = 123
+    assert not hasattr(obj, "modul_handle")
+
+
 def test_struct_protocol():
     t = cudla.Task()
     assert t.ptr == int(t) and repr(t).startswith("<softdla.cudla.Task object at 0x")
