@@ -101,6 +101,8 @@ extern "C" cudlaStatus cudlaDestroyDevice(cudlaDevHandle const devHandle) {
       dev->module->loaded = false;
       std::lock_guard<std::mutex> lock(r.mutex);
       r.modules.erase(reinterpret_cast<uintptr_t>(dev->module->handle));
+      r.orphaned_modules.insert(reinterpret_cast<uintptr_t>(dev->module->handle));
+      if (r.orphaned_modules.size() > Registry::kMaxOrphanedModules) r.orphaned_modules.erase(r.orphaned_modules.begin());
     }
     dev->module.reset();
     dev->regions.clear();

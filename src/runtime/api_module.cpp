@@ -79,7 +79,7 @@ extern "C" cudlaStatus cudlaModuleGetAttributes(cudlaModule const hModule, cudla
   return guarded(fn, [&] {
     if (!attribute) return fail_status(cudlaErrorInvalidParam, fn, "attribute is NULL");
     const auto mod = find_module(hModule);
-    if (!mod) return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
+    if (!mod) return missing_module(hModule, fn);
     if (!mod->device.lock()) return fail_status(cudlaErrorInvalidDevice, fn, "the module's device is gone");
     const Model& m = mod->model();
     auto copy_out = [&](const auto& list, cudlaModuleTensorDescriptor* dst, const char* what) {
@@ -112,7 +112,7 @@ extern "C" cudlaStatus cudlaModuleUnload(cudlaModule const hModule, uint32_t con
   return guarded(fn, [&] {
     if (flags != 0) return fail_status(cudlaErrorInvalidParam, fn, "flags are reserved and must be 0, got ", flags);
     const auto mod = find_module(hModule);
-    if (!mod) return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
+    if (!mod) return missing_module(hModule, fn);
     const auto dev = mod->device.lock();
     if (!dev) return fail_status(cudlaErrorInvalidDevice, fn, "the module's device is gone");
     Registry& r = registry();
@@ -133,7 +133,7 @@ extern "C" cudlaStatus softdlaModuleGetTensorScale(cudlaModule const hModule, in
   return guarded(fn, [&] {
     if (!scale) return fail_status(cudlaErrorInvalidParam, fn, "scale is NULL");
     const auto mod = find_module(hModule);
-    if (!mod) return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
+    if (!mod) return missing_module(hModule, fn);
     const Model& m = mod->model();
     const auto& list = isOutput ? m.outputs : m.inputs;
     if (index >= list.size()) return fail_status(cudlaErrorInvalidParam, fn, "tensor index ", index, " of ", list.size());

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "log.h"
+#include "status.h"
 
 namespace softdla::rt {
 namespace {
@@ -56,6 +57,19 @@ std::shared_ptr<ModuleState> find_module(cudlaModule h) {
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto it = r.modules.find(reinterpret_cast<uintptr_t>(h));
   return it == r.modules.end() ? nullptr : it->second;
+}
+
+cudlaStatus missing_module(cudlaModule h, const char* fn) {
+  Registry& r = registry();
+  bool orphaned = false;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    orphaned = r.orphaned_modules.count(reinterpret_cast<uintptr_t>(h)) != 0;
+  }
+  if (orphaned)
+    return fail_status(cudlaErrorInvalidDevice, fn,
+                       "the device handle this module was loaded on was destroyed (which unloaded it)");
+  return fail_status(cudlaErrorInvalidModule, fn, "not a loaded module handle");
 }
 
 uint64_t allocate_dla_range(size_t size) {

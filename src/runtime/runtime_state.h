@@ -20,6 +20,7 @@
 #include <utility>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "cudla.h"
@@ -103,6 +104,10 @@ struct Registry {
   std::deque<Core> cores;
   std::unordered_map<uintptr_t, std::shared_ptr<DeviceState>> devices;
   std::unordered_map<uintptr_t, std::shared_ptr<ModuleState>> modules;
+  // Modules whose device handle was destroyed with them loaded (the latest kMaxOrphanedModules): cuDLA
+  // answers those with cudlaErrorInvalidDevice, a handle never loaded or unloaded with InvalidModule.
+  std::set<uintptr_t> orphaned_modules;
+  static constexpr size_t kMaxOrphanedModules = 4096;
   uint64_t next_device = 0, next_module = 0, next_dla_address = 0;
 };
 
@@ -115,6 +120,9 @@ uint64_t core_count();
 // Live device behind a handle, or null (destroyed, never created, or null).
 std::shared_ptr<DeviceState> find_device(cudlaDevHandle h);
 std::shared_ptr<ModuleState> find_module(cudlaModule h);
+// The status (and log line) for a handle find_module did not find: InvalidDevice where its device was
+// destroyed with it loaded, InvalidModule otherwise.
+cudlaStatus missing_module(cudlaModule h, const char* fn);
 
 // A fresh range of DLA addresses (never reused, 256-byte aligned, distinct from any host pointer), or 0
 // when the DLA address space has no room left for `size` bytes.

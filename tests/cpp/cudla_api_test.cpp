@@ -458,8 +458,15 @@ TEST(CudlaErrorMatrix, DestroyedHandleStaysInvalid) {
   EXPECT_EQ(cudlaMemRegister(dev, buf.ptr(), 64, &p, 0), cudlaErrorInvalidDevice);
   EXPECT_EQ(cudlaDeviceGetAttribute(dev, CUDLA_DEVICE_VERSION, &a), cudlaErrorInvalidDevice);
   EXPECT_EQ(cudlaGetLastError(dev), cudlaErrorInvalidDevice);
-  EXPECT_EQ(cudlaModuleGetAttributes(mod, CUDLA_NUM_INPUT_TENSORS, &ma), cudlaErrorInvalidModule);
-  EXPECT_EQ(cudlaModuleUnload(mod, 0), cudlaErrorInvalidModule);
+  // cudla-api.md: a module "not loaded in any device" gives InvalidDevice; destroying its device unloaded it.
+  EXPECT_EQ(cudlaModuleGetAttributes(mod, CUDLA_NUM_INPUT_TENSORS, &ma), cudlaErrorInvalidDevice);
+  EXPECT_EQ(cudlaModuleUnload(mod, 0), cudlaErrorInvalidDevice);
+  // A module unloaded by cudlaModuleUnload is no module at all any more.
+  cudlaModule again;
+  ASSERT_EQ(cudlaModuleLoadFromMemory(fresh, bytes.data(), bytes.size(), &again, 0), cudlaSuccess);
+  ASSERT_EQ(cudlaModuleUnload(again, 0), cudlaSuccess);
+  EXPECT_EQ(cudlaModuleUnload(again, 0), cudlaErrorInvalidModule);
+  EXPECT_EQ(cudlaModuleGetAttributes(again, CUDLA_NUM_INPUT_TENSORS, &ma), cudlaErrorInvalidModule);
   EXPECT_EQ(cudlaDestroyDevice(fresh), cudlaSuccess);
 }
 
