@@ -382,7 +382,10 @@ static void apply_calibration_cache(const std::string& path, const std::map<std:
       fail("calibration cache '", path, "': the scale of '", *first, "' (", scale, ") makes a range beyond float32");
     amax[t] = float(a);
   }
-  if (matched == 0 && !cache.empty())
+  if (cache.empty())
+    fail("calibration cache '", path, "' has no entries (a header line alone, or lines not ending in '\\n'): delete it "
+         "and calibrate again with --calib-data, or give a cache with one '<tensor>: <hex scale>' line a tensor");
+  if (matched == 0)
     fail("calibration cache '", path, "' names none of this model's tensors (its first entry is '", cache.begin()->first,
          "'): was it written for another model, or for names an exporter has since changed?");
 }
@@ -404,11 +407,14 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   for (const auto& [name, t] : low.tensor_of) onnx_names[t].push_back(name);
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (onnx_names[t].empty()) onnx_names[t].push_back(fp32.tensors[t].name);
-  bool have_cache = false;
+  bool have_cache = false, calibrated = false;
   RangeRule chosen_rule{Calibrator::kEntropy};
   std::vector<float> observed;  // the calibration data's largest |x| per tensor, where softdla calibrates
   if (o.int8) {
     for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
+    if (!o.calib_cache.empty() && !std::filesystem::exists(o.calib_cache) && o.calib_data.empty())
+      fail("calibration cache '", o.calib_cache, "' does not exist, and there is no calibration data to calibrate "
+           "and write it: give --calib-data DIR (or the path of an existing cache)");
     if (!o.calib_cache.empty() && std::filesystem::exists(o.calib_cache)) {
       apply_calibration_cache(o.calib_cache, read_calibration_cache(o.calib_cache), onnx_names, low, amax);
       have_cache = true;
@@ -421,6 +427,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : RangeRule{rule};
       amax = with_calibrated(low, amax, ranges_of(ranges, chosen_rule));
       observed = std::move(ranges.minmax);
+      calibrated = true;
     } else if (!have_cache && low.qdq_amax.empty() && !o.fp16) {
       fail("--int8 needs scales: give calibration data (--calib-data DIR), a calibration cache (--calib FILE), "
            "or a model with Q/DQ nodes; or add --fp16");
@@ -450,7 +457,9 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (amax[t] > 0 && fp32.tensors[t].constant < 0)
       for (const std::string& name : onnx_names[t]) r.scales[name] = float(scale_from_amax(amax[t]));
-  if (!o.write_calib_cache.empty())
+  // Only ranges this build calibrated go into a new cache: without --int8 or calibration data there are
+  // none, and a header-only file would stand in for a calibration on the next build.
+  if (!o.write_calib_cache.empty() && calibrated)
     write_calibration_cache(o.write_calib_cache, r.scales, cache_header_name(chosen_rule.rule));
   r.loadable = write_loadable(std::move(m));
   if (o.progress) o.progress("write loadable", 1, 1);

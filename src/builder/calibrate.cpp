@@ -30,6 +30,27 @@ Calibrator parse_calibrator(const std::string& name) {
   fail("unknown calibrator '", name, "' (auto, entropy, minmax, percentile or mse)");
 }
 
+// How many samples of one input an array holds: its shape is N samples of the input's C x H x W (axes of
+// 1 aside, so [N, 1024] feeds an input of [N, 1024] seen as 1024 x 1 x 1), or one sample. Anything else (NHWC
+// images, another channel count) would be read as scrambled samples: an error that shows the shape wanted.
+static size_t sample_count(const std::string& file, const std::string& input, const std::vector<uint64_t>& shape,
+                           const std::vector<uint64_t>& chw) {
+  const auto squeezed = [](auto first, auto last) {
+    std::vector<uint64_t> r;
+    for (; first != last; ++first)
+      if (*first != 1) r.push_back(*first);
+    return r;
+  };
+  const std::vector<uint64_t> want = squeezed(chw.begin(), chw.end());
+  if (!shape.empty() && shape[0] > 0 && squeezed(shape.begin() + 1, shape.end()) == want) return size_t(shape[0]);
+  if (squeezed(shape.begin(), shape.end()) == want) return 1;
+  std::string got;
+  for (uint64_t d : shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+  fail("'", file, "': an array of shape (", got, ") for input '", input, "', which takes samples of ", chw[0], " x ",
+       chw[1], " x ", chw[2], " (C x H x W): stack the samples on the first axis, as (N, ", chw[0], ", ", chw[1], ", ",
+       chw[2], ") in NCHW order");
+}
+
 std::vector<Batch> load_calibration_data(const std::string& dir, const Model& m, const std::vector<std::string>& names) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) fail("calibration data '", dir, "' is not a directory of .npy/.npz files");
@@ -42,32 +63,46 @@ std::vector<Batch> load_calibration_data(const std::string& dir, const Model& m,
   if (files.empty()) fail("no .npy or .npz files in '", dir, "'");
   // Samples per input: a flat queue of single-sample vectors.
   std::vector<std::vector<std::vector<float>>> samples(m.inputs.size());
+  std::string all_inputs;
+  for (const std::string& n : names) all_inputs += (all_inputs.empty() ? "'" : ", '") + n + "'";
   for (const std::string& f : files) {
     std::vector<std::pair<std::string, NpyArray>> arrays;
-    if (f.size() > 4 && f.substr(f.size() - 4) == ".npz") arrays = read_npz(f);
-    else arrays.emplace_back(names.size() == 1 ? names[0] : "", read_npy(f));
+    const bool npz = f.size() > 4 && f.substr(f.size() - 4) == ".npz";
+    if (npz) arrays = read_npz(f);
+    else if (names.size() == 1) arrays.emplace_back(names[0], read_npy(f));
+    else
+      fail("'", f, "': a .npy file holds one array, and this model has ", names.size(), " inputs (", all_inputs,
+           "): give .npz files with one array per input, named after it");
     for (auto& [name, a] : arrays) {
       const auto it = std::find(names.begin(), names.end(), name);
       if (it == names.end())
-        fail("'", f, "': array '", name, "' does not name a model input (inputs: ", names.size() == 1 ? names[0] : "several",
+        fail("'", f, "': array '", name, "' does not name a model input (inputs: ", all_inputs,
              "); in .npz files name each array after its input");
       const size_t idx = size_t(it - names.begin());
       const Shape& s = m.tensors[m.inputs[idx].tensor].shape;
       const size_t per = size_t(s[1]) * s[2] * s[3];
-      size_t count = 1;
-      for (uint64_t d : a.shape) count *= d;
-      if (count == 0 || count % per) fail("'", f, "': ", count, " values are not a whole number of ", s[1], "x", s[2], "x", s[3], " samples");
-      for (size_t k = 0; k < count / per; ++k) {
+      const size_t count = sample_count(f, name, a.shape, {s[1], s[2], s[3]});
+      for (size_t k = 0; k < count; ++k) {
         std::vector<float> v(per);
-        for (size_t j = 0; j < per; ++j) v[j] = npy_value(a, k * per + j);
+        for (size_t j = 0; j < per; ++j) {
+          v[j] = npy_value(a, k * per + j);
+          // A NaN or an infinity has no place on an INT8 grid, and every range rule would skip or be
+          // swamped by it: the data is broken, say so.
+          if (!std::isfinite(v[j]))
+            fail("'", f, "': sample ", k, " of '", name, "' holds ", v[j], " (value ", j,
+                 "); calibration data must be finite");
+        }
         samples[idx].push_back(std::move(v));
       }
     }
   }
   const size_t n = m.tensors[m.inputs[0].tensor].shape[0];
-  size_t total = samples[0].size();
-  for (const auto& s : samples) total = std::min(total, s.size());
-  if (total < n) fail("calibration data holds ", total, " samples; the model's batch is ", n);
+  for (size_t i = 0; i < samples.size(); ++i)
+    if (samples[i].size() != samples[0].size())
+      fail("calibration data holds ", samples[0].size(), " samples of '", names[0], "' but ", samples[i].size(), " of '",
+           names[i], "': every input needs one sample per calibration sample");
+  const size_t total = samples[0].size();
+  if (total < n) fail("calibration data holds ", total, " samples of '", names[0], "'; the model's batch is ", n);
   std::vector<Batch> batches;
   for (size_t b = 0; b + n <= total; b += n) {
     Batch batch(samples.size());

@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
       for (const auto& [p, n] : by_precision) std::cout << " " << n << " " << p;
       std::cout << ") in " << std::fixed << std::setprecision(2)
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
-      if (!o.write_calib_cache.empty()) std::cout << "wrote calibration cache " << o.write_calib_cache << "\n";
+      if (!o.write_calib_cache.empty() && std::filesystem::exists(o.write_calib_cache))
+        std::cout << "wrote calibration cache " << o.write_calib_cache << "\n";
       return 0;
     }
     std::map<std::string, std::string> files;

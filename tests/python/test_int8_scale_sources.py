@@ -3,13 +3,15 @@ the ONNX graph and TensorRT calibration caches (docs/BUILDER.md, "INT8 scales").
 running the same Q/DQ model (graph optimizations off: its fusions round differently), or against the scales
 written in the cache."""
 import struct
+import subprocess
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 import softdla
-from sdla_testkit.onnx_models import G, ort_run, rel_l2, run_loadable, softdla_build
+import onnx
+from sdla_testkit.onnx_models import SOFTDLA, G, ort_run, rel_l2, run_loadable, softdla_build
 
 
 def write_cache(path, scales):
@@ -220,3 +222,95 @@ def test_a_qdq_scale_raised_by_a_shared_range_is_reported(tmp_path):
     m = g.model([qdq(g, g.node("Add", [c, xq]), 5 / 127)], opset=13)
     _, r = softdla_build(m, tmp_path, "--int8", "--verbose")
     assert "its Q/DQ scale 0.007874 becomes 0.031496" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ caches and calibration data
+def one_conv():
+    g = G(1)
+    x = g.input("x", [1, 4, 8, 8])
+    w = (np.random.default_rng(2).standard_normal((4, 4, 3, 3)) * 0.2).astype(np.float32)
+    return g.model([g.node("Relu", [g.node("Conv", [x, g.const(w)], pads=[1, 1, 1, 1])])])
+
+
+@pytest.mark.parametrize("text", ["TRT-8601-EntropyCalibration2\n", "TRT-8601-EntropyCalibration2",
+                                  "TRT-8601-EntropyCalibration2\rx: 3c000000\r"], ids=["header", "no-newline", "cr"])
+def test_a_cache_without_entries_is_an_error(text, tmp_path):
+    """A header-only cache (or one whose lines end in a lone CR, read as one line) built all-FP16 with no word,
+    calibration data ignored."""
+    cache = tmp_path / "c.cache"
+    cache.write_bytes(text.encode())
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", X)
+    assert "has no entries" in build_error(one_conv(), int8=True, fp16=True, calib_cache=str(cache), calib_data=str(calib))
+
+
+def test_no_cache_is_written_without_a_calibration(tmp_path):
+    """--calib=FILE with no data wrote a header-only cache, which the next build then took as its scales
+    (all FP16, no word); without --int8 likewise."""
+    m = one_conv()
+    onnx_path = tmp_path / "m.onnx"
+    onnx.save(m, onnx_path)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((8, 4, 8, 8)).astype(np.float32))
+    cache = tmp_path / "a.cache"
+    r = subprocess.run([SOFTDLA, "build", f"--onnx={onnx_path}", "--int8", "--fp16", f"--calib={cache}",
+                        f"--saveEngine={tmp_path / 'm.loadable'}"], capture_output=True, text=True)
+    assert r.returncode == 1 and "does not exist, and there is no calibration data" in r.stderr and not cache.exists()
+    r = subprocess.run([SOFTDLA, "build", f"--onnx={onnx_path}", "--fp16", f"--calib={cache}", f"--calib-data={calib}",
+                        f"--saveEngine={tmp_path / 'm.loadable'}"], capture_output=True, text=True)
+    assert r.returncode == 0 and "wrote calibration cache" not in r.stdout and not cache.exists()
+    r = subprocess.run([SOFTDLA, "build", f"--onnx={onnx_path}", "--int8", "--fp16", f"--calib={cache}",
+                        f"--calib-data={calib}", f"--saveEngine={tmp_path / 'm.loadable'}"], capture_output=True, text=True)
+    assert r.returncode == 0 and "1 int8" in r.stdout and "wrote calibration cache" in r.stdout
+    assert len(cache.read_text().splitlines()) > 1
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 8, 4), (8, 3, 8, 8), (8, 256), (8, 8, 4)], ids=["nhwc", "3ch", "flat", "hwc-one-sample"])
+def test_calibration_arrays_of_another_shape_are_refused(shape, tmp_path):
+    """NHWC images, another channel count or a flat array were reshaped into scrambled NCHW samples."""
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.ones(shape, np.float32))
+    msg = build_error(one_conv(), int8=True, fp16=True, calib_data=str(calib))
+    assert "takes samples of 4 x 8 x 8 (C x H x W)" in msg and "stack the samples on the first axis" in msg
+
+
+@pytest.mark.parametrize("shape", [(8, 4, 8, 8), (4, 8, 8), (8, 1, 4, 8, 8)], ids=["nchw", "one-sample", "extra-axis"])
+def test_calibration_arrays_of_the_input_shape_are_taken(shape, tmp_path):
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    build(one_conv(), int8=True, fp16=True, calib_data=str(calib))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_calibration_data_is_an_error(bad, tmp_path):
+    """NaN and infinities were skipped without a word (all-NaN data built all-FP16)."""
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    data = np.random.default_rng(0).standard_normal((8, 4, 8, 8)).astype(np.float32)
+    data[3, 1, 2, 2] = bad
+    np.save(calib / "a.npy", data)
+    msg = build_error(one_conv(), int8=True, fp16=True, calib_data=str(calib))
+    assert "sample 3 of 'x' holds" in msg and "calibration data must be finite" in msg
+
+
+def two_inputs():
+    g = G(1)
+    a, b = g.input("a", [1, 4, 4, 4]), g.input("b", [1, 4, 4, 4])
+    return g.model([g.node("Add", [g.node("Relu", [a]), g.node("Relu", [b])])])
+
+
+def test_multi_input_calibration_data_names_what_is_wrong(tmp_path):
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    rng = np.random.default_rng(0)
+    np.savez(calib / "d.npz", a=rng.standard_normal((8, 4, 4, 4)).astype(np.float32),
+             b=rng.standard_normal((3, 4, 4, 4)).astype(np.float32))
+    assert "8 samples of 'a' but 3 of 'b'" in build_error(two_inputs(), int8=True, fp16=True, calib_data=str(calib))
+    (calib / "d.npz").unlink()
+    np.save(calib / "d.npy", rng.standard_normal((8, 4, 4, 4)).astype(np.float32))
+    msg = build_error(two_inputs(), int8=True, fp16=True, calib_data=str(calib))
+    assert "this model has 2 inputs ('a', 'b')" in msg and "one array per input" in msg
