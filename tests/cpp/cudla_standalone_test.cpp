@@ -17,6 +17,17 @@
 namespace softdla::testing {
 namespace {
 
+// A task of tiny_loadable's one input and one output, no events.
+cudlaTask one_in_one_out(cudlaModule module, const uint64_t** inputs, uint64_t** outputs) {
+  cudlaTask t{};
+  t.moduleHandle = module;
+  t.inputTensor = inputs;
+  t.numInputTensors = 1;
+  t.outputTensor = outputs;
+  t.numOutputTensors = 1;
+  return t;
+}
+
 // NVIDIA's cuDLAStandaloneMode flow around tiny_loadable: NvSciBuf tensors for the input and output,
 // a CPU-signalled object the task waits on and a cuDLA-signalled one the CPU waits on.
 struct Standalone {
@@ -111,12 +122,7 @@ struct Standalone {
     uint64_t* sems[] = {eof_sem};
     CudlaFence eof_fence{eof, CUDLA_NVSCISYNC_FENCE};
     cudlaSignalEvents signal{sems, &eof_fence, 1};
-    cudlaTask t{};
-    t.moduleHandle = module;
-    t.inputTensor = inputs;
-    t.numInputTensors = 1;
-    t.outputTensor = outputs;
-    t.numOutputTensors = 1;
+    cudlaTask t = one_in_one_out(module, inputs, outputs);
     t.waitEvents = pre ? &wait : nullptr;
     t.signalEvents = &signal;
     return cudlaSubmitTask(dev, &t, 1, nullptr, flags);
@@ -222,12 +228,7 @@ TEST(CudlaStandalone, SubmitErrors) {
   NvSciSyncFence eof = NvSciSyncFenceInitializer;
   const uint64_t* inputs[] = {s.dla[0]};
   uint64_t* outputs[] = {s.eof_sem};  // a semaphore is not tensor memory
-  cudlaTask t{};
-  t.moduleHandle = s.module;
-  t.inputTensor = inputs;
-  t.numInputTensors = 1;
-  t.outputTensor = outputs;
-  t.numOutputTensors = 1;
+  cudlaTask t = one_in_one_out(s.module, inputs, outputs);
   EXPECT_EQ(cudlaSubmitTask(s.dev, &t, 1, nullptr, 0), cudlaErrorInvalidAddress);
   outputs[0] = s.dla[1];
   uint64_t* not_sem[] = {s.dla[1]};
@@ -282,12 +283,7 @@ TEST(CudlaStandalone, MemoryImportedReadOnlyIsNeverWritten) {
   std::memset(s.cpu[1], 0x5a, s.bytes);
   const uint64_t* inputs[] = {in};
   uint64_t* outputs[] = {out};
-  cudlaTask t{};
-  t.moduleHandle = module;
-  t.inputTensor = inputs;
-  t.numInputTensors = 1;
-  t.outputTensor = outputs;
-  t.numOutputTensors = 1;
+  cudlaTask t = one_in_one_out(module, inputs, outputs);
   EXPECT_EQ(cudlaSubmitTask(dev, &t, 1, nullptr, 0), cudlaErrorInvalidAddress);
   ASSERT_EQ(cudlaMemUnregister(dev, out), cudlaSuccess);
   ASSERT_EQ(cudlaImportExternalMemory(dev, &dout, &out, CUDLA_READ_WRITE_PERM), cudlaSuccess);
@@ -323,12 +319,7 @@ TEST(CudlaStandalone, SofAndEofFencesOnOneObject) {
   NvSciSyncFence sof = NvSciSyncFenceInitializer, eof = NvSciSyncFenceInitializer;
   CudlaFence fences[] = {{&eof, CUDLA_NVSCISYNC_FENCE}, {&sof, CUDLA_NVSCISYNC_FENCE_SOF}};
   cudlaSignalEvents signal{sems, fences, 2};
-  cudlaTask t{};
-  t.moduleHandle = s.module;
-  t.inputTensor = inputs;
-  t.numInputTensors = 1;
-  t.outputTensor = outputs;
-  t.numOutputTensors = 1;
+  cudlaTask t = one_in_one_out(s.module, inputs, outputs);
   t.signalEvents = &signal;
   ASSERT_EQ(cudlaSubmitTask(s.dev, &t, 1, nullptr, 0), cudlaSuccess);
   ASSERT_EQ(NvSciSyncFenceWait(&eof, s.ctx, 10'000'000), NvSciError_Success);
