@@ -288,13 +288,22 @@ TEST(CudlaStandalone, MemoryImportedReadOnlyIsNeverWritten) {
   ASSERT_EQ(cudlaMemUnregister(dev, out), cudlaSuccess);
   ASSERT_EQ(cudlaImportExternalMemory(dev, &dout, &out, CUDLA_READ_WRITE_PERM), cudlaSuccess);
   outputs[0] = out;
-  EXPECT_EQ(cudlaSubmitTask(dev, &t, 1, nullptr, 0), cudlaSuccess);  // a read-only input is fine
-  // No fence to wait on: the task runs on the handle's worker; give it up to 5 s.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!s.output_matches(3) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // A read-only input is fine; the task signals an EOF fence the test waits on before reading the output.
+  NvSciSyncObj done = s.sync_object(CUDLA_NVSCISYNC_ATTR_SIGNAL, NvSciSyncAccessPerm_WaitOnly);
+  cudlaExternalSemaphoreHandleDesc sd{done};
+  uint64_t* sem = nullptr;
+  ASSERT_EQ(cudlaImportExternalSemaphore(dev, &sd, &sem, 0), cudlaSuccess);
+  NvSciSyncFence eof = NvSciSyncFenceInitializer;
+  CudlaFence eof_fence{&eof, CUDLA_NVSCISYNC_FENCE};
+  uint64_t* sems[] = {sem};
+  cudlaSignalEvents signal{sems, &eof_fence, 1};
+  t.signalEvents = &signal;
+  ASSERT_EQ(cudlaSubmitTask(dev, &t, 1, nullptr, 0), cudlaSuccess);
+  ASSERT_EQ(NvSciSyncFenceWait(&eof, s.ctx, 10'000'000), NvSciError_Success);
   EXPECT_TRUE(s.output_matches(3));
+  NvSciSyncFenceClear(&eof);
   EXPECT_EQ(cudlaDestroyDevice(dev), cudlaSuccess);
+  NvSciSyncObjFree(done);
 }
 
 // A task of events alone (no tensors): not implemented, and said so, with or without a module loaded.
