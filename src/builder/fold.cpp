@@ -212,6 +212,7 @@ class Folder {
   void infer_gemm(Node& n);
   void infer_matmul(Node& n);
   void infer_dequantize(Node& n);
+  void check_symmetric_codes(const Node& n);
   void infer_same_shape(Node& n);
   void infer_reduce(Node& n);
   void infer_split(Node& n);
@@ -833,9 +834,30 @@ void Folder::infer_quantize(Node& n) {
   return set_const(n, x.dims, std::move(c), type);
 }
 
+// A DequantizeLinear of constant codes (Q/DQ weights, or a constant's Q/DQ pair) must hold what the DLA's
+// INT8 holds: int8 (or int32, a bias) codes with zero points of 0. Folding any other form would compute
+// the model's values, but an INT8 build then re-quantizes them symmetrically (codes past int8's range
+// on one side: other numbers than the model's, without a word), and TensorRT's ONNX parser refuses such
+// a model outright ("TensorRT only supports symmetric quantization"): refused here as there.
+void Folder::check_symmetric_codes(const Node& n) {
+  static const std::string kFix = ": quantize weights to int8 with zero points of 0 (onnxruntime's quantize_static: "
+                                  "weight_type=QuantType.QInt8, whose default is WeightSymmetric=True)";
+  const int32_t type = in(n, 0).elem_type;
+  if (type == 2 || type == 4)  // uint8, uint16: no zero point makes them signed
+    bad(n, "dequantizes " + type_name(type) + " codes; the DLA's INT8 is signed with zero point 0" + kFix);
+  if (!has_in(n, 2)) return;
+  const ConstData& zp = *in(n, 2).constant;
+  for (size_t i = 0; i < zp.size(); ++i)
+    if (zp.at(i) != 0)
+      bad(n, "has the zero point " + std::to_string(int64_t(zp.at(i))) +
+                 (zp.size() > 1 ? " (index " + std::to_string(i) + ")" : "") +
+                 "; the DLA quantizes symmetrically and TensorRT refuses Q/DQ zero points other than 0" + kFix);
+}
+
 void Folder::infer_dequantize(Node& n) {
   if (!all_const(n)) return infer_same_shape(n);  // an activation's Q/DQ pair: a scale only
-  // Q/DQ weights: fold x_q -> (x_q - zero_point) * scale, per tensor or per axis.
+  check_symmetric_codes(n);
+  // Q/DQ weights: fold x_q -> x_q * scale, per tensor or per axis.
   const Value& x = in(n, 0);
   const Value& sc = in(n, 1);
   const int64_t axis = quant_axis(n, x, sc);
@@ -843,8 +865,7 @@ void Folder::infer_dequantize(Node& n) {
   ConstData c;
   for (int64_t i = 0; i < x.count(); ++i) {
     const size_t ch = sc.count() > 1 ? size_t(i / xs[size_t(axis)] % x.dims[size_t(axis)]) : 0;
-    const double zp = has_in(n, 2) ? in(n, 2).constant->at(ch) : 0.0;
-    c.f.push_back((x.constant->at(size_t(i)) - zp) * sc.constant->at(ch));
+    c.f.push_back(x.constant->at(size_t(i)) * sc.constant->at(ch));
   }
   return set_const(n, x.dims, std::move(c), 1);
 }

@@ -109,6 +109,56 @@ def test_qdq_weights_keep_their_codes(per_channel):
     assert steps.max() <= 1.01 and (steps > 0.5).mean() <= 0.02, (steps.max(), (steps > 0.5).mean())
 
 
+@pytest.mark.parametrize("codes, zero_point, expected", [
+    (np.int8, np.full(8, 3, np.int8), "has the zero point 3 (index 0)"),
+    (np.int8, np.int8(-2), "has the zero point -2;"),
+    (np.uint8, np.uint8(0), "dequantizes uint8 codes"),
+    (np.uint8, np.uint8(128), "dequantizes uint8 codes"),
+], ids=["int8_zp3_per_channel", "int8_zp-2", "uint8_zp0", "uint8_zp128"])
+def test_qdq_weights_that_are_not_symmetric_int8_are_refused(codes, zero_point, expected):
+    """Weights with a zero point (or unsigned codes) folded to their values, then an INT8 build re-quantized
+    them symmetrically: other numbers than the model's, without an error; TensorRT's parser refuses them."""
+    rng = np.random.default_rng(4)
+    w = rng.integers(0, 120, (8, 4, 3, 3)).astype(codes)
+    g = G(2)
+    x = g.input("x", [1, 4, 8, 8])
+    axis = {"axis": 0} if np.ndim(zero_point) else {}
+    scales = np.full(8, 0.01, np.float32) if np.ndim(zero_point) else np.float32(0.01)
+    wdq = g.node("DequantizeLinear", [g.const(w), g.const(scales), g.const(zero_point)], **axis)
+    m = g.model([qdq(g, g.node("Conv", [qdq(g, x, 3 / 127), wdq], kernel_shape=[3, 3]), 4 / 127)], opset=13)
+    for flags in (dict(int8=True, fp16=True), dict(fp16=True)):
+        message = build_error(m, **flags)
+        assert expected in message and "WeightSymmetric" in message, message
+
+
+def test_onnxruntime_quantize_static_output_builds(tmp_path):
+    """onnxruntime's own QDQ output with int8 activations (its int8 weights are symmetric, per channel, with
+    int32 biases): it builds, and matches ONNX Runtime running the same QDQ model."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    g = G(6)
+    x = g.input("x", [1, 4, 8, 8])
+    m = g.model(g.conv(g.node("Relu", [g.conv(x, 4, 8)]), 8, 6), opset=13)
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(m, str(src))
+    samples = [np.random.default_rng(i).standard_normal((1, 4, 8, 8)).astype(np.float32) for i in range(8)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(samples)
+
+        def get_next(self):
+            s = next(self.it, None)
+            return None if s is None else {"x": s}
+
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    extra_options={"ActivationSymmetric": True})
+    q = onnx.load(str(dst))
+    got, want = run_loadable(build(q, int8=True), samples[0])[0], ort_plain(q, samples[0])[0]
+    out_scale = max(float(np.abs(want).max()), 1e-6) / 127
+    assert np.abs(got - want).max() <= 2.01 * out_scale
+
+
 def test_quantize_of_a_constant_is_folded():
     """Q/DQ on a constant operand: ONNX Runtime multiplies by the constant's quantized value (0.4 for 0.37
     at a step of 0.1), not by 0.37."""
