@@ -667,9 +667,14 @@ void Lowering::global_average(const Node& n, uint32_t in, const std::string& out
     return f;
   };
   std::vector<uint32_t> fh = factors(s[2]), fw = factors(s[3]);
-  if ((fh.empty() && s[2] > 1) || (fw.empty() && s[3] > 1)) {
-    // A prime factor above the pooling window limit (SqueezeNet's 13x13): one depthwise convolution with
-    // an HxW kernel of 1/(HW) weights computes the same mean within the convolution's 32x32 limit.
+  const bool one_window = s[2] <= 8 && s[3] <= 8;
+  if ((fh.empty() && s[2] > 1) || (fw.empty() && s[3] > 1) || (!one_window && s[2] <= 32 && s[3] <= 32)) {
+    // One depthwise convolution with an HxW kernel of 1/(HW) weights computes the same mean within the
+    // convolution's 32x32 limit: where a side has a prime factor above the pooling window limit
+    // (SqueezeNet's 13x13), and wherever the map needs more than one pooling window. A chain of pools
+    // rounds its intermediate results; in INT8 without calibration data (Q/DQ scales or a cache alone)
+    // they took the input's scale, and the second rounding put outputs up to half the ratio of the input's
+    // scale to the output's off (13 steps on an 8x12 map of zero-mean values).
     if (s[2] > 32 || s[3] > 32)
       bad(n, "global average over " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
                  " needs pooling windows above 8 (a prime factor > 8) and is larger than a 32x32 convolution; "
@@ -919,6 +924,10 @@ void Lowering::lower_node(Node& n) {
   (this->*(it->second))(n);
 }
 
+// What an asymmetric activation Q/DQ pair's refusal suggests instead.
+static const std::string kSymmetricActivations =
+    " (onnxruntime's quantize_static: activation_type=QuantType.QInt8, extra_options={'ActivationSymmetric': True})";
+
 // Q -> DQ on an activation: the DLA runs it implicitly; keep the range as this tensor's scale.
 void Lowering::lower_qdq(Node& n) {
     const uint32_t in = tensor(n, n.inputs[0]);
@@ -935,13 +944,13 @@ void Lowering::lower_qdq(Node& n) {
              "activations to int8 with zero points of 0 (onnxruntime: activation_type=QuantType.QInt8, "
              "extra_options={'ActivationSymmetric': True})");
     if (n.inputs.size() > 2 && !n.inputs[2].empty() && constant(n, 2, "the zero point").at(0) != 0)
-      bad(n, "the DLA quantizes symmetrically: zero points must be 0");
+      bad(n, "the DLA quantizes symmetrically: zero points must be 0" + kSymmetricActivations);
     const ConstData& dq_scale = constant(*dq, 1, "the Q/DQ scale");
     if (dq_scale.size() != 1 || float(dq_scale.at(0)) != float(scale.at(0)))
       bad(*dq, "dequantizes with another scale than its QuantizeLinear '" + n.name + "' quantized with; the DLA keeps one "
                "scale per tensor: give the pair the same scale");
     if (dq->inputs.size() > 2 && !dq->inputs[2].empty() && constant(*dq, 2, "the zero point").at(0) != 0)
-      bad(*dq, "the DLA quantizes symmetrically: zero points must be 0");
+      bad(*dq, "the DLA quantizes symmetrically: zero points must be 0" + kSymmetricActivations);
     out_.qdq_amax[in] = float(amax_from_scale(scale.at(0)));
     consumed_[dq] = true;
     out_.tensor_of[dq->outputs[0]] = in;
