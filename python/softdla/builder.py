@@ -46,6 +46,19 @@ def _progress_callback(progress):
     return progress or None
 
 
+def _shape_lists(shapes):
+    """{input: dims}: dims a sequence of ints, or trtexec's text ("1x3x224x224")."""
+    out = {}
+    for name, dims in (shapes or {}).items():
+        text = dims if isinstance(dims, str) else None
+        try:
+            out[name] = [int(d) for d in (text.split("x") if text is not None else dims)]
+        except (TypeError, ValueError):
+            raise BuildError(f"shapes: input '{name}' has {dims!r}; give a list of ints such as [1, 3, 224, 224] "
+                             "or trtexec's text '1x3x224x224'") from None
+    return out
+
+
 def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=None, calib_cache=None,
           write_calib_cache=None, calibrator="auto", input_formats="", output_formats="", layer_precisions=None,
           precision_constraints="none", target="orin", shapes=None, save=None, progress=None,
@@ -54,6 +67,9 @@ def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=Non
     its bytes (also written to `save` if given). Arguments mirror `softdla build` / trtexec:
     input_formats="int8:dla_hwc4", layer_precisions={"conv1": "fp16"}, shapes={"x": [1, 3, 224, 224]},
     precision_constraints="none" | "prefer" | "obey" (anything else raises BuildError).
+    calib_cache: a TensorRT calibration cache to read, or, as `softdla build --calib=FILE`, where to write
+    the cache this build calibrates (with calib_data) when the file does not exist yet; write_calib_cache
+    writes one wherever it is.
     progress: None (default) draws a bar on stderr only in interactive Python on a terminal; True always,
     False never, or a callable(stage, done, total).
     Raises BuildError (a ValueError) naming the node and rule when the model cannot be built."""
@@ -61,12 +77,13 @@ def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=Non
             "target": target, "input_formats": input_formats, "output_formats": output_formats,
             "calibrator": calibrator, "precision_constraints": precision_constraints,
             "expose_intermediates": "1" if expose_intermediates else "0"}
+    if calib_cache and not write_calib_cache and not os.path.exists(calib_cache):
+        write_calib_cache = calib_cache  # as the CLI's --calib: calibrated now, kept for the next build
     for key, value in (("calib_data", calib_data), ("calib_cache", calib_cache), ("write_calib_cache", write_calib_cache)):
         if value:
             opts[key] = os.fspath(value)
     loadable, _layers, _scales = _build(_read(model), opts, dict(layer_precisions or {}),
-                                        {k: list(v) for k, v in (shapes or {}).items()},
-                                        _progress_callback(progress))
+                                        _shape_lists(shapes), _progress_callback(progress))
     if save:
         with open(save, "wb") as f:
             f.write(loadable)
@@ -75,7 +92,7 @@ def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=Non
 
 def check(model, *, target="orin", shapes=None):
     """Every node with whether it runs on the DLA: a list of dicts {node, op, supported, reason}."""
-    rows = _check(_read(model), target, {k: list(v) for k, v in (shapes or {}).items()})
+    rows = _check(_read(model), target, _shape_lists(shapes))
     return [dict(node=n, op=o, supported=s, reason=r) for n, o, s, r in rows]
 
 
