@@ -318,7 +318,10 @@ void Folder::infer_conv(Node& n, bool transpose) {
         o[size_t(2 + a)] = (padded - eff) / s[size_t(a)] + 1;
       }
     }
-    if (x[1] != w[1] * groups) bad(n, "input channels do not match weights x groups");
+    if (x[1] != w[1] * groups)
+      bad(n, "input has " + std::to_string(x[1]) + " channels, but the weights take " + std::to_string(w[1]) + " x " +
+                 std::to_string(groups) + (groups == 1 ? " group" : " groups") +
+                 ": input channels do not match weights x groups (check the input's shape, or --shapes)");
   } else {
     o[1] = w[1] * groups;
     const Dims op = n.get_ints("output_padding", {0, 0});

@@ -190,6 +190,15 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
         fail("--shapes gives ", fixed->second.size(), " dims for input '", in.name(), "', which has ", tt.shape().dim_size());
       for (int64_t d : fixed->second)
         if (d <= 0) fail("--shapes: dimensions of '", in.name(), "' must be positive");
+      // A dimension the model fixes stays as it is: the graph's constants (reshape targets, weights) were
+      // exported for it, and trtexec does not take --shapes for it either.
+      for (int k = 0; tt.has_shape() && k < tt.shape().dim_size(); ++k) {
+        const auto& dim = tt.shape().dim(k);
+        if (dim.has_dim_value() && dim.dim_value() > 0 && dim.dim_value() != fixed->second[size_t(k)])
+          fail("--shapes gives input '", in.name(), "' ", dims_text(fixed->second), ", but the model fixes its dimension ",
+               k, " at ", dim.dim_value(), ": only dynamic dimensions (a dim_param, or none) can be set; give the "
+               "model's own size there, or export the model with that axis dynamic");
+      }
       v.dims = fixed->second;
       check_tensor_size("--shapes for input '" + in.name() + "'", v.dims);
       v.known_shape = true;

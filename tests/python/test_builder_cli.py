@@ -119,6 +119,28 @@ def test_dynamic_batch_fixed_with_shapes(tmp_path):
     assert Engine((tmp_path / "o.loadable").read_bytes()).io_info(False)[0].n == 2
 
 
+def test_shapes_cannot_change_a_static_dimension(tmp_path):
+    """--shapes on a dimension the model fixes built a loadable of the other shape without a word (trtexec
+    does not take --shapes for static dimensions); the model's own size, and trtexec's text form in
+    Python, are accepted; a channel count the weights do not take says both counts."""
+    import softdla as sd
+    g = G()
+    g.inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 8, 8]))
+    m = g.model([g.node("Relu", [g.conv("x", 4, 6)])])
+    p = write(tmp_path, m)
+    r = softdla("build", f"--onnx={p}", "--fp16", "--shapes=x:2x4x16x16", f"--saveEngine={tmp_path / 'o.loadable'}")
+    assert r.returncode != 0 and "fixes its dimension 2 at 8" in r.stderr, r.stderr
+    blob = sd.build(m, fp16=True, shapes={"x": "2x4x8x8"})
+    assert Engine(blob).io_info(False)[0].n == 2
+    with pytest.raises(sd.BuildError, match="give a list of ints"):
+        sd.build(m, fp16=True, shapes={"x": "2,4,8,8"})
+    g = G()
+    g.inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "c", 8, 8]))
+    m = g.model([g.node("Relu", [g.conv("x", 4, 6)])])
+    with pytest.raises(sd.BuildError, match="input has 3 channels, but the weights take 4 x 1 group"):
+        sd.build(m, fp16=True, shapes={"x": [1, 3, 8, 8]})
+
+
 # ------------------------------------------------------------------ check
 def test_check_table_names_node_rule_and_fix(tmp_path):
     g = G()
