@@ -16,8 +16,12 @@
 namespace softdla::builder {
 
 Shape dla_shape(const std::vector<int64_t>& d) {
-  for (int64_t v : d)
-    if (v <= 0 || v > INT32_MAX) fail("dimension ", v, " cannot be a DLA tensor dimension");
+  for (size_t k = 0; k < d.size(); ++k) {
+    if (d[k] == 0)
+      fail("its output ", dims_text(d), " is empty (axis ", k, " has 0 elements: a Slice whose end is not past its "
+           "start, a split part of size 0); the DLA has no empty tensors: remove the node or fix its bounds");
+    if (d[k] < 0 || d[k] > INT32_MAX) fail("dimension ", d[k], " (axis ", k, " of ", dims_text(d), ") cannot be a DLA tensor dimension");
+  }
   switch (d.size()) {
     case 0: return {1, 1, 1, 1};
     case 1: return {1, uint32_t(d[0]), 1, 1};
@@ -918,7 +922,9 @@ void Lowering::lower_node(Node& n) {
   const auto it = table.find(n.op);
   if (it == table.end()) {
     const OpRule* rule = find_op_rule(n.op);
-    if (rule && rule->fold_only) bad(n, n.op + " runs only as build-time shape arithmetic: its inputs must be constants");
+    if (rule && rule->fold_only)
+      bad(n, n.op + " runs only as build-time shape arithmetic: its inputs must be constants" +
+                 (n.op == "Pow" ? "; Pow(x, 2) of an activation is Mul(x, x), which runs" : ""));
     bad(n, "operator '" + n.op + "' does not run on the DLA");
   }
   (this->*(it->second))(n);

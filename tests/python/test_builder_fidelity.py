@@ -740,7 +740,7 @@ def test_check_goes_on_past_outputs_no_dla_tensor_can_hold():
     split = helper.make_node("Split", ["x"], [o.name for o in outs], name="split", axis=1, num_outputs=4)
     m = helper.make_model(helper.make_graph([split], "g", [x], outs), opset_imports=[helper.make_opsetid("", 18)])
     rows = softdla.check(m)
-    assert len(rows) == 1 and not rows[0]["supported"] and "dimension 0" in rows[0]["reason"]
+    assert len(rows) == 1 and not rows[0]["supported"] and "is empty (axis 1 has 0 elements" in rows[0]["reason"]
 
 
 @pytest.mark.parametrize("op,attrs,what,span", [
@@ -758,6 +758,20 @@ def test_kernel_or_window_past_its_padded_input_has_one_message(op, attrs, what,
     ins = [x, g.const(np.ones((2, 2, 5, 5), np.float32))] if op == "Conv" else [x]
     msg = build_error(g.model([g.node(op, ins, **attrs)]))
     assert f"the {what} spans {span} positions, more than its input (3) with its padding" in msg
+
+
+def test_an_empty_slice_says_so_and_pow_of_an_activation_suggests_mul():
+    """An empty Slice read "dimension 0 cannot be a DLA tensor dimension" (as if about axis 0); Pow(x, 2) of
+    an activation was refused with no way out."""
+    g = G()
+    x = g.input("x", [1, 2, 4, 4])
+    starts, ends, axes = (g.const(np.array([v], np.int64)) for v in (2, 1, 3))
+    msg = build_error(g.model([g.node("Slice", [x, starts, ends, axes])]))
+    assert "its output [1, 2, 4, 0] is empty (axis 3 has 0 elements" in msg and "Slice_" in msg, msg
+    g = G()
+    x = g.input("x", [1, 2, 4, 4])
+    msg = build_error(g.model([g.node("Pow", [x, g.const(np.float32(2))])]))
+    assert "Pow(x, 2) of an activation is Mul(x, x)" in msg, msg
 
 
 def test_conv_transpose_same_that_would_need_negative_padding_names_auto_pad():
