@@ -68,7 +68,10 @@ void expose_intermediates(Lowered& low, PrecisionPlan& plan) {
 // A copy's or a pool's output that has no range takes its input's (tensors of the builder's own, above all).
 void complete_ranges(const Lowered& low, std::vector<float>& amax, const std::vector<float>* observed) {
   const Model& fp32 = low.model;
-  // Constant operands (element-wise with a constant tensor) take the range of their data.
+  // Constant operands (element-wise with a constant tensor) take the range of their data. One that holds an
+  // infinity has none (left at 0: its layer runs in FP16, which saturates it to +-65504, or the build
+  // names it): an infinite range made an infinite scale, which the loadable's checks refused naming no
+  // ONNX node, and a range of 65504 would leave its finite values at code 0.
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (const int32_t c = fp32.tensors[t].constant; c >= 0) {
       const Constant& k = fp32.constants[size_t(c)];
@@ -78,7 +81,7 @@ void complete_ranges(const Lowered& low, std::vector<float>& amax, const std::ve
         std::memcpy(&v, &k.data[i], 4);
         a = std::max(a, std::fabs(v));
       }
-      amax[t] = a > 0 ? a : 1e-6f;
+      amax[t] = std::isinf(a) ? 0.0f : a > 0 ? a : 1e-6f;
     }
   // A copy's or a pool's output without a range takes its input's: it stays within it. Above all for the
   // tensors the builder makes, which no cache can name (an output's copy where it aliases another I/O
@@ -118,7 +121,7 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     // The first of the op's tensors that has no INT8 range, or -1.
     auto unscaled = [&]() -> int64_t {
       for (uint32_t t : op.inputs)
-        if (fp32.tensors[t].constant < 0 && amax[t] <= 0) return t;
+        if (amax[t] <= 0) return t;  // constants have a range unless they hold an infinity
       return amax[op.outputs[0]] > 0 ? -1 : int64_t(op.outputs[0]);
     };
     auto has_scales = [&] { return unscaled() < 0; };
@@ -144,6 +147,9 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     if (p == DataType::kFloat32 && !o.fp32_reference) {
       fail("layer '", base, "' (", op_kind_name(op.params), ") cannot run in INT8 (",
            !supports_int8(op) ? std::string("the DLA runs it in FP16 only")
+           : unscaled() >= 0 && fp32.tensors[size_t(unscaled())].constant >= 0
+               ? "its constant '" + fp32.tensors[size_t(unscaled())].name + "' holds an infinity, which has no INT8 "
+                     "scale: replace it with a finite value"
            : unscaled() >= 0  ? "no scale for its tensor '" + fp32.tensors[size_t(unscaled())].name +
                                    "': add it to the calibration data or cache"
                               : std::string("no scale for its tensors: add them to the calibration data or cache"),

@@ -774,6 +774,27 @@ def test_an_empty_slice_says_so_and_pow_of_an_activation_suggests_mul():
     assert "Pow(x, 2) of an activation is Mul(x, x)" in msg, msg
 
 
+def test_a_constant_operand_holding_an_infinity_runs_in_fp16_or_is_named(tmp_path):
+    """Div by a full-size constant with one +inf: INT8 took an infinite range, and the loadable's checks
+    refused an infinite scale naming no node. Its layer now runs in FP16 (which saturates the constant to
+    65504, as the FP16 build does), and an INT8-only build names the constant."""
+    b = np.full((1, 2, 2, 2), 4.0, np.float32)
+    b[0, 0, 0, 0] = np.inf
+    g = G()
+    x = g.input("x", [1, 2, 2, 2])
+    m = g.model([g.node("Div", [x, g.const(b)])])
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).uniform(50, 150, (16, 2, 2, 2)).astype(np.float32))
+    xs = np.full((1, 2, 2, 2), 100.0, np.float32)
+    mixed = softdla.build(m, int8=True, fp16=True, calib_data=str(calib), progress=False)
+    assert [p for _, _, p in softdla.inspect(mixed)["layers"]] == ["fp16"]
+    got = run_loadable(mixed, xs)[0].ravel()
+    assert np.allclose(got[1:], 25.0) and got[0] == np.float32(np.float16(100.0 / 65504))
+    with pytest.raises(softdla.BuildError, match="holds an infinity, which has no INT8 scale"):
+        softdla.build(m, int8=True, calib_data=str(calib), progress=False)
+
+
 def test_conv_transpose_same_that_would_need_negative_padding_names_auto_pad():
     """SAME asks a deconvolution for input x stride outputs; a 1x1 kernel of stride 3 makes only
     (x - 1) x 3 + 1, so it would need negative padding. The message named output_shape, which the model
