@@ -396,6 +396,33 @@ static void apply_calibration_cache(const std::string& path, const std::map<std:
          "'): was it written for another model, or for names an exporter has since changed?");
 }
 
+// The calibrated scales of the ONNX values this build's fusions hide (a convolution's output before its
+// BatchNormalization and activation, a BatchNormalization's before its ReLU), into `scales`: TensorRT's
+// caches list every activation tensor of the network, and TensorRT reads a cache written here. The model is
+// lowered again without fusions and calibrated with the rule this build chose; the names the built model
+// has keep their own scales. A model that does not lower unfused keeps the cache it has.
+void add_unfused_scales(const std::vector<uint8_t>& onnx, const BuildOptions& o, const std::vector<Batch>& batches,
+                        RangeRule rule, std::map<std::string, float>& scales) {
+  Lowered low;
+  try {
+    Graph g = prepare_graph(onnx, o.shapes, nullptr);
+    low = lower(g, o.target, nullptr, false);
+  } catch (const Error& e) {
+    if (o.verbose) o.verbose(std::string("calibration cache: the tensors fusions hide are left out (") + e.what() + ")");
+    return;
+  }
+  const bool missing = std::any_of(low.tensor_of.begin(), low.tensor_of.end(), [&](const auto& nt) {
+    return !scales.count(nt.first) && low.model.tensors[nt.second].constant < 0;
+  });
+  if (!missing) return;
+  const double percentile = rule.tail ? kTailPercentile : o.percentile;
+  const CalibratedRanges r = calibrate_all(low.model, batches, rule.rule, percentile, 0, o.progress);
+  const std::vector<float>& amax = ranges_of(r, rule);
+  for (const auto& [name, t] : low.tensor_of)
+    if (!scales.count(name) && low.model.tensors[t].constant < 0 && amax[t] > 0)
+      scales[name] = float(scale_from_amax(amax[t]));
+}
+
 BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   if (!o.fp16 && !o.int8 && !o.fp32_reference)
     fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
@@ -416,6 +443,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   bool have_cache = false, calibrated = false;
   RangeRule chosen_rule{Calibrator::kEntropy};
   std::vector<float> observed;  // the calibration data's largest |x| per tensor, where softdla calibrates
+  std::vector<Batch> batches;    // the calibration data, where softdla calibrates
   if (o.int8) {
     for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
     if (!o.calib_cache.empty() && !std::filesystem::exists(o.calib_cache) && o.calib_data.empty())
@@ -426,7 +454,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       have_cache = true;
     }
     if (!o.calib_data.empty() && !have_cache) {
-      const auto batches = load_calibration_data(o.calib_data, fp32, low.input_names);
+      batches = load_calibration_data(o.calib_data, fp32, low.input_names);
       const Calibrator rule = parse_calibrator(o.calibrator);
       const size_t references = rule == Calibrator::kAuto ? kRuleBatches : 0;  // what choose_rule judges on
       CalibratedRanges ranges = calibrate_all(fp32, batches, rule, o.percentile, references, o.progress);
@@ -465,8 +493,11 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
       for (const std::string& name : onnx_names[t]) r.scales[name] = float(scale_from_amax(amax[t]));
   // Only ranges this build calibrated go into a new cache: without --int8 or calibration data there are
   // none, and a header-only file would stand in for a calibration on the next build.
-  if (!o.write_calib_cache.empty() && calibrated)
-    write_calibration_cache(o.write_calib_cache, r.scales, cache_header_name(chosen_rule.rule));
+  if (!o.write_calib_cache.empty() && calibrated) {
+    std::map<std::string, float> cache = r.scales;
+    add_unfused_scales(onnx, o, batches, chosen_rule, cache);
+    write_calibration_cache(o.write_calib_cache, cache, cache_header_name(chosen_rule.rule));
+  }
   r.loadable = write_loadable(std::move(m));
   if (o.progress) o.progress("write loadable", 1, 1);
   return r;

@@ -57,7 +57,8 @@ uint32_t weight_channels(const Node& n, int64_t c) {
 
 class Lowering {
  public:
-  Lowering(Graph& g, Target target, std::vector<NodeIssue>* issues) : g_(g), issues_(issues) {
+  Lowering(Graph& g, Target target, std::vector<NodeIssue>* issues, bool fuse)
+      : g_(g), issues_(issues), fuse_(fuse) {
     out_.model.target = target;
   }
 
@@ -188,6 +189,7 @@ class Lowering {
 
   Graph& g_;
   std::vector<NodeIssue>* issues_;
+  bool fuse_;  // false: every BatchNormalization and activation its own op (lower's `fuse`)
   Lowered out_;
   std::map<const Node*, bool> consumed_;  // nodes fused into an earlier op
 
@@ -317,6 +319,7 @@ class Lowering {
   // Appends the steps of following activation nodes (and, with `affine`, constant per-channel
   // Add/Sub/Mul/Div) while they fuse; returns the ONNX name of the last fused output.
   std::string fuse_activations(const std::string& from, std::vector<SdpStep>& steps, bool affine = false) {
+    if (!fuse_) return from;
     std::string cur = from;
     for (;;) {
       Node* c = sole_consumer(cur);
@@ -408,7 +411,7 @@ void Lowering::lower_conv(Node& n, bool transpose) {
   }
   std::string cur = n.outputs[0];
   // BatchNormalization right after: fold into weights and bias (the DLA runs the pair as one conv).
-  if (Node* bn = sole_consumer(cur); bn && bn->op == "BatchNormalization" && !transpose &&
+  if (Node* bn = fuse_ ? sole_consumer(cur) : nullptr; bn && bn->op == "BatchNormalization" && !transpose &&
                                      std::all_of(bn->inputs.begin() + 1, bn->inputs.end(), [&](const std::string& s) { return g_.is_const(s); })) {
     const ConstData &gamma = *g_.value(bn->inputs[1]).constant, &beta = *g_.value(bn->inputs[2]).constant,
                     &mean = *g_.value(bn->inputs[3]).constant, &var = *g_.value(bn->inputs[4]).constant;
@@ -1068,8 +1071,8 @@ void Lowering::lower_sdp(Node& n) {
 
 }  // namespace
 
-Lowered lower(Graph& g, Target target, std::vector<NodeIssue>* issues) {
-  return Lowering(g, target, issues).run();
+Lowered lower(Graph& g, Target target, std::vector<NodeIssue>* issues, bool fuse) {
+  return Lowering(g, target, issues, fuse).run();
 }
 
 }  // namespace softdla::builder

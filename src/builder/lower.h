@@ -19,8 +19,10 @@ struct Lowered {
 };
 
 // With `issues`, unsupported nodes are recorded and skipped (for `softdla check`); without, the first
-// one throws Error naming the node, the rule and the fix.
-Lowered lower(Graph& g, Target target, std::vector<NodeIssue>* issues = nullptr);
+// one throws Error naming the node, the rule and the fix. fuse = false lowers every BatchNormalization and
+// activation as its own op instead of a step of its producer, so that each ONNX value a fusion would
+// hide is a tensor of the model (the calibration cache lists those too, as TensorRT's does).
+Lowered lower(Graph& g, Target target, std::vector<NodeIssue>* issues = nullptr, bool fuse = true);
 
 // The DLA's NCHW view of an ONNX shape (rank <= 4).
 Shape dla_shape(const std::vector<int64_t>& dims);

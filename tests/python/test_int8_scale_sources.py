@@ -406,3 +406,38 @@ def test_python_calib_cache_is_written_when_it_does_not_exist(tmp_path):
     again = build(m, int8=True, fp16=True, calib_cache=str(cache))
     assert softdla.inspect(first)["layers"] == softdla.inspect(again)["layers"]
     assert np.array_equal(run_loadable(first, X)[0], run_loadable(again, X)[0])
+
+
+def test_written_cache_lists_the_values_fusions_hide(tmp_path):
+    """TensorRT's caches list every activation tensor; a cache softdla wrote left out the values its fusions
+    hide (a convolution's output before its BatchNormalization and ReLU), which TensorRT then finds without a
+    scale. Every value is now listed, each at the min-max range ONNX Runtime computes for it (an
+    independent run with every value an output), and the cache builds the same loadable back."""
+    g = G(3)
+    x = g.input("x", [1, 4, 8, 8])
+    c1 = g.conv(x, 4, 8)
+    b1 = g.bn(c1, 8)
+    r1 = g.node("Relu", [b1])
+    c2 = g.conv(r1, 8, 6)
+    y = g.node("Clip", [c2, g.const(np.float32(0)), g.const(np.float32(6))])
+    m = g.model(y)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    xs = np.random.default_rng(0).standard_normal((16, 4, 8, 8)).astype(np.float32)
+    np.save(calib / "a.npy", xs)
+    cache = tmp_path / "new.cache"
+    first = build(m, int8=True, fp16=True, calib_data=str(calib), calib_cache=str(cache), calibrator="minmax")
+    lines = cache.read_text().splitlines()
+    scales = {ln.rsplit(": ", 1)[0]: struct.unpack(">f", bytes.fromhex(ln.rsplit(": ", 1)[1]))[0] for ln in lines[1:]}
+    hidden = [c1, b1, r1, c2]
+    assert set(hidden) | {"x", y} <= set(scales), sorted(scales)
+    probe = onnx.ModelProto.FromString(m.SerializeToString())
+    for name in hidden:
+        probe.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    values = [sess.run(hidden, {"x": xs[i:i + 1]}) for i in range(len(xs))]
+    for k, name in enumerate(hidden[:2] + hidden[3:]):  # r1 is the built model's own tensor (its own rule)
+        amax = max(float(np.abs(v[hidden.index(name)]).max()) for v in values)
+        assert scales[name] == pytest.approx(amax / 127, rel=1e-5), name
+    again = build(m, int8=True, fp16=True, calib_cache=str(cache))
+    assert np.array_equal(run_loadable(first, X)[0], run_loadable(again, X)[0])
