@@ -20,7 +20,8 @@ Shape dla_shape(const std::vector<int64_t>& d) {
     if (d[k] == 0)
       fail("its output ", dims_text(d), " is empty (axis ", k, " has 0 elements: a Slice whose end is not past its "
            "start, a split part of size 0); the DLA has no empty tensors: remove the node or fix its bounds");
-    if (d[k] < 0 || d[k] > INT32_MAX) fail("dimension ", d[k], " (axis ", k, " of ", dims_text(d), ") cannot be a DLA tensor dimension");
+    if (d[k] < 0 || d[k] > INT32_MAX)
+      fail("dimension ", d[k], " (axis ", k, " of ", dims_text(d), ") cannot be a DLA tensor dimension");
   }
   switch (d.size()) {
     case 0: return {1, 1, 1, 1};
