@@ -16,20 +16,20 @@ def layout(shape, dtype, fmt, target="orin"):
     """(size, stride0, line, surface, batch, channels_per_group) in bytes."""
     n, c, h, w = shape
     e = ELEM[np.dtype(dtype)]
-    align = 32 if target == "xavier" else 64
+    hwc4_align = 32 if target == "xavier" else 64  # dla_linear rows are 64 B aligned on every DLA
     if fmt == LINEAR:
         cpg, s0, line = 1, e, w * e
         surf = line * h
         batch = surf * c
     elif fmt == DLA_LINEAR:
-        cpg, s0, line = 1, e, _round_up(w * e, align)
+        cpg, s0, line = 1, e, _round_up(w * e, 64)
         surf = line * h
         batch = surf * c
     elif fmt == DLA_HWC4:
         assert c in (1, 3, 4)
         cpg = 1 if c == 1 else 4
         s0 = cpg * e
-        line = _round_up(w * s0, align)
+        line = _round_up(w * s0, hwc4_align)
         surf = line * h
         batch = surf
     else:

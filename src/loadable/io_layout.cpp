@@ -43,7 +43,7 @@ const char* to_string(TensorFormat f) {
 
 const char* to_string(Target t) { return t == Target::kXavier ? "xavier" : "orin"; }
 
-uint32_t line_alignment(Target target) { return target == Target::kXavier ? 32 : 64; }
+uint32_t hwc4_line_alignment(Target target) { return target == Target::kXavier ? 32 : 64; }
 
 IoLayout io_layout(const Shape& s, DataType dtype, TensorFormat format, Target target) {
   const uint32_t n = s[0], c = s[1], h = s[2], w = s[3];
@@ -62,7 +62,7 @@ IoLayout io_layout(const Shape& s, DataType dtype, TensorFormat format, Target t
       break;
     case TensorFormat::kDlaLinear:
       l.group_bytes = l.elem;
-      l.line_stride = round_up(uint64_t(w) * l.elem, line_alignment(target));
+      l.line_stride = round_up(uint64_t(w) * l.elem, kDlaLinearLineAlignment);
       l.surface_stride = l.line_stride * h;
       l.batch_stride = l.surface_stride * c;
       break;
@@ -72,7 +72,7 @@ IoLayout io_layout(const Shape& s, DataType dtype, TensorFormat format, Target t
              " (use dla_linear or chw16/chw32 instead)");
       l.channels_per_group = c == 1 ? 1 : 4;
       l.group_bytes = l.channels_per_group * l.elem;
-      l.line_stride = round_up(uint64_t(w) * l.group_bytes, line_alignment(target));
+      l.line_stride = round_up(uint64_t(w) * l.group_bytes, hwc4_line_alignment(target));
       l.surface_stride = l.line_stride * h;
       l.batch_stride = l.surface_stride;
       break;

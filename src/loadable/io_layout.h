@@ -35,8 +35,10 @@ struct IoLayout {
   }
 };
 
-// Line-stride alignment of the target (64 B on Orin, 32 B on Xavier).
-uint32_t line_alignment(Target target);
+// Row-stride alignment of a dla_hwc4 image on the target (64 B on Orin, 32 B on Xavier). dla_linear rows
+// are 64 B aligned on every DLA (TensorRT's kDLA_LINEAR: "rounded up to 64 bytes").
+uint32_t hwc4_line_alignment(Target target);
+inline constexpr uint32_t kDlaLinearLineAlignment = 64;
 
 // Throws Error when the combination is not a DLA format (e.g. chw16 with int8, hwc4 with C = 5).
 IoLayout io_layout(const Shape& shape, DataType dtype, TensorFormat format, Target target);

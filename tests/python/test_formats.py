@@ -32,6 +32,30 @@ def test_xavier_line_stride_is_32_bytes():
     assert F.layout((1, 3, 5, 5), np.int8, F.DLA_HWC4, "orin")[2] == 64
 
 
+@pytest.mark.parametrize("target", ["orin", "xavier"])
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_dla_linear_rows_are_64_bytes_on_every_dla(target, precision, tmp_path):
+    """TensorRT's kDLA_LINEAR rounds the H stride up to 64 bytes, on Xavier too (only dla_hwc4 has the
+    32-byte Xavier rule); Xavier's dla_linear tensors were laid out at 32 bytes, half the size a DLA reads.
+    Checked on a built loadable's descriptors, sizes computed here from the rule."""
+    import softdla
+    from sdla_testkit.onnx_models import G
+    g = G(0)
+    x = g.input("x", [1, 3, 5, 7])
+    m = g.model(g.node("Relu", [g.conv(x, 3, 4)]))
+    calib = tmp_path / "c"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((4, 3, 5, 7)).astype(np.float32))
+    kw = dict(fp16=True) if precision == "fp16" else dict(int8=True, calib_data=str(calib))
+    fmt = f"{precision}:dla_linear"
+    blob = softdla.build(m, target=target, input_formats=fmt, output_formats=fmt, progress=False, **kw)
+    e = 2 if precision == "fp16" else 1
+    for i, output, c in ((0, False, 3), (0, True, 4)):
+        d = descriptor_of(blob, i, output)
+        row = -(-7 * e // 64) * 64
+        assert d["stride"][1] == row and d["size"] == c * 5 * row, (target, d)
+
+
 def descriptor_of(loadable, i, output):
     L = fbgen.mod("Loadable").Loadable.GetRootAs(loadable, 0)
     b = L.Outputs(i) if output else L.Inputs(i)
