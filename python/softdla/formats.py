@@ -12,10 +12,37 @@ def _round_up(x, m):
     return -(-x // m) * m
 
 
+def _checked(shape, dtype, fmt, target):
+    """(shape, dtype, format constant) after the checks the engine makes (src/loadable/io_layout.cpp):
+    an unknown format, target or type, or a combination the DLA has no layout for, is a ValueError, never
+    another format's layout."""
+    fmt = FORMAT_NAMES.get(fmt, fmt) if isinstance(fmt, str) else fmt
+    if isinstance(fmt, bool) or fmt not in range(5):
+        raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMAT_NAMES)} (or softdla.formats' constants)")
+    if target not in ("orin", "xavier"):
+        raise ValueError(f"target {target!r} is not 'orin' or 'xavier'")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"{dtype!r} is not a NumPy dtype") from None
+    if dtype not in ELEM:
+        raise ValueError(f"dtype {dtype} is not a DLA I/O type (float32, float16, int8)")
+    name = list(FORMAT_NAMES)[fmt]
+    if dtype == np.float32 and fmt not in (LINEAR, DLA_LINEAR):  # padded rows: a descriptor's strides may say so
+        raise ValueError(f"float32 I/O is laid out linear (it is not a DLA precision), not {name}")
+    if (fmt == CHW16 and dtype != np.float16) or (fmt == CHW32 and dtype != np.int8):
+        raise ValueError(f"{name} holds {'float16' if fmt == CHW16 else 'int8'} only, not {dtype}")
+    if len(shape) != 4 or any(int(d) < 1 for d in shape):
+        raise ValueError(f"shape {tuple(shape)} is not N, C, H, W of positive sizes")
+    if fmt == DLA_HWC4 and shape[1] not in (1, 3, 4):
+        raise ValueError(f"dla_hwc4 holds 1, 3 or 4 channels, not {shape[1]}")
+    return tuple(int(d) for d in shape), dtype, fmt
+
+
 def layout(shape, dtype, fmt, target="orin"):
     """(size, stride0, line, surface, batch, channels_per_group) in bytes."""
-    n, c, h, w = shape
-    e = ELEM[np.dtype(dtype)]
+    (n, c, h, w), dtype, fmt = _checked(shape, dtype, fmt, target)
+    e = ELEM[dtype]
     hwc4_align = 32 if target == "xavier" else 64  # dla_linear rows are 64 B aligned on every DLA
     if fmt == LINEAR:
         cpg, s0, line = 1, e, w * e
@@ -26,7 +53,6 @@ def layout(shape, dtype, fmt, target="orin"):
         surf = line * h
         batch = surf * c
     elif fmt == DLA_HWC4:
-        assert c in (1, 3, 4)
         cpg = 1 if c == 1 else 4
         s0 = cpg * e
         line = _round_up(w * s0, hwc4_align)
@@ -43,8 +69,12 @@ def layout(shape, dtype, fmt, target="orin"):
 def pack(x, fmt, target="orin", out=None):
     """NCHW array -> bytes of the format (padding zero). With out= (a writable C-contiguous uint8 array of
     the format's size) the bytes are written there instead, and out is returned: one copy, no allocation."""
+    x = np.asarray(x)
+    if x.ndim != 4:
+        raise ValueError(f"pack takes an N, C, H, W array, not one of shape {x.shape}")
     n, c, h, w = x.shape
     size, s0, line, surf, batch, cpg = layout(x.shape, x.dtype, fmt, target)
+    fmt = _checked(x.shape, x.dtype, fmt, target)[2]
     buf = np.zeros(size, np.uint8) if out is None else out
     if buf.dtype != np.uint8 or buf.shape != (size,) or not buf.flags.c_contiguous:
         raise ValueError(f"out must be a C-contiguous uint8 array of {size} bytes, not {buf.dtype} {buf.shape}")
@@ -67,11 +97,14 @@ def pack(x, fmt, target="orin", out=None):
 
 def _unpacked_view(data, shape, dtype, fmt, target):
     """The NCHW tensor inside a buffer of the format, as a strided view of it (no copy)."""
-    n, c, h, w = shape
-    dtype = np.dtype(dtype)
+    (n, c, h, w), dtype, fmt = _checked(shape, dtype, fmt, target)
     size, s0, line, surf, batch, cpg = layout(shape, dtype, fmt, target)
     e = dtype.itemsize
-    a = np.frombuffer(memoryview(data).cast("B")[:size], dtype)
+    raw = memoryview(data).cast("B")
+    if raw.nbytes < size:
+        raise ValueError(f"the buffer holds {raw.nbytes} bytes; {list(FORMAT_NAMES)[fmt]} {dtype} of shape "
+                         f"{(n, c, h, w)} on {target} takes {size}")
+    a = np.frombuffer(raw[:size], dtype)
     if fmt in (LINEAR, DLA_LINEAR):
         return a.reshape(n, c, h, line // e)[..., :w]
     if fmt == DLA_HWC4:
@@ -94,7 +127,7 @@ def unpack(data, shape, dtype, fmt, target="orin", out=None):
 def descriptor(name, shape, dtype, fmt, target="orin"):
     """The cudlaModuleTensorDescriptor fields softdla reports (docs/FORMATS.md)."""
     size, s0, line, surf, batch, cpg = layout(shape, dtype, fmt, target)
-    dtype = np.dtype(dtype)
+    shape, dtype, fmt = _checked(shape, dtype, fmt, target)
     if fmt in (LINEAR, DLA_LINEAR):
         data_format, category, pixel = 1, 2, 36
     elif fmt == DLA_HWC4:

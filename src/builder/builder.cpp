@@ -32,10 +32,10 @@ Graph prepare_graph(const std::vector<uint8_t>& onnx, const std::map<std::string
   return g;
 }
 
-std::vector<IoFormat> io_list(const std::string& spec, size_t count, IoFormat fallback, const char* what) {
-  std::vector<IoFormat> f = parse_io_formats(spec);
-  if (f.empty()) return std::vector<IoFormat>(count, fallback);
-  if (f.size() == 1) return std::vector<IoFormat>(count, f[0]);
+std::vector<IoChoice> io_list(const std::string& spec, size_t count, const char* what) {
+  std::vector<IoChoice> f = parse_io_formats(spec);
+  if (f.empty()) return std::vector<IoChoice>(count);
+  if (f.size() == 1) return std::vector<IoChoice>(count, f[0]);
   if (f.size() != count) fail(what, " formats: ", f.size(), " given for ", count, " tensors (give one, or one per tensor)");
   return f;
 }
@@ -197,24 +197,51 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     if (p == DataType::kFloat32) return IoFormat{DataType::kFloat32, TensorFormat::kLinear};
     return IoFormat{p, TensorFormat::kDlaLinear};
   };
-  plan.inputs = io_list(o.input_formats, fp32.inputs.size(), {}, "input");
-  plan.outputs = io_list(o.output_formats, fp32.outputs.size(), {}, "output");
+  const std::vector<IoChoice> in_choices = io_list(o.input_formats, fp32.inputs.size(), "input");
+  const std::vector<IoChoice> out_choices = io_list(o.output_formats, fp32.outputs.size(), "output");
   const bool ref_only = o.fp32_reference && !o.fp16 && !o.int8;
   if (float_io) {  // for measuring candidates in the engine: float32 in and out
     plan.inputs.assign(fp32.inputs.size(), IoFormat{DataType::kFloat32, TensorFormat::kLinear});
     plan.outputs.assign(fp32.outputs.size(), IoFormat{DataType::kFloat32, TensorFormat::kLinear});
     return plan;
   }
+  // A tensor's format: the default for its layer's precision, else the first alternative the DLA accepts
+  // for it (the first one given, for the FP32 reference).
+  auto choose = [&](const IoChoice& choice, DataType precision, bool is_input, const std::string& name, uint32_t channels) {
+    if (choice.empty()) {
+      const IoFormat f = default_format(precision);
+      if (!ref_only)
+        if (const std::string why = standalone_format_problem(f, is_input, name, channels); !why.empty()) fail(why);
+      return f;
+    }
+    return ref_only ? choice.front() : choose_standalone_format(choice, is_input, name, channels);
+  };
+  plan.inputs.resize(fp32.inputs.size());
+  plan.outputs.resize(fp32.outputs.size());
   for (size_t i = 0; i < fp32.inputs.size(); ++i) {
-    if (o.input_formats.empty()) plan.inputs[i] = default_format(first_precision(fp32.inputs[i].tensor, true));
-    if (!ref_only) check_standalone_format(plan.inputs[i], true, low.input_names[i], fp32.tensors[fp32.inputs[i].tensor].shape[1]);
+    const DataType consumer = first_precision(fp32.inputs[i].tensor, true);
+    plan.inputs[i] = choose(in_choices[i], consumer, true, low.input_names[i], fp32.tensors[fp32.inputs[i].tensor].shape[1]);
+    // The DLA reads a dla_hwc4 image only into a layer of its own precision (dla-facts: "unsupported" the
+    // other way round); a conversion layer in between is not what the device runs.
+    if (plan.inputs[i].format == TensorFormat::kDlaHwc4 && !ref_only && consumer != plan.inputs[i].dtype) {
+      std::string layer = "<layer>";
+      for (const Op& op : fp32.ops)
+        if (std::count(op.inputs.begin(), op.inputs.end(), fp32.inputs[i].tensor)) {
+          layer = op.name.substr(0, op.name.find(" ("));
+          break;
+        }
+      fail("input '", low.input_names[i], "': ", to_string(plan.inputs[i]), " feeds layer '", layer, "', which runs in ",
+           to_string(consumer), "; the DLA reads a dla_hwc4 image only into a layer of the same precision: give ",
+           to_string(consumer), ":dla_hwc4, or set the layer's precision (--layerPrecisions=", layer, ":",
+           to_string(plan.inputs[i].dtype), ")");
+    }
     if (plan.inputs[i].dtype == DataType::kInt8 && amax[fp32.inputs[i].tensor] <= 0)
       fail("input '", low.input_names[i], "' is int8 but has no scale: calibrate, or give a cache entry for it (a "
            "tensor whose calibration values are all 0 has no range either)");
   }
   for (size_t i = 0; i < fp32.outputs.size(); ++i) {
-    if (o.output_formats.empty()) plan.outputs[i] = default_format(first_precision(fp32.outputs[i].tensor, false));
-    if (!ref_only) check_standalone_format(plan.outputs[i], false, low.output_names[i], fp32.tensors[fp32.outputs[i].tensor].shape[1]);
+    plan.outputs[i] = choose(out_choices[i], first_precision(fp32.outputs[i].tensor, false), false, low.output_names[i],
+                             fp32.tensors[fp32.outputs[i].tensor].shape[1]);
     if (plan.outputs[i].dtype == DataType::kInt8 && amax[fp32.outputs[i].tensor] <= 0)
       fail("output '", low.output_names[i], "' is int8 but has no scale: calibrate, or give a cache entry for it (a "
            "tensor whose calibration values are all 0 has no range either)");

@@ -6,8 +6,8 @@
 
 namespace softdla::builder {
 
-std::vector<IoFormat> parse_io_formats(const std::string& spec) {
-  std::vector<IoFormat> out;
+std::vector<IoChoice> parse_io_formats(const std::string& spec) {
+  std::vector<IoChoice> out;
   if (spec.empty()) return out;
   std::stringstream ss(spec);
   std::string item;
@@ -20,33 +20,52 @@ std::vector<IoFormat> parse_io_formats(const std::string& spec) {
     else if (type == "int8") f.dtype = DataType::kInt8;
     else if (type == "fp32") f.dtype = DataType::kFloat32;
     else fail("I/O type '", type, "' is not a DLA type (fp16 or int8; fp32 is softdla's linear-only reference)");
-    // trtexec allows alternatives joined with '+'; the first one the DLA accepts is used.
-    const std::string fmt = fmts.substr(0, fmts.find('+'));
-    if (fmt == "chw" || fmt == "linear") f.format = TensorFormat::kLinear;
-    else if (fmt == "dla_linear") f.format = TensorFormat::kDlaLinear;
-    else if (fmt == "dla_hwc4" || fmt == "chw4" || fmt == "hwc4") f.format = TensorFormat::kDlaHwc4;
-    else if (fmt == "chw16") f.format = TensorFormat::kChw16;
-    else if (fmt == "chw32") f.format = TensorFormat::kChw32;
-    else fail("I/O format '", fmt, "' is not a DLA format (dla_linear, dla_hwc4, chw16, chw32)");
-    out.push_back(f);
+    // trtexec allows alternatives joined with '+': each one is checked here, and the first one the DLA
+    // accepts for its tensor is used (choose_standalone_format).
+    IoChoice choice;
+    std::stringstream alternatives(fmts);
+    std::string fmt;
+    while (std::getline(alternatives, fmt, '+')) {
+      if (fmt == "chw" || fmt == "linear") f.format = TensorFormat::kLinear;
+      else if (fmt == "dla_linear") f.format = TensorFormat::kDlaLinear;
+      else if (fmt == "dla_hwc4" || fmt == "chw4" || fmt == "hwc4") f.format = TensorFormat::kDlaHwc4;
+      else if (fmt == "chw16") f.format = TensorFormat::kChw16;
+      else if (fmt == "chw32") f.format = TensorFormat::kChw32;
+      else if (fmt.empty()) fail("I/O format '", item, "' has an empty format (a '+' with nothing on one side)");
+      else fail("I/O format '", fmt, "' is not a DLA format (dla_linear, dla_hwc4, chw16, chw32)");
+      choice.push_back(f);
+    }
+    if (choice.empty() || fmts.back() == '+')
+      fail("I/O format '", item, "' has an empty format (a '+' with nothing on one side)");
+    out.push_back(choice);
   }
   return out;
 }
 
-void check_standalone_format(const IoFormat& f, bool is_input, const std::string& tensor, uint32_t channels) {
+IoFormat choose_standalone_format(const IoChoice& choice, bool is_input, const std::string& tensor, uint32_t channels) {
+  for (const IoFormat& f : choice)
+    if (standalone_format_problem(f, is_input, tensor, channels).empty()) return f;
+  std::string why = standalone_format_problem(choice.front(), is_input, tensor, channels);
+  if (choice.size() > 1) why += " (none of the " + std::to_string(choice.size()) + " alternatives given is)";
+  fail(why);
+}
+
+std::string standalone_format_problem(const IoFormat& f, bool is_input, const std::string& tensor, uint32_t channels) {
   const bool ok = f.dtype == DataType::kInt8
                       ? (f.format == TensorFormat::kDlaLinear || f.format == TensorFormat::kChw32 ||
                          (is_input && f.format == TensorFormat::kDlaHwc4))
                       : f.dtype == DataType::kFloat16 &&
                             (f.format == TensorFormat::kDlaLinear || f.format == TensorFormat::kChw16 ||
                              (is_input && f.format == TensorFormat::kDlaHwc4));
+  const std::string which = std::string(is_input ? "input '" : "output '") + tensor + "': ";
   if (!ok)
-    fail(is_input ? "input '" : "output '", tensor, "': ", to_string(f),
-         " is not allowed for a DLA standalone loadable: I/O formats for safe DLA capability are restricted to "
-         "fp16/int8:dla_linear, fp16/int8:hwc4 (inputs only), fp16:chw16 or int8:chw32");
+    return which + to_string(f) +
+           " is not allowed for a DLA standalone loadable: I/O formats for safe DLA capability are restricted to "
+           "fp16/int8:dla_linear, fp16/int8:hwc4 (inputs only), fp16:chw16 or int8:chw32";
   if (f.format == TensorFormat::kDlaHwc4 && channels != 1 && channels != 3 && channels != 4)
-    fail(is_input ? "input '" : "output '", tensor, "': dla_hwc4 holds 1, 3 or 4 channels and this tensor has ",
-         channels, "; use dla_linear, or chw16 (fp16) / chw32 (int8)");
+    return which + "dla_hwc4 holds 1, 3 or 4 channels and this tensor has " + std::to_string(channels) +
+           "; use dla_linear, or chw16 (fp16) / chw32 (int8)";
+  return "";
 }
 
 std::string to_string(const IoFormat& f) {

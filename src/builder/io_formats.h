@@ -13,12 +13,20 @@ struct IoFormat {
   TensorFormat format;
 };
 
-// Parses a spec list; Error on unknown types/formats. Empty input -> empty list (use defaults).
-std::vector<IoFormat> parse_io_formats(const std::string& spec);
+// One tensor's spec: its alternatives (trtexec's type:fmt+fmt), in the order given.
+using IoChoice = std::vector<IoFormat>;
 
-// Throws Error with trtexec's explanation when a format is not allowed for a DLA standalone loadable
-// input (is_input) or output.
-void check_standalone_format(const IoFormat& f, bool is_input, const std::string& tensor, uint32_t channels);
+// Parses a spec list; Error on unknown types/formats, empty alternatives among them. Empty input -> empty
+// list (use defaults).
+std::vector<IoChoice> parse_io_formats(const std::string& spec);
+
+// Why a format is not allowed for a DLA standalone loadable input (is_input) or output, in trtexec's
+// words; empty where it is.
+std::string standalone_format_problem(const IoFormat& f, bool is_input, const std::string& tensor, uint32_t channels);
+
+// The first of a tensor's alternatives that the DLA accepts for it (trtexec's rule); Error with the first
+// alternative's reason where none is.
+IoFormat choose_standalone_format(const IoChoice& choice, bool is_input, const std::string& tensor, uint32_t channels);
 
 std::string to_string(const IoFormat& f);
 

@@ -149,3 +149,75 @@ def test_invalid_format_type_pairs(fmt, dtype, msg):
 def test_hwc4_rejects_five_channels():
     with pytest.raises(Exception, match="dla_hwc4 holds 1, 3 or 4 channels"):
         Engine(_with_input_format(np.int8, F.DLA_HWC4, channels=5))
+
+
+def _conv_model(c):
+    from sdla_testkit.onnx_models import G
+    g = G(0)
+    x = g.input("x", [1, c, 6, 6])
+    return g.model(g.node("Relu", [g.conv(x, c, 4)]))
+
+
+@pytest.mark.parametrize("spec, want", [
+    ("fp16:chw32+chw16", "chw16"),       # chw32 holds int8 only: the second alternative is the one taken
+    ("fp16:dla_hwc4+chw16", "chw16"),    # 16 channels: no dla_hwc4
+    ("fp16:chw16+dla_linear", "chw16"),  # both allowed: the first
+])
+def test_format_alternatives_take_the_first_the_dla_accepts(spec, want):
+    """trtexec's 'type:fmt+fmt': the first alternative was always taken (an error where the DLA refuses it)
+    and the others never read."""
+    import softdla
+    blob = softdla.build(_conv_model(16), fp16=True, input_formats=spec, progress=False)
+    assert softdla.inspect(blob)["inputs"][0]["format"] == want
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("fp16:chw16+bogus", "'bogus' is not a DLA format"),
+    ("fp16:chw16+", "has an empty format"),
+    ("fp16:+chw16", "has an empty format"),
+    ("fp16:chw32+dla_hwc4", "none of the 2 alternatives given is"),
+])
+def test_format_alternatives_are_each_checked(spec, words):
+    import softdla
+    with pytest.raises(softdla.BuildError, match=words):
+        softdla.build(_conv_model(16), fp16=True, input_formats=spec, progress=False)
+
+
+@pytest.mark.parametrize("fmt, layer_precision", [("fp16:dla_hwc4", "int8"), ("int8:dla_hwc4", "fp16")])
+def test_dla_hwc4_input_must_feed_a_layer_of_its_precision(fmt, layer_precision, tmp_path):
+    """dla-facts: a dla_hwc4 input into a convolution of the other precision is unsupported on the DLA; the
+    builder slipped a conversion layer in between."""
+    import softdla
+    calib = tmp_path / "c"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((4, 3, 6, 6)).astype(np.float32))
+    m = _conv_model(3)
+    conv = m.graph.node[0].name
+    with pytest.raises(softdla.BuildError, match=f"feeds layer '{conv}', which runs in {layer_precision}"):
+        softdla.build(m, int8=True, fp16=True, calib_data=str(calib), input_formats=fmt,
+                      layer_precisions={conv: layer_precision}, progress=False)
+    same = softdla.build(m, int8=True, fp16=True, calib_data=str(calib), input_formats=f"{layer_precision}:dla_hwc4",
+                         layer_precisions={conv: layer_precision}, progress=False)
+    assert [p for _, _, p in softdla.inspect(same)["layers"]] == [layer_precision]
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: F.layout((1, 3, 2, 5), np.float16, 99), "format 99 is not one of"),
+    (lambda: F.layout((1, 3, 2, 5), np.float16, "chw17"), "format 'chw17' is not one of"),
+    (lambda: F.layout((1, 3, 2, 5), np.float16, F.DLA_LINEAR, "Xavier"), "target 'Xavier' is not"),
+    (lambda: F.layout((1, 5, 2, 5), np.int8, F.DLA_HWC4), "dla_hwc4 holds 1, 3 or 4 channels, not 5"),
+    (lambda: F.layout((1, 3, 2, 5), np.float64, F.LINEAR), "float64 is not a DLA I/O type"),
+    (lambda: F.layout((1, 3, 2, 5), np.float16, F.CHW32), "chw32 holds int8 only"),
+    (lambda: F.pack(np.zeros((1, 3, 2, 5), np.int8), F.CHW16), "chw16 holds float16 only"),
+    (lambda: F.unpack(b"\0" * 10, (1, 3, 2, 5), np.float16, F.DLA_LINEAR), "the buffer holds 10 bytes"),
+    (lambda: F.descriptor("x", (1, 3, 2, 5), np.float32, F.CHW16), "float32 I/O is laid out linear"),
+])
+def test_format_helpers_refuse_what_has_no_layout(call, words):
+    """An unknown format fell back to chw32's layout, an unknown target to Orin's; a 5-channel dla_hwc4 was
+    a bare AssertionError, a short buffer a reshape error."""
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+def test_format_helpers_take_format_names():
+    assert F.layout((1, 3, 2, 5), np.float16, "dla_linear") == F.layout((1, 3, 2, 5), np.float16, F.DLA_LINEAR)
