@@ -430,24 +430,22 @@ static void apply_calibration_cache(const std::string& path, const std::map<std:
 // has keep their own scales. A model that does not lower unfused keeps the cache it has.
 void add_unfused_scales(const std::vector<uint8_t>& onnx, const BuildOptions& o, const std::vector<Batch>& batches,
                         RangeRule rule, std::map<std::string, float>& scales) {
-  Lowered low;
   try {
     Graph g = prepare_graph(onnx, o.shapes, nullptr);
-    low = lower(g, o.target, nullptr, false);
-  } catch (const Error& e) {
+    const Lowered low = lower(g, o.target, nullptr, false);
+    const bool missing = std::any_of(low.tensor_of.begin(), low.tensor_of.end(), [&](const auto& nt) {
+      return !scales.count(nt.first) && low.model.tensors[nt.second].constant < 0;
+    });
+    if (!missing) return;
+    const double percentile = rule.tail ? kTailPercentile : o.percentile;
+    const CalibratedRanges r = calibrate_all(low.model, batches, rule.rule, percentile, 0, o.progress);
+    const std::vector<float>& amax = ranges_of(r, rule);
+    for (const auto& [name, t] : low.tensor_of)
+      if (!scales.count(name) && low.model.tensors[t].constant < 0 && amax[t] > 0)
+        scales[name] = float(scale_from_amax(amax[t]));
+  } catch (const Error& e) {  // the build itself succeeded: its cache keeps its own tensors
     if (o.verbose) o.verbose(std::string("calibration cache: the tensors fusions hide are left out (") + e.what() + ")");
-    return;
   }
-  const bool missing = std::any_of(low.tensor_of.begin(), low.tensor_of.end(), [&](const auto& nt) {
-    return !scales.count(nt.first) && low.model.tensors[nt.second].constant < 0;
-  });
-  if (!missing) return;
-  const double percentile = rule.tail ? kTailPercentile : o.percentile;
-  const CalibratedRanges r = calibrate_all(low.model, batches, rule.rule, percentile, 0, o.progress);
-  const std::vector<float>& amax = ranges_of(r, rule);
-  for (const auto& [name, t] : low.tensor_of)
-    if (!scales.count(name) && low.model.tensors[t].constant < 0 && amax[t] > 0)
-      scales[name] = float(scale_from_amax(amax[t]));
 }
 
 BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
