@@ -436,13 +436,21 @@ void add_unfused_scales(const std::vector<uint8_t>& onnx, const BuildOptions& o,
     const bool missing = std::any_of(low.tensor_of.begin(), low.tensor_of.end(), [&](const auto& nt) {
       return !scales.count(nt.first) && low.model.tensors[nt.second].constant < 0;
     });
-    if (!missing) return;
-    const double percentile = rule.tail ? kTailPercentile : o.percentile;
-    const CalibratedRanges r = calibrate_all(low.model, batches, rule.rule, percentile, 0, o.progress);
-    const std::vector<float>& amax = ranges_of(r, rule);
-    for (const auto& [name, t] : low.tensor_of)
-      if (!scales.count(name) && low.model.tensors[t].constant < 0 && amax[t] > 0)
-        scales[name] = float(scale_from_amax(amax[t]));
+    if (missing) {
+      const double percentile = rule.tail ? kTailPercentile : o.percentile;
+      const CalibratedRanges r = calibrate_all(low.model, batches, rule.rule, percentile, 0, o.progress);
+      const std::vector<float>& amax = ranges_of(r, rule);
+      for (const auto& [name, t] : low.tensor_of)
+        if (!scales.count(name) && low.model.tensors[t].constant < 0 && amax[t] > 0)
+          scales[name] = float(scale_from_amax(amax[t]));
+    }
+    // Values that only rearrange another one and never become a tensor of their own (a Flatten a Gemm
+    // absorbs, a channel shuffle's rank-5 views): the same values, so the same range.
+    static const std::set<std::string> kRearranging = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                                       "Identity", "Dropout"};
+    for (const Node& n : g.nodes)
+      if (kRearranging.count(n.op) && !n.inputs.empty() && !n.outputs.empty() && !scales.count(n.outputs[0]))
+        if (const auto it = scales.find(n.inputs[0]); it != scales.end()) scales[n.outputs[0]] = it->second;
   } catch (const Error& e) {  // the build itself succeeded: its cache keeps its own tensors
     if (o.verbose) o.verbose(std::string("calibration cache: the tensors fusions hide are left out (") + e.what() + ")");
   }

@@ -441,3 +441,21 @@ def test_written_cache_lists_the_values_fusions_hide(tmp_path):
         assert scales[name] == pytest.approx(amax / 127, rel=1e-5), name
     again = build(m, int8=True, fp16=True, calib_cache=str(cache))
     assert np.array_equal(run_loadable(first, X)[0], run_loadable(again, X)[0])
+
+
+def test_written_cache_names_values_that_only_rearrange_another(tmp_path):
+    """A Flatten a Gemm absorbs never becomes a tensor of its own; TensorRT's cache has it (its values are its
+    input's, so the same range)."""
+    g = G(5)
+    x = g.input("x", [1, 4, 8, 8])
+    r = g.node("Relu", [g.conv(x, 4, 8)])
+    f = g.node("Flatten", [r])
+    y = g.node("Gemm", [f, g.const(np.random.default_rng(1).standard_normal((10, 512)).astype(np.float32))], transB=1)
+    m = g.model(y)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((8, 4, 8, 8)).astype(np.float32))
+    cache = tmp_path / "c.cache"
+    build(m, int8=True, fp16=True, calib_data=str(calib), calib_cache=str(cache))
+    entries = dict(ln.rsplit(": ", 1) for ln in cache.read_text().splitlines()[1:])
+    assert entries[f] == entries[r], entries
