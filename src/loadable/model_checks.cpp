@@ -367,9 +367,10 @@ void check_io(const Model& m, const IoBinding& io, const char* kind, std::vector
   const TensorDescriptor want = io_descriptor(t.name, t.shape, t.dtype, io.format, m.target);
   if (want.size > UINT32_MAX) fail(kind, " '", t.name, "' is larger than 4 GiB");
   if (!(io.desc == want))
-    fail(kind, " '", t.name, "': stored tensor descriptor (", io.desc.size, " bytes, row stride ", io.desc.stride[1],
-         ") does not match its shape, type and format (", want.size, " bytes, row stride ", want.stride[1],
-         "); a Xavier loadable whose dla_linear rows are 32 bytes came from an earlier softdla: rebuild it");
+    fail(kind, " '", t.name, "': stored tensor descriptor does not match its shape, type and format (stored ",
+         io.desc.size, " bytes, row stride ", io.desc.stride[1], "; expected ", want.size, " bytes, row stride ",
+         want.stride[1], "); a Xavier loadable whose dla_linear rows are 32 bytes came from an earlier softdla: "
+         "rebuild it");
 }
 
 }  // namespace

@@ -32,27 +32,40 @@ def test_xavier_line_stride_is_32_bytes():
     assert F.layout((1, 3, 5, 5), np.int8, F.DLA_HWC4, "orin")[2] == 64
 
 
+def _cli_build(model, tmp_path, *flags, calibrate=False):
+    """softdla build (the CLI: the GPU machine's Python has no builder extension); (loadable or None, stderr).
+    calibrate: calibrate on random samples of the model's input shape."""
+    from sdla_testkit.onnx_models import softdla_build
+    calib = None
+    if calibrate:
+        dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+        calib = np.random.default_rng(0).standard_normal([4] + dims[1:]).astype(np.float32)
+    blob, r = softdla_build(model, str(tmp_path), *flags, calib=calib, check=False)
+    return blob, r.stderr
+
+
+def _conv_model(c, h=6, w=6):
+    from sdla_testkit.onnx_models import G
+    g = G(0)
+    x = g.input("x", [1, c, h, w])
+    return g.model(g.node("Relu", [g.conv(x, c, 4)]))
+
+
 @pytest.mark.parametrize("target", ["orin", "xavier"])
 @pytest.mark.parametrize("precision", ["fp16", "int8"])
 def test_dla_linear_rows_are_64_bytes_on_every_dla(target, precision, tmp_path):
     """TensorRT's kDLA_LINEAR rounds the H stride up to 64 bytes, on Xavier too (only dla_hwc4 has the
     32-byte Xavier rule); Xavier's dla_linear tensors were laid out at 32 bytes, half the size a DLA reads.
     Checked on a built loadable's descriptors, sizes computed here from the rule."""
-    import softdla
-    from sdla_testkit.onnx_models import G
-    g = G(0)
-    x = g.input("x", [1, 3, 5, 7])
-    m = g.model(g.node("Relu", [g.conv(x, 3, 4)]))
-    calib = tmp_path / "c"
-    calib.mkdir()
-    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((4, 3, 5, 7)).astype(np.float32))
-    kw = dict(fp16=True) if precision == "fp16" else dict(int8=True, calib_data=str(calib))
+    flags = ["--fp16"] if precision == "fp16" else ["--int8"]
     fmt = f"{precision}:dla_linear"
-    blob = softdla.build(m, target=target, input_formats=fmt, output_formats=fmt, progress=False, **kw)
+    blob, err = _cli_build(_conv_model(3, 5, 7), tmp_path, *flags, f"--target={target}", f"--inputIOFormats={fmt}",
+                           f"--outputIOFormats={fmt}", calibrate=precision == "int8")
+    assert blob, err
     e = 2 if precision == "fp16" else 1
+    row = -(-7 * e // 64) * 64
     for i, output, c in ((0, False, 3), (0, True, 4)):
         d = descriptor_of(blob, i, output)
-        row = -(-7 * e // 64) * 64
         assert d["stride"][1] == row and d["size"] == c * 5 * row, (target, d)
 
 
@@ -151,24 +164,17 @@ def test_hwc4_rejects_five_channels():
         Engine(_with_input_format(np.int8, F.DLA_HWC4, channels=5))
 
 
-def _conv_model(c):
-    from sdla_testkit.onnx_models import G
-    g = G(0)
-    x = g.input("x", [1, c, 6, 6])
-    return g.model(g.node("Relu", [g.conv(x, c, 4)]))
-
-
 @pytest.mark.parametrize("spec, want", [
-    ("fp16:chw32+chw16", "chw16"),       # chw32 holds int8 only: the second alternative is the one taken
-    ("fp16:dla_hwc4+chw16", "chw16"),    # 16 channels: no dla_hwc4
-    ("fp16:chw16+dla_linear", "chw16"),  # both allowed: the first
+    ("fp16:chw32+chw16", F.CHW16),       # chw32 holds int8 only: the second alternative is the one taken
+    ("fp16:dla_hwc4+chw16", F.CHW16),    # 16 channels: no dla_hwc4
+    ("fp16:chw16+dla_linear", F.CHW16),  # both allowed: the first
 ])
-def test_format_alternatives_take_the_first_the_dla_accepts(spec, want):
+def test_format_alternatives_take_the_first_the_dla_accepts(spec, want, tmp_path):
     """trtexec's 'type:fmt+fmt': the first alternative was always taken (an error where the DLA refuses it)
     and the others never read."""
-    import softdla
-    blob = softdla.build(_conv_model(16), fp16=True, input_formats=spec, progress=False)
-    assert softdla.inspect(blob)["inputs"][0]["format"] == want
+    blob, err = _cli_build(_conv_model(16), tmp_path, "--fp16", f"--inputIOFormats={spec}")
+    assert blob, err
+    assert Engine(blob).io_info(False)[0].format == want
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -177,28 +183,23 @@ def test_format_alternatives_take_the_first_the_dla_accepts(spec, want):
     ("fp16:+chw16", "has an empty format"),
     ("fp16:chw32+dla_hwc4", "none of the 2 alternatives given is"),
 ])
-def test_format_alternatives_are_each_checked(spec, words):
-    import softdla
-    with pytest.raises(softdla.BuildError, match=words):
-        softdla.build(_conv_model(16), fp16=True, input_formats=spec, progress=False)
+def test_format_alternatives_are_each_checked(spec, words, tmp_path):
+    blob, err = _cli_build(_conv_model(16), tmp_path, "--fp16", f"--inputIOFormats={spec}")
+    assert blob is None and words in err, err
 
 
 @pytest.mark.parametrize("fmt, layer_precision", [("fp16:dla_hwc4", "int8"), ("int8:dla_hwc4", "fp16")])
 def test_dla_hwc4_input_must_feed_a_layer_of_its_precision(fmt, layer_precision, tmp_path):
     """dla-facts: a dla_hwc4 input into a convolution of the other precision is unsupported on the DLA; the
     builder slipped a conversion layer in between."""
-    import softdla
-    calib = tmp_path / "c"
-    calib.mkdir()
-    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((4, 3, 6, 6)).astype(np.float32))
     m = _conv_model(3)
     conv = m.graph.node[0].name
-    with pytest.raises(softdla.BuildError, match=f"feeds layer '{conv}', which runs in {layer_precision}"):
-        softdla.build(m, int8=True, fp16=True, calib_data=str(calib), input_formats=fmt,
-                      layer_precisions={conv: layer_precision}, progress=False)
-    same = softdla.build(m, int8=True, fp16=True, calib_data=str(calib), input_formats=f"{layer_precision}:dla_hwc4",
-                         layer_precisions={conv: layer_precision}, progress=False)
-    assert [p for _, _, p in softdla.inspect(same)["layers"]] == [layer_precision]
+    flags = ["--int8", "--fp16", f"--layerPrecisions={conv}:{layer_precision}"]
+    blob, err = _cli_build(m, tmp_path, *flags, f"--inputIOFormats={fmt}", calibrate=True)
+    assert blob is None and f"feeds layer '{conv}', which runs in {layer_precision}" in err, err
+    blob, err = _cli_build(m, tmp_path, *flags, f"--inputIOFormats={layer_precision}:dla_hwc4", calibrate=True)
+    assert blob, err
+    assert Engine(blob).io_info(False)[0].format == F.DLA_HWC4
 
 
 @pytest.mark.parametrize("call, words", [
