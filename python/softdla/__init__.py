@@ -17,7 +17,7 @@ from ._version import __version__  # noqa: F401  (read from pyproject.toml)
 
 _LAZY = {
     "cudla": ("cudla", None),
-    "BuildError": ("builder", "BuildError"), "build": ("builder", "build"), "check": ("builder", "check"),
+    "BuildError": ("builder", "BuildError"), "BuildWarning": ("builder", "BuildWarning"), "build": ("builder", "build"), "check": ("builder", "check"),
     "inspect": ("builder", "inspect"),
     "Device": ("runtime", "Device"), "Module": ("runtime", "Module"), "TensorInfo": ("runtime", "TensorInfo"),
     "device_count": ("runtime", "device_count"),

@@ -2,13 +2,19 @@
 import builtins
 import os
 import sys
+import warnings
 
 from ._builder_ext import BuildError
 from ._builder_ext import build as _build
 from ._builder_ext import check as _check
 from ._builder_ext import inspect as _inspect
 
-__all__ = ["BuildError", "build", "check", "inspect"]
+__all__ = ["BuildError", "BuildWarning", "build", "check", "inspect"]
+
+
+class BuildWarning(UserWarning):
+    """A build that went through, but not as its arguments may suggest (layers left in FP16 for want of an
+    INT8 scale, a per-layer precision that did not apply): the builder's warning lines."""
 
 
 def _read(model):
@@ -82,8 +88,10 @@ def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=Non
     for key, value in (("calib_data", calib_data), ("calib_cache", calib_cache), ("write_calib_cache", write_calib_cache)):
         if value:
             opts[key] = os.fspath(value)
-    loadable, _layers, _scales = _build(_read(model), opts, dict(layer_precisions or {}),
-                                        _shape_lists(shapes), _progress_callback(progress))
+    loadable, _layers, _scales, notes = _build(_read(model), opts, dict(layer_precisions or {}),
+                                               _shape_lists(shapes), _progress_callback(progress))
+    for note in notes:  # the build went through, but not as the arguments may suggest
+        warnings.warn(note, BuildWarning, stacklevel=2)
     if save:
         with open(save, "wb") as f:
             f.write(loadable)

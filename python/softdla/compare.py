@@ -279,7 +279,7 @@ class _Builder:
         shapes = {k: [int(d) for d in v] for k, v in (o.get("shapes") or {}).items()}
         # The bar redraws a line with '\r': on a terminal only, never into a log.
         progress = _progress_bar if self.progress and self.builds == 0 and sys.stderr.isatty() else None
-        loadable, layers, _scales = ext_build(self.onnx, ext, lp, shapes, progress)
+        loadable, layers, _scales, _warnings = ext_build(self.onnx, ext, lp, shapes, progress)
         self.builds += 1
         return loadable, [dict(name=n, kind=k, precision=p, output=out) for n, k, p, out in layers]
 

@@ -151,7 +151,8 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
                ? "its constant '" + fp32.tensors[size_t(unscaled())].name + "' holds an infinity, which has no INT8 "
                      "scale: replace it with a finite value"
            : unscaled() >= 0  ? "no scale for its tensor '" + fp32.tensors[size_t(unscaled())].name +
-                                   "': add it to the calibration data or cache"
+                                   "': give calibration data or a cache entry for it (a tensor whose calibration "
+                                   "values are all 0 has no range either)"
                               : std::string("no scale for its tensors: add them to the calibration data or cache"),
            "); add --fp16 to let it run in FP16");
     }
@@ -456,6 +457,55 @@ void add_unfused_scales(const std::vector<uint8_t>& onnx, const BuildOptions& o,
   }
 }
 
+// What the build did that the flags may not suggest: layers left in FP16 for want of an INT8 scale (a
+// cache written for another model, a tensor all zeros in the calibration data), per-layer precisions that
+// did not apply, calibration data without --int8.
+std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionPlan& plan, const BuildOptions& o,
+                                            bool have_cache) {
+  const Model& fp32 = low.model;
+  std::vector<std::string> w;
+  auto base_of = [](const Op& op) { return op.name.substr(0, op.name.find(" (")); };
+  auto unscaled_tensor = [&](const Op& op) -> std::string {
+    for (uint32_t t : op.inputs)
+      if (plan.amax[t] <= 0) return fp32.tensors[t].name;
+    return plan.amax[op.outputs[0]] <= 0 ? fp32.tensors[op.outputs[0]].name : "";
+  };
+  if (o.int8) {
+    size_t unscaled = 0, candidates = 0;
+    std::string first_layer, first_tensor;
+    for (size_t i = 0; i < fp32.ops.size(); ++i) {
+      const Op& op = fp32.ops[i];
+      if (!supports_int8(op) || o.layer_precisions.count(base_of(op))) continue;
+      ++candidates;
+      const std::string t = unscaled_tensor(op);
+      if (plan.op_precision[i] == DataType::kInt8 || t.empty()) continue;
+      if (!unscaled++) first_layer = base_of(op), first_tensor = t;
+    }
+    if (unscaled)
+      w.push_back(std::to_string(unscaled) + " of " + std::to_string(candidates) +
+                  " layers that could run in INT8 run in FP16: no INT8 scale for their tensors (the first: layer '" +
+                  first_layer + "', tensor '" + first_tensor + "')" +
+                  (have_cache ? "; the calibration cache has no entry for them (was it written for this model?)"
+                              : "; give calibration data or cache entries for them (a tensor all 0 in the "
+                                "calibration data has no range)"));
+  }
+  for (const auto& [name, want] : o.layer_precisions)
+    for (size_t i = 0; i < fp32.ops.size(); ++i) {
+      const Op& op = fp32.ops[i];
+      if (base_of(op) != name || to_string(plan.op_precision[i]) == want) continue;
+      const std::string why = want == "int8" && !o.int8   ? "--int8 is not set"
+                              : want == "fp16" && !o.fp16 ? "--fp16 is not set"
+                              : want == "int8" && !supports_int8(op)
+                                  ? "the DLA runs it in FP16 only"
+                                  : "no INT8 scale for its tensor '" + unscaled_tensor(op) + "'";
+      w.push_back("--layerPrecisions asks " + want + " for layer '" + name + "', which runs in " +
+                  to_string(plan.op_precision[i]) + ": " + why + " (--precisionConstraints=obey makes this an error)");
+      break;
+    }
+  if (!o.calib_data.empty() && !o.int8) w.push_back("--calib-data is not used without --int8");
+  return w;
+}
+
 BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   if (!o.fp16 && !o.int8 && !o.fp32_reference)
     fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
@@ -505,6 +555,8 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   PrecisionPlan plan = plan_precisions(low, amax, o, false);
   amax = plan.amax;
   const bool ref_only = o.fp32_reference && !o.fp16 && !o.int8;
+  BuildResult r;
+  r.warnings = precision_warnings(low, plan, o, have_cache);
 
   if (o.expose_intermediates) expose_intermediates(low, plan);
   Model m = apply_precision(low, plan);
@@ -517,7 +569,6 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   m.build_info.precisions = precisions;
   m.build_info.flags = o.flags_text;
 
-  BuildResult r;
   for (size_t i = 0; i < fp32.ops.size(); ++i)
     r.layers.push_back({fp32.ops[i].name, op_kind_name(fp32.ops[i].params), to_string(plan.op_precision[i]),
                         fp32.tensors[fp32.ops[i].outputs[0]].name});

@@ -45,6 +45,9 @@ struct BuildResult {
   std::vector<uint8_t> loadable;
   std::vector<LayerReport> layers;
   std::map<std::string, float> scales;  // tensor -> INT8 scale used (amax / 127)
+  // What the user should hear whatever the verbosity: the build went through, but not as the flags may
+  // suggest (layers left in FP16 for want of an INT8 scale, flags that had no effect).
+  std::vector<std::string> warnings;
 };
 
 BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& options);

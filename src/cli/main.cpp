@@ -199,6 +199,7 @@ int main(int argc, char** argv) {
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
       if (!o.write_calib_cache.empty() && std::filesystem::exists(o.write_calib_cache))
         std::cout << "wrote calibration cache " << o.write_calib_cache << "\n";
+      for (const std::string& w : r.warnings) std::cerr << "softdla: warning: " << w << "\n";
       return 0;
     }
     std::map<std::string, std::string> files;

@@ -66,7 +66,8 @@ NB_MODULE(_builder_ext, m) {
     }
     std::vector<std::tuple<std::string, std::string, std::string, std::string>> layers;
     for (const auto& l : r.layers) layers.emplace_back(l.name, l.kind, l.precision, l.output);
-    return std::make_tuple(nb::bytes(reinterpret_cast<const char*>(r.loadable.data()), r.loadable.size()), layers, r.scales);
+    return std::make_tuple(nb::bytes(reinterpret_cast<const char*>(r.loadable.data()), r.loadable.size()), layers, r.scales,
+                           r.warnings);
   }, nb::arg("onnx"), nb::arg("options"), nb::arg("layer_precisions"), nb::arg("shapes"), nb::arg("progress").none());
 
   m.def("check", [](nb::bytes onnx, const std::string& target, const std::map<std::string, std::vector<int64_t>>& shapes) {

@@ -4,6 +4,7 @@ running the same Q/DQ model (graph optimizations off: its fusions round differen
 written in the cache."""
 import struct
 import subprocess
+import warnings
 
 import numpy as np
 import onnxruntime as ort
@@ -459,3 +460,30 @@ def test_written_cache_names_values_that_only_rearrange_another(tmp_path):
     build(m, int8=True, fp16=True, calib_data=str(calib), calib_cache=str(cache))
     entries = dict(ln.rsplit(": ", 1) for ln in cache.read_text().splitlines()[1:])
     assert entries[f] == entries[r], entries
+
+
+def test_builds_that_do_not_do_what_their_flags_say_warn(tmp_path):
+    """A cache written for another model built all-FP16 without a word; --layerPrecisions int8 without
+    --int8, and calibration data without --int8, were ignored without a word."""
+    m = one_conv()
+    conv = m.graph.node[0].name
+    foreign = tmp_path / "foreign.cache"
+    foreign.write_text("TRT-8600-EntropyCalibration2\nx: 3c010204\nnot_here: 3c010204\n")
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    np.save(calib / "a.npy", np.random.default_rng(0).standard_normal((4, 4, 8, 8)).astype(np.float32))
+    cases = [
+        (dict(int8=True, fp16=True, calib_cache=str(foreign)), "the calibration cache has no entry for them"),
+        (dict(fp16=True, layer_precisions={conv: "int8"}), f"asks int8 for layer '{conv}', which runs in fp16: --int8 is not set"),
+        (dict(fp16=True, calib_data=str(calib)), "--calib-data is not used without --int8"),
+    ]
+    for kw, words in cases:
+        with pytest.warns(softdla.BuildWarning, match=words):
+            build(m, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a plain calibrated INT8 build warns of nothing
+        build(m, int8=True, fp16=True, calib_data=str(calib))
+    onnx.save(m, tmp_path / "m.onnx")
+    r = subprocess.run([SOFTDLA, "build", f"--onnx={tmp_path / 'm.onnx'}", "--int8", "--fp16", f"--calib={foreign}",
+                        f"--saveEngine={tmp_path / 'm.loadable'}"], capture_output=True, text=True)
+    assert r.returncode == 0 and "softdla: warning: 1 of 1 layers that could run in INT8 run in FP16" in r.stderr, r.stderr
