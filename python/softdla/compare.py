@@ -190,10 +190,14 @@ def _split_samples(arrays, specs, limit=None):
             raise CompareError(f"input '{name}' takes arrays of shape {shape} or batches of them stacked on the "
                                f"first axis; got {a.shape}")
         stacked[name] = a
-    n = min(stacked[name].shape[0] // shape[0] for name, shape, _ in specs)
+    counts = {name: stacked[name].shape[0] // shape[0] for name, shape, _ in specs}
+    n = max(counts.values())
+    if any(c not in (1, n) for c in counts.values()):  # as softdla run: a batch of one input without another's
+        raise CompareError(f"the inputs hold different numbers of batches ({counts}): give every input one batch "
+                           "(reused for each) or the same number of batches")
     n = n if limit is None else min(n, limit)
-    return [{name: stacked[name][k * shape[0]:(k + 1) * shape[0]].astype(dtype) for name, shape, dtype in specs}
-            for k in range(n)]
+    return [{name: stacked[name][(k if counts[name] > 1 else 0) * shape[0]:][:shape[0]].astype(dtype)
+             for name, shape, dtype in specs} for k in range(n)]
 
 
 def _calib_inputs(calib_data, specs, samples):
@@ -561,7 +565,7 @@ class CompareResult:
                 lines.append(f"  {s['flag']}")
             else:
                 lines.append(f"precision search: target cosine {s['target_cosine']} not reached "
-                             f"(best {s['output_cosine']:.6f} with {len(s['layers'])} layer(s) in FP16, "
+                             f"(best {s['output_cosine']:.10g} with {len(s['layers'])} layer(s) in FP16, "
                              f"{s['builds']} builds)" + (f"; closest: {s['flag']}" if s["flag"] else ""))
         return "\n".join(lines)
 
@@ -787,19 +791,32 @@ def main(argv=None):
         sys.stderr.write(f"softdla compare: {e}\n")
         return EXIT_FAILED
     from .builder import BuildError
+    if a.json and a.json != "-":  # a path that cannot be written fails now, not after the whole comparison
+        parent = os.path.dirname(os.path.abspath(a.json))
+        if not os.path.isdir(parent) or os.path.isdir(a.json):
+            sys.stderr.write(f"softdla compare: error: --json '{a.json}': "
+                             f"{'is a directory' if os.path.isdir(a.json) else 'its directory does not exist'}\n")
+            return EXIT_FAILED
     try:
         r = compare(a.model, a.loadable, inputs=a.inputs, build_options=opts, samples=a.samples, seed=a.seed,
                     target_cosine=a.target_cosine, search_max_builds=a.max_builds, progress=True)
     except (CompareError, BuildError, OSError) as e:
         sys.stderr.write(f"softdla compare: error: {e}\n")
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        sys.stderr.write("softdla compare: interrupted\n")
+        return 130
     if a.json == "-":
         sys.stdout.write(r.to_json() + "\n")
     else:
         print(r)
         if a.json:
-            with open(a.json, "w") as f:
-                f.write(r.to_json() + "\n")
+            try:
+                with open(a.json, "w") as f:
+                    f.write(r.to_json() + "\n")
+            except OSError as e:
+                sys.stderr.write(f"softdla compare: error: cannot write --json '{a.json}' ({e.strerror})\n")
+                return EXIT_FAILED
     return EXIT_TARGET_MISSED if r.search is not None and not r.search["met"] else EXIT_OK
 
 

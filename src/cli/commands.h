@@ -50,6 +50,11 @@ inline constexpr PythonCommand kReport{"report", "softdla.report", "numpy and on
 inline constexpr PythonCommand kEstimate{"estimate", "softdla.orin_latency", "numpy (and onnx for an ONNX model)"};
 int python_command(const PythonCommand& command, const std::vector<std::string>& args);
 
+// softdla build's output (loadable_file.cpp): the destination checked before the build (not the ONNX
+// model itself, a file in an existing directory), and the loadable written with every write checked.
+void check_loadable_destination(const std::string& save, const std::string& onnx_path);
+void write_loadable_file(const std::string& save, const std::vector<uint8_t>& bytes);
+
 // trtexec-style option values.
 // `flag` names the option in errors.
 std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& flag, const std::string& spec);  // name:1x3x224x224,...

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   int repeat = 1;
   CLI::App* run = app.add_subcommand("run", "Run a loadable on a DLA core (libcudla.so.1) and print its outputs");
   run->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
-  run->add_option("-i,--input", inputs, "NAME=FILE.npy (NCHW; several batches run in turn; values are quantized for INT8 inputs)");
+  run->add_option("-i,--input", inputs, "NAME=FILE.npy (NCHW; several batches run in turn; values are quantized for INT8 inputs, except an "
+                 "int8 array for an INT8 input, which holds the quantized codes themselves)");
   run->add_option("-o,--output-dir", out_dir, "write each output as float32 NAME.npy here");
   run->add_option("-r,--repeat", repeat, "run the first batch this many times and report the median time")->check(whole_number(1, 1'000'000));
   std::string labels;
@@ -183,11 +184,10 @@ int main(int argc, char** argv) {
       // Progress bars redraw one line with '\r': on a terminal only, never into a log file unless asked.
       if (progress || isatty(STDERR_FILENO)) o.progress = softdla::cli::progress_bar;
       if (verbose) o.verbose = [](const std::string& l) { std::cerr << l << "\n"; };
+      softdla::cli::check_loadable_destination(save, onnx_path);  // before the build, which may be long
       const auto t0 = std::chrono::steady_clock::now();
       const auto r = softdla::builder::build(softdla::read_file_bytes(onnx_path, "ONNX model", softdla::kMaxModelFileBytes), o);
-      std::ofstream f(save, std::ios::binary);
-      if (!f) throw softdla::Error("cannot write '" + save + "'");
-      f.write(reinterpret_cast<const char*>(r.loadable.data()), std::streamsize(r.loadable.size()));
+      softdla::cli::write_loadable_file(save, r.loadable);
       std::map<std::string, int> by_precision;
       for (const auto& l : r.layers) {
         ++by_precision[l.precision];

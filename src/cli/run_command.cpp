@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 
@@ -16,6 +17,40 @@
 #include "run_inputs.h"
 
 namespace softdla::cli {
+namespace {
+
+// The .npy file of each output under --output-dir: its name with the characters a path or a shell
+// treats specially replaced ('/', controls, ':' ...; UTF-8 letters kept), at most 200 bytes, and made
+// unique (out:a and out_a both clean up to out_a: the second becomes out_a_2), so no output overwrites
+// another's file.
+std::vector<std::string> output_files(const Model& m) {
+  std::vector<std::string> files;
+  for (const IoBinding& io : m.outputs) {
+    std::string f = m.tensors[io.tensor].name;
+    std::replace_if(f.begin(), f.end(), [](char c) {
+      const auto u = uint8_t(c);
+      return u < 0x80 && !std::isalnum(u) && c != '_' && c != '-' && c != '.';
+    }, '_');
+    if (f.empty() || f == "." || f == "..") f = "output";
+    if (f.size() > 200) f = f.substr(0, 180) + "_" + std::to_string(std::hash<std::string>{}(f) % 100000000);
+    std::string unique = f;
+    for (int k = 2; std::count(files.begin(), files.end(), unique + ".npy"); ++k) unique = f + "_" + std::to_string(k);
+    files.push_back(unique + ".npy");
+  }
+  return files;
+}
+
+// --output-dir made (or found) before the run, which may be long: a path that cannot be a directory is
+// an error now, not after every batch ran.
+void prepare_output_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    fail("--output-dir '", dir, "' cannot be made a directory", ec ? " (" + ec.message() + ")" : std::string(""),
+         ": give a directory path");
+}
+
+}  // namespace
 
 int run_command(const RunOptions& o) {
   const std::vector<uint8_t> bytes = read_file_bytes(o.path, "loadable", kMaxModelFileBytes);
@@ -32,6 +67,8 @@ int run_command(const RunOptions& o) {
     labels = read_labels(o.labels_path, size_t(t.shape[0]) * batches, size_t(t.shape[1]) * t.shape[2] * t.shape[3],
                          batches);
   }
+  const std::vector<std::string> files = output_files(m);
+  if (!o.out_dir.empty()) prepare_output_dir(o.out_dir);
   const BatchRuns r = run_batches(session, m, in, o.repeat, true);
   std::vector<double> times;
   for (const TaskTiming& t : r.runs) times.push_back(t.end_ms - t.start_ms);
@@ -63,12 +100,11 @@ int run_command(const RunOptions& o) {
                 << correct << "/" << images << ")\n";
     }
     if (!o.out_dir.empty()) {
-      std::filesystem::create_directories(o.out_dir);
       NpyArray a{"f4", {images, t.shape[1], t.shape[2], t.shape[3]}, std::vector<uint8_t>(v.size() * 4)};
       std::memcpy(a.data.data(), v.data(), a.data.size());
-      std::string file = t.name;
-      std::replace_if(file.begin(), file.end(), [](char c) { return !std::isalnum(uint8_t(c)) && c != '_' && c != '-'; }, '_');
-      write_npy(o.out_dir + "/" + file + ".npy", a);
+      const std::string path = o.out_dir + "/" + files[i];
+      write_npy(path, a);
+      std::cout << "wrote output '" << t.name << "' to " << path << "\n";
     }
   }
   if (!o.export_profile.empty()) {

@@ -1,6 +1,7 @@
 #include "npy.h"
 
 #include <cmath>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -14,8 +15,11 @@ static size_t dtype_size(const std::string& d, const std::string& path) {
   if (d == "f4") return 4;
   if (d == "f8") return 8;
   if (d == "f2") return 2;
-  if (d == "i1" || d == "u1") return 1;
-  fail("'", path, "': unsupported .npy dtype '", d, "' (use float32, float64, float16, int8 or uint8)");
+  if (d == "i1" || d == "u1" || d == "b1") return 1;
+  if (d == "i2" || d == "u2") return 2;
+  if (d == "i4" || d == "u4") return 4;
+  if (d == "i8" || d == "u8") return 8;
+  fail("'", path, "': unsupported .npy dtype '", d, "' (use a float, integer or bool type)");
 }
 
 namespace {
@@ -43,7 +47,18 @@ float npy_value(const NpyArray& a, size_t i) {
     return sign * std::ldexp(float(man | 0x400), exp - 25);
   }
   if (a.dtype == "i1") return float(int8_t(a.data[i]));
-  return float(a.data[i]);
+  // Wider integers (NumPy's default int64 above all: labels, argmax results, integer images).
+  const auto read = [&](auto v) {
+    std::memcpy(&v, &a.data[i * sizeof(v)], sizeof(v));
+    return float(v);
+  };
+  if (a.dtype == "i2") return read(int16_t{});
+  if (a.dtype == "u2") return read(uint16_t{});
+  if (a.dtype == "i4") return read(int32_t{});
+  if (a.dtype == "u4") return read(uint32_t{});
+  if (a.dtype == "i8") return read(int64_t{});
+  if (a.dtype == "u8") return read(uint64_t{});
+  return float(a.data[i]);  // u1, b1
 }
 
 std::vector<std::pair<std::string, NpyArray>> read_npz(const std::string& path) {
@@ -159,7 +174,8 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& path) {
     fail("'", path, "': dtype '", descr, "' is not a little-endian number type");
   a.dtype = descr.substr(1);
   dtype_size(a.dtype, path);
-  if (header.find("'fortran_order': True") != std::string::npos) fail("'", path, "': Fortran order not supported");
+  if (header.find("'fortran_order': True") != std::string::npos)
+    fail("'", path, "': Fortran order not supported (save np.ascontiguousarray(a))");
   a.shape = parse_shape(header_value(header, "shape", '(', ')', path), path);
   // Checked against the bytes present before anything is allocated: a header may claim any shape.
   const uint64_t count = checked_product(a.shape, "'" + path + "' is corrupt: its shape");
@@ -180,12 +196,13 @@ void write_npy(const std::string& path, const NpyArray& a) {
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';
   std::ofstream f(path, std::ios::binary);
-  if (!f) fail("cannot write '", path, "'");
+  if (!f) fail("cannot write '", path, "' (", std::strerror(errno), ")");
   const uint8_t lead[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, uint8_t(header.size() & 0xff), uint8_t(header.size() >> 8)};
   f.write(reinterpret_cast<const char*>(lead), 10);
   f.write(header.data(), std::streamsize(header.size()));
   f.write(reinterpret_cast<const char*>(a.data.data()), std::streamsize(a.data.size()));
-  if (!f) fail("failed writing '", path, "'");
+  f.close();  // flushes: a full disk shows here
+  if (!f) fail("failed writing '", path, "' (", std::strerror(errno), ")");
 }
 
 }  // namespace softdla

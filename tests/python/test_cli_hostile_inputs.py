@@ -147,3 +147,49 @@ def test_good_inputs_still_run(tmp_path):
     assert r.returncode == 0, r.stderr
     r = softdla("check", ONNX, "--shapes", "'pixels':1x1x8x8")
     assert r.returncode == 0, r.stderr
+
+
+def test_build_never_destroys_its_model_nor_claims_a_write_that_failed(tmp_path):
+    """--saveEngine equal to --onnx wrote the loadable over the model; a write to a full device printed
+    'built' and exited 0."""
+    victim = tmp_path / "m.onnx"
+    victim.write_bytes(open(ONNX, "rb").read())
+    rejected(softdla("build", f"--onnx={victim}", f"--saveEngine={victim}", "--fp16"), "is the ONNX model itself")
+    assert victim.read_bytes() == open(ONNX, "rb").read()
+    rejected(softdla("build", f"--onnx={ONNX}", f"--saveEngine={tmp_path / 'no' / 'm.loadable'}", "--fp16"),
+             "does not exist")
+    if os.path.exists("/dev/full"):
+        rejected(softdla("build", f"--onnx={ONNX}", "--saveEngine=/dev/full", "--fp16"), "failed writing '/dev/full'")
+
+
+def test_run_output_files_never_overwrite_each_other(tmp_path):
+    """Outputs whose names clean up to one file name ('out:a' and 'out_a') were written over each other."""
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 4, 4]) for n in ("out:a", "out_a")]
+    nodes = [helper.make_node("Relu", ["x"], ["out:a"], name="r"),
+             helper.make_node("Mul", ["x", "two"], ["out_a"], name="m")]
+    two = helper.make_tensor("two", TensorProto.FLOAT, [1], [2.0])
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], outs, [two]), opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(m, tmp_path / "m.onnx")
+    r = softdla("build", f"--onnx={tmp_path / 'm.onnx'}", "--fp16", f"--saveEngine={tmp_path / 'm.loadable'}")
+    assert r.returncode == 0, r.stderr
+    xs = np.random.default_rng(0).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", xs)
+    r = softdla("run", tmp_path / "m.loadable", "-i", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    assert "wrote output 'out:a' to" in r.stdout and "out_a_2.npy" in r.stdout, r.stdout
+    assert np.allclose(np.load(tmp_path / "o" / "out_a.npy"), np.maximum(xs, 0), atol=1e-3)
+    assert np.allclose(np.load(tmp_path / "o" / "out_a_2.npy"), 2 * xs, atol=1e-2)
+    (tmp_path / "afile").write_text("")
+    rejected(softdla("run", tmp_path / "m.loadable", "-i", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "afile"),
+             "cannot be made a directory")
+
+
+def test_labels_take_numpys_default_integers(tmp_path):
+    """--labels refused int64 (NumPy's default integer, what argmax returns), naming int8/uint8 instead."""
+    labels = tmp_path / "labels.npy"
+    np.save(labels, np.zeros(np.load(os.path.join(MODELS, "bars_images.npy")).shape[0], np.int64))
+    r = softdla("run", LOADABLE, "-i", f"images={os.path.join(MODELS, 'bars_images.npy')}", "--labels", labels)
+    assert r.returncode == 0 and "top-1 accuracy" in r.stdout, r.stderr

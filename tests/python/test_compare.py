@@ -82,10 +82,10 @@ def test_exposed_variant_binds_every_layer_output_and_keeps_the_numerics(tmp_pat
     cache = str(tmp_path / "c.cache")
     opts = {"fp16": "1", "int8": "1" if int8 else "0", "calib_data": str(calib) if int8 else "",
             "write_calib_cache": cache if int8 else "", "output_formats": "fp16:chw16"}
-    plain, layers, _ = ext_build(data, opts, {}, {}, None)
+    plain, layers, _, _ = ext_build(data, opts, {}, {}, None)
     opts = {**opts, "write_calib_cache": "", "calib_data": "", "calib_cache": cache if int8 else "",
             "expose_intermediates": "1"}
-    exposed, exposed_layers, _ = ext_build(data, opts, {}, {}, None)
+    exposed, exposed_layers, _, _ = ext_build(data, opts, {}, {}, None)
     assert exposed_layers == layers  # same fusion, same precision per layer
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
     y, names, _ = run(plain, x)
@@ -119,7 +119,7 @@ def test_build_flag_expose_intermediates(tmp_path):
 def test_fp16_layers_match_onnxruntime_and_cover_every_layer(tmp_path):
     r = softdla.compare(mixed_net(), build_options={"fp16": True}, samples=2)
     assert r.info["precisions"] == "fp16" and r.info["samples"] == 2
-    _, layers, _ = ext_build(mixed_net().SerializeToString(), {"fp16": "1"}, {}, {}, None)
+    _, layers, _, _ = ext_build(mixed_net().SerializeToString(), {"fp16": "1"}, {}, {}, None)
     outputs = {l[3] for l in layers}
     compared = {row["tensor"] for row in r.layers}
     # Every DLA op output is compared, or named as a tensor the builder made itself (a pooling step).
@@ -266,6 +266,18 @@ def test_cli_errors(tmp_path, args, code, message):
     assert "Traceback" not in r.stderr
 
 
+def test_cli_json_path_is_checked_first_and_batch_counts_must_agree(tmp_path):
+    """--json into a missing directory ended in a Python traceback after the whole comparison; inputs holding
+    different numbers of batches were cut to the smallest without a word (softdla run refuses them)."""
+    model = save(tmp_path, mixed_net())
+    r = cli(model, "--fp16", "--json", tmp_path / "nowhere" / "r.json")
+    assert r.returncode == 1 and "its directory does not exist" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((3, 3, 16, 16)).astype(np.float32))
+    r = cli(model, "--fp16", "--inputs", tmp_path / "x.npy", "--json", tmp_path / "r.json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["samples"] == 3
+
+
 def test_cli_says_what_to_install(tmp_path):
     model = save(tmp_path, mixed_net())
     stub = tmp_path / "stub" / "onnxruntime"
@@ -286,3 +298,16 @@ def test_python_dash_m_and_help(tmp_path):
     assert "softdla compare:" in r.stdout and "cosine" in r.stdout
     r = cli("--help")
     assert r.returncode == 0 and "--target-cosine" in r.stdout and "Exit status" in r.stdout
+
+
+def test_inputs_with_different_batch_counts():
+    """As softdla run: one batch of an input is reused for every batch of the others; other mismatches are
+    an error (the batches were cut to the smallest count without a word)."""
+    from softdla.compare import CompareError, _split_samples
+    specs = [("a", (1, 2, 3, 3), np.float32), ("b", (1, 4, 3, 3), np.float32)]
+    a = np.arange(3 * 18, dtype=np.float32).reshape(3, 2, 3, 3)
+    with pytest.raises(CompareError, match="different numbers of batches"):
+        _split_samples({"a": a, "b": np.zeros((2, 4, 3, 3))}, specs)
+    feeds = _split_samples({"a": a, "b": np.ones((1, 4, 3, 3))}, specs)
+    assert len(feeds) == 3 and all(np.array_equal(f["b"], np.ones((1, 4, 3, 3))) for f in feeds)
+    assert np.array_equal(feeds[2]["a"], a[2:3])
