@@ -131,7 +131,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // --help: the text, exit 0
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Usage errors as every other error reads, with one exit code (2, as compare and unknown commands),
+    // not CLI11's own numbers.
+    std::cerr << "softdla: error: " << e.what() << " (softdla " << (argc > 1 ? argv[1] : "") << " --help)\n";
+    return 2;
+  }
   if (*compare) return softdla::cli::python_command(softdla::cli::kCompare, compare->remaining());
   if (*report) return softdla::cli::python_command(softdla::cli::kReport, report->remaining());
   if (*estimate) return softdla::cli::python_command(softdla::cli::kEstimate, estimate->remaining());

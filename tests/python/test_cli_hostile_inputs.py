@@ -193,3 +193,11 @@ def test_labels_take_numpys_default_integers(tmp_path):
     np.save(labels, np.zeros(np.load(os.path.join(MODELS, "bars_images.npy")).shape[0], np.int64))
     r = softdla("run", LOADABLE, "-i", f"images={os.path.join(MODELS, 'bars_images.npy')}", "--labels", labels)
     assert r.returncode == 0 and "top-1 accuracy" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "--bogus", "x"], ["build", "--onnx"], ["inspect"]])
+def test_usage_errors_read_as_every_other_error(args):
+    """Usage errors exited with CLI11's 105-109 and no 'softdla: error:' prefix, unlike every other error."""
+    r = softdla(*args)
+    assert r.returncode == 2 and r.stderr.startswith("softdla: error: ") and f"softdla {args[0]} --help" in r.stderr, (
+        r.returncode, r.stderr)
