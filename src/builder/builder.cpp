@@ -465,10 +465,13 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
   const Model& fp32 = low.model;
   std::vector<std::string> w;
   auto base_of = [](const Op& op) { return op.name.substr(0, op.name.find(" (")); };
+  // The first of an op's tensors without an INT8 range, described ("tensor 'x'", or a constant's why).
   auto unscaled_tensor = [&](const Op& op) -> std::string {
     for (uint32_t t : op.inputs)
-      if (plan.amax[t] <= 0) return fp32.tensors[t].name;
-    return plan.amax[op.outputs[0]] <= 0 ? fp32.tensors[op.outputs[0]].name : "";
+      if (plan.amax[t] <= 0)
+        return fp32.tensors[t].constant >= 0 ? "constant '" + fp32.tensors[t].name + "', which holds an infinity"
+                                             : "tensor '" + fp32.tensors[t].name + "'";
+    return plan.amax[op.outputs[0]] <= 0 ? "tensor '" + fp32.tensors[op.outputs[0]].name + "'" : "";
   };
   if (o.int8) {
     size_t unscaled = 0, candidates = 0;
@@ -484,7 +487,7 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
     if (unscaled)
       w.push_back(std::to_string(unscaled) + " of " + std::to_string(candidates) +
                   " layers that could run in INT8 run in FP16: no INT8 scale for their tensors (the first: layer '" +
-                  first_layer + "', tensor '" + first_tensor + "')" +
+                  first_layer + "', " + first_tensor + ")" +
                   (have_cache ? "; the calibration cache has no entry for them (was it written for this model?)"
                               : "; give calibration data or cache entries for them (a tensor all 0 in the "
                                 "calibration data has no range)"));
@@ -497,7 +500,7 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
                               : want == "fp16" && !o.fp16 ? "--fp16 is not set"
                               : want == "int8" && !supports_int8(op)
                                   ? "the DLA runs it in FP16 only"
-                                  : "no INT8 scale for its tensor '" + unscaled_tensor(op) + "'";
+                                  : "no INT8 scale for its " + unscaled_tensor(op);
       w.push_back("--layerPrecisions asks " + want + " for layer '" + name + "', which runs in " +
                   to_string(plan.op_precision[i]) + ": " + why + " (--precisionConstraints=obey makes this an error)");
       break;
