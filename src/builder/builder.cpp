@@ -108,6 +108,13 @@ void complete_ranges(const Lowered& low, std::vector<float>& amax, const std::ve
 
 // Each op's precision (INT8 where allowed and ranged, else FP16), shared-range groups and I/O formats.
 // `float_io`: float32 linear I/O instead of the requested formats (to run the result in the engine).
+// The first of an op's tensors that has no INT8 range (constants have one unless they hold an infinity), or -1.
+int64_t first_unscaled(const Op& op, const std::vector<float>& amax) {
+  for (uint32_t t : op.inputs)
+    if (amax[t] <= 0) return t;
+  return amax[op.outputs[0]] > 0 ? -1 : int64_t(op.outputs[0]);
+}
+
 PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const BuildOptions& o, bool float_io) {
   const Model& fp32 = low.model;
   PrecisionPlan plan;
@@ -118,12 +125,7 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
   for (size_t i = 0; i < fp32.ops.size(); ++i) {
     const Op& op = fp32.ops[i];
     const std::string base = op.name.substr(0, op.name.find(" ("));
-    // The first of the op's tensors that has no INT8 range, or -1.
-    auto unscaled = [&]() -> int64_t {
-      for (uint32_t t : op.inputs)
-        if (amax[t] <= 0) return t;  // constants have a range unless they hold an infinity
-      return amax[op.outputs[0]] > 0 ? -1 : int64_t(op.outputs[0]);
-    };
+    auto unscaled = [&] { return first_unscaled(op, amax); };
     auto has_scales = [&] { return unscaled() < 0; };
     DataType p = o.fp32_reference && !o.fp16 && !o.int8 ? DataType::kFloat32 : fallback;
     const bool int8_ok = o.int8 && supports_int8(op) && has_scales();
@@ -208,13 +210,8 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
   }
   // A tensor's format: the default for its layer's precision, else the first alternative the DLA accepts
   // for it (the first one given, for the FP32 reference).
-  auto choose = [&](const IoChoice& choice, DataType precision, bool is_input, const std::string& name, uint32_t channels) {
-    if (choice.empty()) {
-      const IoFormat f = default_format(precision);
-      if (!ref_only)
-        if (const std::string why = standalone_format_problem(f, is_input, name, channels); !why.empty()) fail(why);
-      return f;
-    }
+  auto choose = [&](const IoChoice& given, DataType precision, bool is_input, const std::string& name, uint32_t channels) {
+    const IoChoice choice = given.empty() ? IoChoice{default_format(precision)} : given;
     return ref_only ? choice.front() : choose_standalone_format(choice, is_input, name, channels);
   };
   plan.inputs.resize(fp32.inputs.size());
@@ -467,11 +464,10 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
   auto base_of = [](const Op& op) { return op.name.substr(0, op.name.find(" (")); };
   // The first of an op's tensors without an INT8 range, described ("tensor 'x'", or a constant's why).
   auto unscaled_tensor = [&](const Op& op) -> std::string {
-    for (uint32_t t : op.inputs)
-      if (plan.amax[t] <= 0)
-        return fp32.tensors[t].constant >= 0 ? "constant '" + fp32.tensors[t].name + "', which holds an infinity"
-                                             : "tensor '" + fp32.tensors[t].name + "'";
-    return plan.amax[op.outputs[0]] <= 0 ? "tensor '" + fp32.tensors[op.outputs[0]].name + "'" : "";
+    const int64_t t = first_unscaled(op, plan.amax);
+    if (t < 0) return "";
+    const Tensor& x = fp32.tensors[size_t(t)];
+    return x.constant >= 0 ? "constant '" + x.name + "', which holds an infinity" : "tensor '" + x.name + "'";
   };
   if (o.int8) {
     size_t unscaled = 0, candidates = 0;

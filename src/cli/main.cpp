@@ -133,12 +133,8 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);  // --help: the text, exit 0
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version: the text, exit 0
   } catch (const CLI::ParseError& e) {
     // Usage errors as every other error reads, with one exit code (2, as compare and unknown commands),
     // not CLI11's own numbers.
