@@ -606,7 +606,8 @@ def compare(onnx_model, loadable=None, *, inputs=None, build_options=None, calib
     loadable: bytes or path; None builds one with `build_options` (softdla.build's keyword arguments:
       fp16, int8, calib_data, calib_cache, calibrator, input_formats, output_formats, layer_precisions,
       precision_constraints, target, shapes). Without fp16/int8 there: INT8+FP16 when calibration data
-      or a cache is given (calib_data= here or in build_options), else FP16. A given loadable must have
+      or a cache is given (calib_data= here or in build_options), else FP16; FP16 too when a given
+      loadable has no INT8 layer (calibration data are then only its inputs). A given loadable must have
       been built from this model with these options (and its calibration data or cache): the per-layer
       values come from a rebuild with every intermediate exposed, and a warning says when its outputs
       differ from the loadable's.
@@ -619,6 +620,7 @@ def compare(onnx_model, loadable=None, *, inputs=None, build_options=None, calib
     _require_reference()
     say = log or (lambda s: sys.stderr.write(s + "\n") if progress else None)
     model, onnx_bytes, model_name = _load_model(onnx_model)
+    precisions_given = any(k in (build_options or {}) for k in ("int8", "fp16"))
     opts = _normalize_options(build_options, calib_data)
     if samples < 1:
         raise CompareError(f"samples must be at least 1, got {samples}")
@@ -648,6 +650,10 @@ def compare(onnx_model, loadable=None, *, inputs=None, build_options=None, calib
         # Build the variant with the loadable's I/O formats, which change the first and last layers' numerics.
         opts.setdefault("input_formats", in_spec)
         opts.setdefault("output_formats", out_spec)
+        if not precisions_given and "int8" not in info["precisions"]:
+            # Without --int8/--fp16 the precisions follow the loadable's: calibration data given with an
+            # FP16 loadable are its inputs, and an INT8 variant would describe another build.
+            opts["int8"], opts["fp16"] = False, True
         if "int8" in info["precisions"] and not opts["int8"]:
             raise CompareError("the loadable runs INT8 layers: pass the options and the calibration data or cache it "
                                "was built with (--int8 --fp16 --calib-data DIR or --calib FILE)")

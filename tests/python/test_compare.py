@@ -194,6 +194,13 @@ def test_given_loadable_inputs_and_warnings(tmp_path, calib):
         softdla.compare(model, lb, inputs={"y": x})
     with pytest.raises(cmp.CompareError, match=r"takes arrays of shape \(1, 3, 16, 16\) or batches"):
         softdla.compare(model, lb, inputs={"x": x[:, :2]})
+    # Calibration data with an FP16 loadable and no precision flags: the data are its inputs, the rows FP16
+    # (they were an INT8 rebuild's, labelled int8, with a warning that the loadable differs).
+    plain = softdla.build(model, fp16=True, progress=False)
+    r = softdla.compare(model, plain, calib_data=calib, samples=2)
+    assert r.info["precisions"] == "fp16" and not r.warnings
+    assert {row["precision"] for row in r.layers} == {"fp16"}
+    assert r.info["inputs"].startswith("the first 2 batch")
     int8 = softdla.build(model, int8=True, fp16=True, calib_data=calib, progress=False)
     with pytest.raises(cmp.CompareError, match="calibration data or cache"):
         softdla.compare(model, int8)
