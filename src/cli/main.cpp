@@ -214,8 +214,12 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> files;
     for (const std::string& spec : inputs) {
       const size_t eq = spec.find('=');
-      if (eq == std::string::npos) throw softdla::Error("--input takes NAME=FILE.npy, got '" + spec + "'");
-      files[spec.substr(0, eq)] = spec.substr(eq + 1);
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        throw softdla::Error("--input takes NAME=FILE.npy, got '" + spec + "'");
+      // A second file for the same input would silently replace the first.
+      if (!files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second)
+        throw softdla::Error("--input names '" + spec.substr(0, eq) + "' twice ('" + files[spec.substr(0, eq)] +
+                             "' and '" + spec.substr(eq + 1) + "'): give each input once");
     }
     softdla::cli::RunOptions o;
     o.path = path, o.input_files = files, o.repeat = repeat, o.backend = backend, o.dla_core = uint64_t(run_core);

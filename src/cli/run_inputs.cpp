@@ -86,6 +86,22 @@ uint64_t batches_in(const NpyArray& a, const Tensor& t, const Model& m) {
   return nchw[0] / n;
 }
 
+// Values of a real-valued array that an INT8 input cannot hold (past -128 or 127 steps once rounded, or
+// NaN) are saturated when packed: say so once, with the range, rather than run on other numbers.
+void warn_int8_saturation(const NpyArray& a, const Tensor& t) {
+  if (t.dtype != DataType::kInt8 || a.dtype == "i1") return;  // int8 arrays hold codes
+  uint64_t n = 1, out = 0;
+  for (uint64_t d : a.shape) n *= d;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float q = std::round(npy_value(a, i) / t.scale);
+    out += !(q >= -128.f && q <= 127.f);
+  }
+  if (out)
+    std::cerr << "softdla: warning: input '" << t.name << "': " << out << " of " << n
+              << " values lie outside its INT8 range [" << -128.f * t.scale << ", " << 127.f * t.scale
+              << "] (scale " << t.scale << ") and are saturated (NaN reads as 0)\n";
+}
+
 }  // namespace
 
 RunInputs load_inputs(const Model& m, const std::map<std::string, std::string>& files) {
@@ -113,6 +129,7 @@ RunInputs load_inputs(const Model& m, const std::map<std::string, std::string>& 
     }
     // An input of one batch is reused for every batch; inputs of several batches must agree on how many.
     const uint64_t k = batches_in(a, t, m);
+    if (files.count(t.name)) warn_int8_saturation(a, t);
     if (k > 1 && r.batches > 1 && k != r.batches)
       fail("input '", t.name, "' holds ", k, " batches and input '", batches_from, "' ", r.batches,
            "; give every input one batch (reused for each) or the same number of batches");

@@ -61,6 +61,10 @@ def test_committed_example_matches_generator(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["run", MODEL, "--input", "images=/nonexistent.npy"], "cannot open '/nonexistent.npy'"),
     (["run", MODEL, "--input", "images"], "--input takes NAME=FILE.npy"),
+    (["run", MODEL, "--input", "=" + IMAGES], "--input takes NAME=FILE.npy"),
+    (["run", MODEL, "--input", "images="], "--input takes NAME=FILE.npy"),
+    (["run", MODEL, "--input", "images=" + IMAGES, "--input", "images=/b.npy"],
+     f"--input names 'images' twice ('{IMAGES}' and '/b.npy'): give each input once"),
     (["run", IMAGES], "not a softdla loadable"),
     (["run", MODEL, "--input", "imagse=" + IMAGES], "--input names 'imagse', which is not an input of this loadable; its inputs are 'images'"),
     (["frobnicate"], "unknown command 'frobnicate'; the commands are run, profile, inspect, build, check, ops, compare"),
@@ -193,3 +197,14 @@ def test_version_is_pyprojects(tmp_path):
     assert cmake_read_version(tmp_path / "pyproject.toml") == "2.3.4"
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "softdla"\n')
     assert "no version" in cmake_read_version(tmp_path / "pyproject.toml")
+
+
+def test_int8_input_values_past_its_range_are_reported(tmp_path):
+    """A real-valued array for an INT8 input is quantized with the input's scale: values past the codes'
+    range are saturated, and the run says how many (an int8 array holds codes and is taken as is)."""
+    images = np.load(IMAGES).astype(np.float32)
+    np.save(tmp_path / "big.npy", images * 3)
+    r = run("run", MODEL, "--input", f"images={tmp_path / 'big.npy'}")
+    expected = int((np.round(images * 3 / (1 / 127)) > 127).sum())
+    assert expected > 0 and f"input 'images': {expected} of {images.size} values lie outside its INT8 range" in r.stderr
+    assert "outside its INT8 range" not in run("run", MODEL, "--input", f"images={IMAGES}").stderr
