@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "error.h"
@@ -94,6 +95,7 @@ class Lowering {
         keep_outputs_of_failed(n);
       }
     }
+    collapse_qdq_pairs();
     for (const std::string& name : g_.outputs) {
       if (g_.is_const(name)) {
         const Node* p = g_.producer_of_any(name);
@@ -370,6 +372,49 @@ class Lowering {
   void lower_deconv_node(Node& n) { lower_conv(n, true); }
   void lower_identity(Node& n) { alias(n, n.inputs[0], n.outputs[0]); }
   void lower_qdq(Node& n);
+  std::set<std::string> qdq_ops_;  // names of the ops lower_qdq emitted (a Q/DQ pair each)
+
+  // A Q/DQ pair's op folded into its input tensor, which then carries the pair's scale (what the DLA runs:
+  // no op, the producer writes INT8 at that scale), wherever that is exact: nothing else reads the input
+  // (another reader would see quantized values where the model gives it the unquantized ones) and the
+  // input has no Q/DQ scale of its own (two pairs of different scales in a row round twice). Where it is
+  // not, the op stays: an INT8 requantization, or a conversion of an FP16 value to the pair's INT8.
+  void collapse_qdq_pairs() {
+    Model& m = out_.model;
+    for (size_t i = 0; i < m.ops.size();) {
+      const Op& op = m.ops[i];
+      if (!qdq_ops_.count(op.name) || op.inputs.size() != 1 || !std::holds_alternative<SdpParams>(op.params)) {
+        ++i;
+        continue;
+      }
+      const uint32_t x = op.inputs[0], y = op.outputs[0];
+      bool alone = m.tensors[x].constant < 0;
+      for (size_t k = 0; k < m.ops.size() && alone; ++k) {
+        if (k == i) continue;
+        for (uint32_t t : m.ops[k].inputs) alone = alone && t != x;
+        if (const SdpParams* post = sdp_stage(m.ops[k].params))
+          for (const SdpStep& st : post->steps) alone = alone && st.tensor != int32_t(x);
+      }
+      for (const std::string& name : g_.outputs) {
+        auto it = out_.tensor_of.find(name);
+        alone = alone && !(it != out_.tensor_of.end() && it->second == x);
+      }
+      auto own = out_.qdq_amax.find(x);
+      if (!alone || (own != out_.qdq_amax.end() && own->second != out_.qdq_amax[y])) {
+        ++i;
+        continue;
+      }
+      out_.qdq_amax[x] = out_.qdq_amax[y];
+      out_.qdq_amax.erase(y);
+      for (Op& other : m.ops) {
+        for (uint32_t& t : other.inputs) t = t == y ? x : t;
+        if (SdpParams* post = sdp_stage(other.params))
+          for (SdpStep& st : post->steps) st.tensor = st.tensor == int32_t(y) ? int32_t(x) : st.tensor;
+      }
+      for (auto& [name, t] : out_.tensor_of) t = t == y ? x : t;
+      m.ops.erase(m.ops.begin() + long(i));
+    }
+  }
   void lower_concat(Node& n);
   void lower_softmax(Node& n);
   void lower_lrn(Node& n);
@@ -938,11 +983,17 @@ void Lowering::lower_node(Node& n) {
 static const std::string kSymmetricActivations =
     " (onnxruntime's quantize_static: activation_type=QuantType.QInt8, extra_options={'ActivationSymmetric': True})";
 
-// Q -> DQ on an activation: the DLA runs it implicitly; keep the range as this tensor's scale.
+// Q -> DQ on an activation: a tensor of its own holding the input rounded and saturated to the pair's
+// scale, made by an op without steps (collapse_qdq_pairs folds it into its input where nothing else reads
+// the input: the DLA then runs the pair implicitly, as the scale of that tensor). One QuantizeLinear may
+// feed several DequantizeLinears of its scale: they all read the one tensor.
 void Lowering::lower_qdq(Node& n) {
     const uint32_t in = tensor(n, n.inputs[0]);
-    Node* dq = sole_consumer(n.outputs[0]);
-    if (!dq || dq->op != "DequantizeLinear") bad(n, "QuantizeLinear must be followed by DequantizeLinear (Q/DQ pair)");
+    std::vector<Node*> dqs = g_.consumers(n.outputs[0]);
+    const bool q_is_output = std::count(g_.outputs.begin(), g_.outputs.end(), n.outputs[0]) > 0;
+    if (dqs.empty() || q_is_output || std::any_of(dqs.begin(), dqs.end(), [](const Node* c) { return c->op != "DequantizeLinear"; }))
+      bad(n, "QuantizeLinear must be followed by DequantizeLinear (Q/DQ pair): its int8 output must be read only by "
+             "DequantizeLinear nodes");
     const ConstData& scale = constant(n, 1, "the Q/DQ scale");
     if (scale.size() != 1) bad(n, "activations use per-tensor scales on the DLA");
     // The DLA's INT8 is signed 8-bit, symmetric: a pair that quantizes to another type (uint8 is ONNX's
@@ -955,15 +1006,22 @@ void Lowering::lower_qdq(Node& n) {
              "extra_options={'ActivationSymmetric': True})");
     if (n.inputs.size() > 2 && !n.inputs[2].empty() && constant(n, 2, "the zero point").at(0) != 0)
       bad(n, "the DLA quantizes symmetrically: zero points must be 0" + kSymmetricActivations);
-    const ConstData& dq_scale = constant(*dq, 1, "the Q/DQ scale");
-    if (dq_scale.size() != 1 || float(dq_scale.at(0)) != float(scale.at(0)))
-      bad(*dq, "dequantizes with another scale than its QuantizeLinear '" + n.name + "' quantized with; the DLA keeps one "
-               "scale per tensor: give the pair the same scale");
-    if (dq->inputs.size() > 2 && !dq->inputs[2].empty() && constant(*dq, 2, "the zero point").at(0) != 0)
-      bad(*dq, "the DLA quantizes symmetrically: zero points must be 0" + kSymmetricActivations);
-    out_.qdq_amax[in] = float(amax_from_scale(scale.at(0)));
-    consumed_[dq] = true;
-    out_.tensor_of[dq->outputs[0]] = in;
+    for (Node* dq : dqs) {
+      const ConstData& dq_scale = constant(*dq, 1, "the Q/DQ scale");
+      if (dq_scale.size() != 1 || float(dq_scale.at(0)) != float(scale.at(0)))
+        bad(*dq, "dequantizes with another scale than its QuantizeLinear '" + n.name + "' quantized with; the DLA keeps one "
+                 "scale per tensor: give the pair the same scale");
+      if (dq->inputs.size() > 2 && !dq->inputs[2].empty() && constant(*dq, 2, "the zero point").at(0) != 0)
+        bad(*dq, "the DLA quantizes symmetrically: zero points must be 0" + kSymmetricActivations);
+    }
+    const uint32_t y = new_tensor(dqs[0]->outputs[0], g_.value(dqs[0]->outputs[0]).dims);
+    emit(n.name, {in}, y, SdpParams{});
+    qdq_ops_.insert(n.name);
+    out_.qdq_amax[y] = float(amax_from_scale(scale.at(0)));
+    for (Node* dq : dqs) {
+      consumed_[dq] = true;
+      out_.tensor_of[dq->outputs[0]] = y;
+    }
 }
 
 void Lowering::lower_concat(Node& n) {

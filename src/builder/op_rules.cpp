@@ -102,9 +102,9 @@ std::vector<OpRule> make_rules() {
       {"Clip", "SDP clip", {{"input", U::kData}, {"min", U::kConstant, true}, {"max", U::kConstant, true}}, {}},
       {"Sigmoid", "SDP sigmoid", x, {}},
       {"Tanh", "SDP tanh", x, {}},
-      {"QuantizeLinear", "nothing: a Q/DQ pair on an activation sets its INT8 scale",
+      {"QuantizeLinear", "a Q/DQ pair on an activation: the INT8 scale of its input, or an op of its own where that would change what another reader sees",
        {{"x", U::kData}, {"y_scale", U::kConstant}, {"y_zero_point", U::kConstant, true}},
-       {I("axis", D::kAxis), I("saturate", D::kBool), Ionly("block_size", 0)}},
+       {I("axis", D::kAxis), I("saturate", D::kBool), I("output_dtype"), Ionly("block_size", 0)}},
       {"DequantizeLinear", "folded into constant weights, or the second half of a Q/DQ pair",
        {{"x", U::kData}, {"x_scale", U::kConstant}, {"x_zero_point", U::kConstant, true}}, {I("axis", D::kAxis), Ionly("block_size", 0)}},
       // Shape arithmetic: evaluated at build time, never on the DLA.

@@ -148,6 +148,7 @@ class Converter {
       const uint32_t n = add_tensor(src_.tensors[t], plan_.inputs[i].dtype, scale_of(t));
       mapped_[t][plan_.inputs[i].dtype] = n;
       out_.inputs.push_back({n, plan_.inputs[i].format, {}});
+      apply_qdq_pair(t);
     }
     for (size_t i = 0; i < src_.ops.size(); ++i) convert_op(i);
     for (size_t i = 0; i < src_.outputs.size(); ++i) {
@@ -186,6 +187,41 @@ class Converter {
       for (int k = 2; taken.count(name); ++k) name = out_.tensors[t].name + "_" + std::to_string(k);
       out_.tensors[t].name = name;
     }
+  }
+
+  // The scale of t's Q/DQ pair, or 0 where it has none.
+  double qdq_scale(uint32_t t) const {
+    auto it = lowered_.qdq_amax.find(t);
+    // Only where the plan has INT8 scales (an --int8 build): an FP16-only build ignores the pairs.
+    return it != lowered_.qdq_amax.end() && it->second > 0 && plan_.amax[t] > 0 ? scale_from_amax(it->second) : 0.0;
+  }
+  // A Q/DQ pair's tensor holds its values rounded and saturated to the pair's scale, whatever the
+  // precision of the layers around it: made in FP16 (its producer had no INT8 scale to read), it is
+  // quantized to the pair's scale at once, and every FP16 reader takes that INT8 copy converted back
+  // (the pair's DequantizeLinear), not the unquantized value. Where the tensor's planned scale is
+  // coarser than the pair's (tensors that share a scale take the largest), the pair's INT8 is
+  // requantized to it, so the pair's saturation still applies.
+  void apply_qdq_pair(uint32_t t) {
+    const double qs = qdq_scale(t);
+    auto& copies = mapped_[t];
+    if (qs <= 0 || copies.empty() || copies.count(DataType::kInt8)) return;
+    const uint32_t from = copies.begin()->second;
+    const Tensor& st = src_.tensors[t];
+    uint32_t q = add_tensor(st, DataType::kInt8, float(qs), "_int8");
+    out_.ops.push_back({"Q/DQ of " + st.name, {from}, {q}, ConvertParams{}});
+    const double planned = scale_of(t);
+    if (planned > qs * (1 + 1e-9)) q = requantize(t, q, qs, planned, "Q/DQ of " + st.name);
+    copies.clear();
+    copies[DataType::kInt8] = q;
+  }
+  // An INT8 copy of source tensor t at `to`, requantized from `q` at `from`.
+  uint32_t requantize(uint32_t t, uint32_t q, double from, double to, const std::string& name) {
+    const uint32_t fixed = add_tensor(src_.tensors[t], DataType::kInt8, float(to));
+    SdpParams rq;
+    const auto [m, sh] = quant_multiplier(from / to);
+    rq.requant = {{m}, {sh}};
+    out_.ops.push_back({name + " (requantize)", {q}, {fixed}, rq});
+    return fixed;
   }
 
   float scale_of(uint32_t t) const {
@@ -449,19 +485,35 @@ void Converter::convert_op(size_t i) {
     if (const auto* c = std::get_if<ConvParams>(&op.params)) clip_hi(c->post);
     if (const auto* d = std::get_if<DeconvParams>(&op.params)) clip_hi(d->post);
   }
-  if (demanded > 0 && out_scale < demanded * (1 - 1e-9)) {
-    // The planned scale saturates below the clip's bound (a ReLU6 output calibrated under 6): there
-    // a ReLU requantized straight to that scale clips too, in one op and with one rounding instead of
-    // two, so no requantize op follows (issue 15). A planned scale above the bound keeps the two ops.
-    auto relu_for_clip = [](SdpParams& post) {
+  auto relu_for_clip = [&params] {
+    auto in_post = [](SdpParams& post) {
       SdpStep relu;
       relu.kind = SdpKind::kRelu;
       for (SdpStep& st : post.steps)
         if (st.kind == SdpKind::kClip && st.lo == 0.f) st = relu;
     };
-    if (auto* c = std::get_if<ConvParams>(&params)) relu_for_clip(c->post);
-    if (auto* d = std::get_if<DeconvParams>(&params)) relu_for_clip(d->post);
+    if (auto* c = std::get_if<ConvParams>(&params)) in_post(c->post);
+    if (auto* d = std::get_if<DeconvParams>(&params)) in_post(d->post);
+  };
+  if (demanded > 0 && out_scale < demanded * (1 - 1e-9)) {
+    // The planned scale saturates below the clip's bound (a ReLU6 output calibrated under 6): there
+    // a ReLU requantized straight to that scale clips too, in one op and with one rounding instead of
+    // two, so no requantize op follows (issue 15). A planned scale above the bound keeps the two ops.
+    relu_for_clip();
     demanded = 0;
+  }
+  // A Q/DQ pair whose scale was raised to a shared, coarser one: the op writes at the pair's scale (its
+  // rounding and saturation) and a requantize to the planned scale follows; below a clip's bound that
+  // saturation is the clip.
+  // Ops that keep their input's scale (pools, concatenations, copies) cannot: their result is requantized
+  // to the pair's scale and back.
+  const double raised_qdq = P == DataType::kInt8 && qdq_scale(so) > 0 && qdq_scale(so) < out_scale * (1 - 1e-9)
+                                ? qdq_scale(so) : 0.0;
+  const bool rescales = std::holds_alternative<ConvParams>(op.params) || std::holds_alternative<DeconvParams>(op.params) ||
+                        std::holds_alternative<SdpParams>(op.params);
+  if (const double qs = raised_qdq; qs > 0 && rescales && (demanded == 0 || qs < demanded)) {
+    if (demanded > 0) relu_for_clip();
+    demanded = qs;
   }
   const double write_scale = demanded > 0 ? demanded : out_scale;
   const uint32_t out = add_tensor(src_.tensors[so], P, float(write_scale), demanded > 0 && demanded != out_scale ? "_clipped" : "");
@@ -506,15 +558,14 @@ void Converter::convert_op(size_t i) {
   out_.ops.push_back({op.name, inputs, {out}, params});
   mapped_[so].clear();
   if (demanded > 0 && std::fabs(demanded - out_scale) > 1e-12 * out_scale) {
-    const uint32_t fixed = add_tensor(src_.tensors[so], P, float(out_scale));
-    SdpParams rq;
-    const auto [m, sh] = quant_multiplier(demanded / out_scale);
-    rq.requant = {{m}, {sh}};
-    out_.ops.push_back({op.name + " (requantize)", {out}, {fixed}, rq});
-    mapped_[so][P] = fixed;
+    mapped_[so][P] = requantize(so, out, demanded, out_scale, op.name);
+  } else if (raised_qdq > 0 && !rescales) {
+    const uint32_t q = requantize(so, out, out_scale, raised_qdq, "Q/DQ of " + src_.tensors[so].name);
+    mapped_[so][P] = requantize(so, q, raised_qdq, out_scale, "Q/DQ of " + src_.tensors[so].name + " (shared scale)");
   } else {
     mapped_[so][P] = out;
   }
+  apply_qdq_pair(so);
 }
 
 }  // namespace
