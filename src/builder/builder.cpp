@@ -485,8 +485,13 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
                   " layers that could run in INT8 run in FP16: no INT8 scale for their tensors (the first: layer '" +
                   first_layer + "', " + first_tensor + ")" +
                   (have_cache ? "; the calibration cache has no entry for them (was it written for this model?)"
-                              : "; give calibration data or cache entries for them (a tensor all 0 in the "
-                                "calibration data has no range)"));
+                   : !low.qdq_amax.empty()
+                       // An explicitly quantized model names its scales with Q/DQ pairs; pairs on a layer's
+                       // inputs alone (ModelOpt's default) leave its output without one.
+                       ? "; in a Q/DQ model a layer runs in INT8 where its inputs and its output have pairs: add a "
+                         "Q/DQ pair on the output too (or give calibration data for the tensors without one)"
+                       : "; give calibration data or cache entries for them (a tensor all 0 in the "
+                         "calibration data has no range)"));
   }
   for (const auto& [name, want] : o.layer_precisions)
     for (size_t i = 0; i < fp32.ops.size(); ++i) {

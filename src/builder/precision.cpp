@@ -207,10 +207,11 @@ class Converter {
     if (qs <= 0 || copies.empty() || copies.count(DataType::kInt8)) return;
     const uint32_t from = copies.begin()->second;
     const Tensor& st = src_.tensors[t];
-    uint32_t q = add_tensor(st, DataType::kInt8, float(qs), "_int8");
-    out_.ops.push_back({"Q/DQ of " + st.name, {from}, {q}, ConvertParams{}});
     const double planned = scale_of(t);
-    if (planned > qs * (1 + 1e-9)) q = requantize(t, q, qs, planned, "Q/DQ of " + st.name);
+    const bool raised = planned > qs * (1 + 1e-6);  // not the float noise between the two records of one scale
+    uint32_t q = add_tensor(st, DataType::kInt8, float(raised ? qs : planned), "_int8");
+    out_.ops.push_back({"Q/DQ of " + st.name, {from}, {q}, ConvertParams{}});
+    if (raised) q = requantize(t, q, qs, planned, "Q/DQ of " + st.name);
     copies.clear();
     copies[DataType::kInt8] = q;
   }
@@ -471,6 +472,14 @@ void Converter::convert_op(size_t i) {
   const uint32_t so = op.outputs[0];
   std::vector<uint32_t> inputs;
   for (uint32_t t : op.inputs) inputs.push_back(in_type(t, P, op.name));
+  // A Q/DQ pair's op outside INT8 (its input has no INT8 scale): the input quantized to the pair's scale
+  // is all it computes, one conversion with no FP16 copy before it.
+  if (const auto* sdp = std::get_if<SdpParams>(&op.params);
+      sdp && P != DataType::kInt8 && qdq_scale(so) > 0 && sdp->steps.empty() && sdp->requant.multiplier.empty() &&
+      sdp->lut == ActivationLut::kNone && inputs.size() == 1) {
+    mapped_[so] = {{P, inputs[0]}};
+    return apply_qdq_pair(so);
+  }
   double out_scale = scale_of(so);
   // Clipped ReLU in INT8 clips by saturating at the bound: the op writes at scale hi/127, and a
   // requantize follows when the tensor's planned scale differs.
@@ -507,7 +516,7 @@ void Converter::convert_op(size_t i) {
   // saturation is the clip.
   // Ops that keep their input's scale (pools, concatenations, copies) cannot: their result is requantized
   // to the pair's scale and back.
-  const double raised_qdq = P == DataType::kInt8 && qdq_scale(so) > 0 && qdq_scale(so) < out_scale * (1 - 1e-9)
+  const double raised_qdq = P == DataType::kInt8 && qdq_scale(so) > 0 && qdq_scale(so) < out_scale * (1 - 1e-6)
                                 ? qdq_scale(so) : 0.0;
   const bool rescales = std::holds_alternative<ConvParams>(op.params) || std::holds_alternative<DeconvParams>(op.params) ||
                         std::holds_alternative<SdpParams>(op.params);

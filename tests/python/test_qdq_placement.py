@@ -93,6 +93,9 @@ def test_pair_read_by_an_fp16_layer_still_quantizes():
     assert np.abs(got - want).max() <= 2e-3 * np.abs(want).max()  # FP16's rounding, not the pair's
     layers = softdla.inspect(build(m))["layers"]
     assert [k for _, k, _ in layers].count("convert") >= 1 and layers[-1][2] == "fp16"
+    # The warning for the FP16 layer says what a Q/DQ model lacks: a pair on the layer's output.
+    with pytest.warns(softdla.BuildWarning, match="add a Q/DQ pair on the output too"):
+        softdla.build(m, int8=True, fp16=True, progress=False)
 
 
 def test_pair_before_a_graph_output_saturates():
