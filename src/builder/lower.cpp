@@ -375,24 +375,34 @@ class Lowering {
   std::set<std::string> qdq_ops_;  // names of the ops lower_qdq emitted (a Q/DQ pair each)
 
   // A Q/DQ pair's op folded into its input tensor, which then carries the pair's scale (what the DLA runs:
-  // no op, the producer writes INT8 at that scale), wherever that is exact: nothing else reads the input
-  // (another reader would see quantized values where the model gives it the unquantized ones) and the
+  // no op, the producer writes INT8 at that scale), wherever that is exact: nothing but pairs of that one
+  // scale reads the input (another reader would see quantized values where the model gives it the
+  // unquantized ones; onnxruntime's DedicatedQDQPair gives each reader a pair of the same scale), and the
   // input has no Q/DQ scale of its own (two pairs of different scales in a row round twice). Where it is
   // not, the op stays: an INT8 requantization, or a conversion of an FP16 value to the pair's INT8.
+  bool is_qdq_op(const Op& op) const {
+    return qdq_ops_.count(op.name) && op.inputs.size() == 1 && std::holds_alternative<SdpParams>(op.params);
+  }
   void collapse_qdq_pairs() {
     Model& m = out_.model;
     for (size_t i = 0; i < m.ops.size();) {
-      const Op& op = m.ops[i];
-      if (!qdq_ops_.count(op.name) || op.inputs.size() != 1 || !std::holds_alternative<SdpParams>(op.params)) {
+      if (!is_qdq_op(m.ops[i])) {
         ++i;
         continue;
       }
-      const uint32_t x = op.inputs[0], y = op.outputs[0];
+      const uint32_t x = m.ops[i].inputs[0];
+      const float amax = out_.qdq_amax[m.ops[i].outputs[0]];
+      std::vector<size_t> group;  // the pairs of this scale on x
       bool alone = m.tensors[x].constant < 0;
       for (size_t k = 0; k < m.ops.size() && alone; ++k) {
-        if (k == i) continue;
-        for (uint32_t t : m.ops[k].inputs) alone = alone && t != x;
-        if (const SdpParams* post = sdp_stage(m.ops[k].params))
+        const Op& op = m.ops[k];
+        const bool reads = std::count(op.inputs.begin(), op.inputs.end(), x) > 0;
+        if (reads && is_qdq_op(op) && out_.qdq_amax[op.outputs[0]] == amax) {
+          group.push_back(k);
+          continue;
+        }
+        alone = !reads;
+        if (const SdpParams* post = sdp_stage(op.params))
           for (const SdpStep& st : post->steps) alone = alone && st.tensor != int32_t(x);
       }
       for (const std::string& name : g_.outputs) {
@@ -400,19 +410,23 @@ class Lowering {
         alone = alone && !(it != out_.tensor_of.end() && it->second == x);
       }
       auto own = out_.qdq_amax.find(x);
-      if (!alone || (own != out_.qdq_amax.end() && own->second != out_.qdq_amax[y])) {
+      if (!alone || (own != out_.qdq_amax.end() && own->second != amax)) {
         ++i;
         continue;
       }
-      out_.qdq_amax[x] = out_.qdq_amax[y];
-      out_.qdq_amax.erase(y);
-      for (Op& other : m.ops) {
-        for (uint32_t& t : other.inputs) t = t == y ? x : t;
-        if (SdpParams* post = sdp_stage(other.params))
-          for (SdpStep& st : post->steps) st.tensor = st.tensor == int32_t(y) ? int32_t(x) : st.tensor;
+      out_.qdq_amax[x] = amax;
+      for (size_t k : group) {
+        const uint32_t y = m.ops[k].outputs[0];
+        out_.qdq_amax.erase(y);
+        for (Op& other : m.ops) {
+          for (uint32_t& t : other.inputs) t = t == y ? x : t;
+          if (SdpParams* post = sdp_stage(other.params))
+            for (SdpStep& st : post->steps) st.tensor = st.tensor == int32_t(y) ? int32_t(x) : st.tensor;
+        }
+        for (auto& [name, t] : out_.tensor_of) t = t == y ? x : t;
       }
-      for (auto& [name, t] : out_.tensor_of) t = t == y ? x : t;
-      m.ops.erase(m.ops.begin() + long(i));
+      for (size_t j = group.size(); j-- > 0;) m.ops.erase(m.ops.begin() + long(group[j]));
+      i = group[0];  // the ops before it are as they were
     }
   }
   void lower_concat(Node& n);

@@ -168,3 +168,17 @@ def test_opset21_output_dtype(dtype, ok):
     else:
         with pytest.raises(softdla.BuildError, match="quantizes to uint8"):
             build(m)
+
+
+def test_dedicated_pairs_of_one_scale_add_no_layer():
+    """onnxruntime's DedicatedQDQPair (and quantizers that share a calibration) give each reader of a tensor
+    its own pair of one scale: they are one scale of that tensor, no layers of their own."""
+    g = G(8)
+    x = g.input("x", [1, 4, 8, 8])
+    t = g.node("Relu", [qconv(g, x, 4, 8, 0.03)])
+    a = qdq(g, qconv(g, qdq(g, t, 0.02), 8, 4), 0.02)
+    b = qdq(g, qconv(g, qdq(g, t, 0.02), 8, 4), 0.02)
+    m = g.model([a, b])
+    layers = softdla.inspect(build(m))["layers"]
+    assert [k for _, k, _ in layers] == ["conv"] * 3 and {p for _, _, p in layers} == {"int8"}
+    assert max(steps_off(m, images((1, 4, 8, 8)), 0.02)) <= 1.01
