@@ -297,7 +297,11 @@ struct RangeRule {
   bool tail = false;  // the percentile rule at kTailPercentile instead of --percentile
 };
 
-const std::vector<float>& ranges_of(const RuleRanges& r, RangeRule c) { return c.tail ? r.percentile_tail : r.of(c.rule); }
+const std::vector<float>& ranges_of(const RuleRanges& r, RangeRule c) {
+  const std::vector<float>& v = c.tail ? r.percentile_tail : r.of(c.rule);
+  if (v.empty()) fail("internal: no ranges were calibrated for ", rule_name(c.rule), c.tail ? " (tail)" : "");
+  return v;
+}
 
 std::string rule_label(RangeRule c, double percentile) {
   if (c.rule != Calibrator::kPercentile) return rule_name(c.rule);
@@ -435,9 +439,13 @@ void add_unfused_scales(const std::vector<uint8_t>& onnx, const BuildOptions& o,
       return !scales.count(nt.first) && low.model.tensors[nt.second].constant < 0;
     });
     if (missing) {
+      // The rule calibrated as itself (not under kAuto): the tail percentile, where auto chose it, is the
+      // percentile of this pass, so its ranges are the plain percentile's (percentile_tail, which only
+      // kAuto fills, is empty here: reading it was a crash).
       const double percentile = rule.tail ? kTailPercentile : o.percentile;
       const CalibratedRanges r = calibrate_all(low.model, batches, rule.rule, percentile, 0, o.progress);
-      const std::vector<float>& amax = ranges_of(r, rule);
+      const std::vector<float>& amax = r.of(rule.rule);
+      if (amax.size() != low.model.tensors.size()) fail("internal: the unfused pass has no ranges for ", rule_name(rule.rule));
       for (const auto& [name, t] : low.tensor_of)
         if (!scales.count(name) && low.model.tensors[t].constant < 0 && amax[t] > 0)
           scales[name] = float(scale_from_amax(amax[t]));

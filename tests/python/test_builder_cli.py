@@ -176,6 +176,24 @@ def test_calibration_cache_round_trip(tmp_path):
     assert [x for x in ia if "flags" not in x] == [x for x in ib if "flags" not in x]
 
 
+def test_cache_written_when_auto_chooses_the_tail_percentile(tmp_path):
+    """The cache's unfused pass calibrates again with the rule auto chose; for the tail percentile (99.999)
+    it read ranges only an auto pass fills, and the build died of a segmentation fault. MobileNetV3's hard
+    swishes make auto choose that rule on smooth images."""
+    from sdla_testkit import zoo
+    (tmp_path / "calib").mkdir()
+    np.save(tmp_path / "calib" / "x.npy", zoo.smooth_images(16, 64, seed=1))
+    onnx.save(zoo.mobilenet_v3_large(64, 1, 0), tmp_path / "m.onnx")
+    cache = tmp_path / "m.cache"
+    r = softdla("build", f"--onnx={tmp_path / 'm.onnx'}", "--int8", "--fp16", f"--calib-data={tmp_path / 'calib'}",
+                f"--calib={cache}", f"--saveEngine={tmp_path / 'm.loadable'}", "--verbose")
+    assert "calibration rule chosen: percentile 99.999" in r.stderr + r.stdout  # else pick a model that does
+    assert r.returncode == 0 and "wrote calibration cache" in r.stdout, r.stderr
+    names = {ln.split(": ")[0] for ln in cache.read_text().splitlines()[1:]}
+    graph = onnx.load(tmp_path / "m.onnx").graph
+    assert {n.output[0] for n in graph.node if n.op_type in ("Conv", "Clip", "Mul", "Div")} <= names
+
+
 def test_reads_a_cache_in_tensorrts_format(tmp_path):
     # A cache line of NVIDIA's cuDLA samples, "images: 3c00f9f4": big-endian float32 bits of the scale, ~1/127.
     scale = struct.unpack(">f", bytes.fromhex("3c00f9f4"))[0]

@@ -192,6 +192,14 @@ class Net(G):
             return self.node("Mul", [x, self.node("Sigmoid", [x])])
         if kind == "sigmoid":
             return self.node("Sigmoid", [x])
+        # HardSwish and HardSigmoid have no DLA layer; DLA users export them rewritten, as x * relu6(x + 3) / 6
+        # and relu6(x + 3) / 6 (the builder's message for HardSwish says so).
+        if kind == "hsigmoid":
+            shifted = self.node("Add", [x, self.const(np.float32(3.0))])
+            return self.node("Div", [self.act(shifted, "relu6"), self.const(np.float32(6.0))])
+        if kind == "hswish":
+            shifted = self.node("Add", [x, self.const(np.float32(3.0))])
+            return self.node("Div", [self.node("Mul", [x, self.act(shifted, "relu6")]), self.const(np.float32(6.0))])
         raise ValueError(kind)
 
     def cbn(self, x, cin, cout, k=3, stride=1, pad=None, groups=1, act="relu", eps=1e-5, gamma=None, beta=None):
@@ -240,8 +248,9 @@ class Net(G):
                          coordinate_transformation_mode="asymmetric", cubic_coeff_a=-0.75, mode="nearest",
                          nearest_mode="floor")
 
-    def se(self, x, c, squeeze, act):
-        """torchvision.ops.SqueezeExcitation: avgpool, fc1 (1x1 conv), act, fc2, sigmoid, scale * input."""
+    def se(self, x, c, squeeze, act, gate="sigmoid"):
+        """torchvision.ops.SqueezeExcitation: avgpool, fc1 (1x1 conv), act, fc2, the gate (sigmoid, or
+        MobileNetV3's hard sigmoid), scale * input."""
         with self.scope("avgpool"):
             s = self.gap(x)
         with self.scope("fc1"):
@@ -251,9 +260,10 @@ class Net(G):
         with self.scope("fc2"):
             s = self.conv(s, squeeze, c, k=1, pad=0, bias=True)
         # a gate of about 0.5-0.9, as trained SE blocks have
-        self.inits[-1] = numpy_helper.from_array(np.full(c, 1.0, np.float32), self.inits[-1].name)
+        bias = 1.0 if gate == "sigmoid" else 1.5
+        self.inits[-1] = numpy_helper.from_array(np.full(c, bias, np.float32), self.inits[-1].name)
         with self.scope("scale_activation"):
-            s = self.node("Sigmoid", [s])
+            s = self.act(s, gate)
         return self.node("Mul", [s, x])
 
     def finish(self, outputs, opset=17):
@@ -721,6 +731,57 @@ def mobilenet_v2(z, resolution, batch):
     return x
 
 
+def _make_divisible(v, divisor=8):
+    """torchvision's channel rounding: to a multiple of divisor, never below 90 % of v."""
+    n = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return n + divisor if n < 0.9 * v else n
+
+
+@_zoo
+def mobilenet_v3_large(z, resolution, batch):
+    """torchvision mobilenet_v3_large, with HardSwish and HardSigmoid as DLA users export them (x * relu6(x +
+    3) / 6 and relu6(x + 3) / 6: the DLA has neither); BN eps 1e-3, squeeze-excite gates on hard sigmoids,
+    5 x 5 depthwise convolutions, a Linear + HardSwish head."""
+    x = _input(z, batch, resolution)
+    with z.scope("features.0"):
+        x = z.cbn(x, 3, 16, 3, 2, act="hswish", eps=1e-3)
+    blocks = [(16, 3, 16, 16, False, "relu", 1), (16, 3, 64, 24, False, "relu", 2), (24, 3, 72, 24, False, "relu", 1),
+              (24, 5, 72, 40, True, "relu", 2), (40, 5, 120, 40, True, "relu", 1), (40, 5, 120, 40, True, "relu", 1),
+              (40, 3, 240, 80, False, "hswish", 2), (80, 3, 200, 80, False, "hswish", 1),
+              (80, 3, 184, 80, False, "hswish", 1), (80, 3, 184, 80, False, "hswish", 1),
+              (80, 3, 480, 112, True, "hswish", 1), (112, 3, 672, 112, True, "hswish", 1),
+              (112, 5, 672, 160, True, "hswish", 2), (160, 5, 960, 160, True, "hswish", 1),
+              (160, 5, 960, 160, True, "hswish", 1)]
+    for i, (cin, k, mid, cout, use_se, act, stride) in enumerate(blocks):
+        with z.scope(f"features.{i + 1}.block"):
+            y, j = x, 0
+            if mid != cin:
+                with z.scope(str(j)):
+                    y = z.cbn(y, cin, mid, 1, 1, 0, act=act, eps=1e-3)
+                j += 1
+            with z.scope(str(j)):
+                y = z.cbn(y, mid, mid, k, stride, k // 2, groups=mid, act=act, eps=1e-3)
+            j += 1
+            if use_se:
+                with z.scope(str(j)):
+                    y = z.se(y, mid, _make_divisible(mid // 4), "relu", gate="hsigmoid")
+                j += 1
+            res = stride == 1 and cin == cout
+            with z.scope(str(j)):
+                y = z.cbn(y, mid, cout, 1, 1, 0, act=None, eps=1e-3, gamma=z.res_gamma(cout) if res else None)
+        x = z.node("Add", [y, x]) if res else y
+    with z.scope("features.16"):
+        x = z.cbn(x, 160, 960, 1, 1, 0, act="hswish", eps=1e-3)
+    with z.scope("avgpool"):
+        x = z.gap(x)
+    x = z.flatten(x)
+    with z.scope("classifier.0"):
+        x = z.act(z.linear(x, 960, 1280), "hswish")
+    with z.scope("classifier.3"):
+        x = z.linear(x, 1280, 1000, final=True)
+    return x
+
+
 @_zoo
 def efficientnet_b0(z, resolution, batch):
     """torchvision efficientnet_b0: SiLU as x * Sigmoid(x), MBConv with SE (squeeze = input channels / 4,
@@ -1116,6 +1177,7 @@ ZOO = {
     "mnasnet1_0": (mnasnet1_0, 224, 64),
     "mobilenet_v2": (mobilenet_v2, 224, 64),
     "efficientnet_b0": (efficientnet_b0, 224, 64),
+    "mobilenet_v3_large": (mobilenet_v3_large, 224, 64),
     "vgg11": (vgg11, 224, 64),
     "alexnet": (alexnet, 224, 224),
     "densenet121": (densenet121, 224, 64),
