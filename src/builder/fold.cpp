@@ -226,6 +226,7 @@ class Folder {
   void infer_reshape_like(Node& n);
   void infer_resize(Node& n);
   void infer_slice(Node& n);
+  void infer_pad(Node& n);
 };
 
 void Folder::infer_elementwise(Node& n) {
@@ -461,6 +462,33 @@ void Folder::infer_reshape_like(Node& n) {
   set(n, d);
 }
 
+// Pad: the output shape, and its pads per input dimension (begins, then ends) in `_pads` for the lowering
+// (opset 11+ takes them as an input, with optional axes from opset 18; earlier opsets as an attribute).
+void Folder::infer_pad(Node& n) {
+  const Value& x = in(n, 0);
+  const size_t rank = x.dims.size();
+  const Dims given = g_.opset >= 11 ? ints_of(n, 1) : n.get_ints("pads");
+  Dims axes;
+  if (g_.opset >= 18 && has_in(n, 3))
+    for (int64_t a : ints_of(n, 3)) axes.push_back(norm_axis(n, a, rank));
+  else
+    for (size_t a = 0; a < rank; ++a) axes.push_back(int64_t(a));
+  if (given.size() != 2 * axes.size())
+    bad(n, "has " + std::to_string(given.size()) + " pads for " + std::to_string(axes.size()) + " axes (two an axis)");
+  Dims pads(2 * rank, 0), d = x.dims;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const size_t a = size_t(axes[k]);
+    const int64_t begin = given[k], end = given[k + axes.size()];
+    if (begin < 0 || end < 0) bad(n, "negative pads crop: on the DLA crop with a Slice instead");
+    if (begin > kMaxTensorElements || end > kMaxTensorElements) bad(n, "pads past any tensor's size");
+    pads[a] += begin, pads[a + rank] += end;
+    d[a] = checked_add<int64_t>(checked_add<int64_t>(d[a], begin, "a padded dimension"), end, "a padded dimension");
+  }
+  n.attrs["_pads"] = Attribute{Attribute::kInts, 0, 0, {}, pads, {}, {}};
+  out(n).elem_type = x.elem_type;
+  set(n, d);
+}
+
 void Folder::infer_slice(Node& n) {
   const Value& x = in(n, 0);
   Dims starts, ends, axes, steps;
@@ -542,7 +570,7 @@ void Folder::infer(Node& n) {
       {"Reshape", &Folder::infer_reshape_like}, {"Flatten", &Folder::infer_reshape_like},
       {"Squeeze", &Folder::infer_reshape_like}, {"Unsqueeze", &Folder::infer_reshape_like},
       {"Identity", &Folder::infer_reshape_like}, {"Dropout", &Folder::infer_reshape_like},
-      {"Slice", &Folder::infer_slice}, {"Conv", &Folder::infer_conv_node}, {"ConvTranspose", &Folder::infer_deconv_node},
+      {"Slice", &Folder::infer_slice}, {"Pad", &Folder::infer_pad}, {"Conv", &Folder::infer_conv_node}, {"ConvTranspose", &Folder::infer_deconv_node},
       {"MaxPool", &Folder::infer_pool}, {"AveragePool", &Folder::infer_pool}, {"GlobalAveragePool", &Folder::infer_pool},
       {"GlobalMaxPool", &Folder::infer_pool}, {"Resize", &Folder::infer_resize}, {"Upsample", &Folder::infer_resize},
       {"Gemm", &Folder::infer_gemm}, {"MatMul", &Folder::infer_matmul}, {"DequantizeLinear", &Folder::infer_dequantize},

@@ -371,6 +371,8 @@ class Lowering {
   void lower_conv_node(Node& n) { lower_conv(n, false); }
   void lower_deconv_node(Node& n) { lower_conv(n, true); }
   void lower_identity(Node& n) { alias(n, n.inputs[0], n.outputs[0]); }
+  void lower_pad(Node& n);
+  std::map<const Node*, std::array<int64_t, 4>> merged_pads_;  // a Conv's extra top/left/bottom/right padding from a Pad
   void lower_qdq(Node& n);
   std::set<std::string> qdq_ops_;  // names of the ops lower_qdq emitted (a Q/DQ pair each)
 
@@ -453,11 +455,43 @@ class Lowering {
   }
 };
 
+// Pad: an identity where every pad is 0 (exporters write such Pads where sizes already agree: the UNet's
+// F.pad of a skip connection at power-of-two inputs); zeros around H and W before a Conv become that
+// Conv's padding, as TensorRT merges them (the values the Conv reads are the same zeros). The DLA has no
+// padding layer for any other Pad.
+void Lowering::lower_pad(Node& n) {
+  const std::vector<int64_t> pads = n.get_ints("_pads");
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
+    return alias(n, n.inputs[0], n.outputs[0]);
+  const bool input_value = g_.opset >= 11 && n.inputs.size() > 2 && !n.inputs[2].empty();
+  const double value = input_value ? constant(n, 2, "the constant value").at(0) : n.get_float("value", 0.0);
+  const size_t rank = pads.size() / 2;
+  Node* conv = sole_consumer(n.outputs[0]);
+  const bool spatial_only = rank == 4 && pads[0] == 0 && pads[1] == 0 && pads[4] == 0 && pads[5] == 0;
+  if (!conv || conv->op != "Conv" || conv->inputs[0] != n.outputs[0] || value != 0 || !spatial_only ||
+      conv->get_string("auto_pad", "NOTSET") != "NOTSET")
+    bad(n, "the DLA has no padding layer: a Pad runs only as nothing (all pads 0) or as the padding of the Conv it "
+           "feeds (zeros around H and W, the Pad's output read by that Conv alone)");
+  // The merged padding obeys the DLA's rule for it (below the kernel's own size): say where it came from.
+  const std::vector<int64_t> own = conv->get_ints("pads", {0, 0, 0, 0});
+  const std::vector<int64_t>& wd = g_.value(conv->inputs[1]).dims;
+  const std::array<int64_t, 4> merged = {pads[2], pads[3], pads[6], pads[7]};
+  for (size_t k = 0; k < 4 && own.size() == 4 && wd.size() == 4; ++k)
+    if (own[k] + merged[k] >= wd[2 + k % 2])
+      bad(n, "its zeros merge into the padding of Conv '" + conv->label() + "', which would then pad by " +
+                 std::to_string(own[k] + merged[k]) + " where the DLA pads by less than the kernel's " +
+                 std::to_string(wd[2 + k % 2]) + "; the DLA has no padding layer to run the rest");
+  merged_pads_[conv] = merged;
+  alias(n, n.inputs[0], n.outputs[0]);
+}
+
 void Lowering::lower_conv(Node& n, bool transpose) {
   const ConstData& w = constant(n, 1, "the weight input");
   const std::vector<int64_t> wd = g_.value(n.inputs[1]).dims;
   const int64_t groups = n.get_int("group", 1);
-  const auto pads = n.get_ints("pads", {0, 0, 0, 0});
+  auto pads = n.get_ints("pads", {0, 0, 0, 0});
+  if (auto it = merged_pads_.find(&n); it != merged_pads_.end() && pads.size() == 4)
+    for (size_t k = 0; k < 4; ++k) pads[k] += it->second[k];  // top, left, bottom, right, as ONNX orders 2-D pads
   const auto strides = n.get_ints("strides", {1, 1}), dil = n.get_ints("dilations", {1, 1});
   const int64_t K = transpose ? wd[1] * groups : wd[0];
   std::vector<float> weights(w.size());
@@ -912,6 +946,12 @@ void Lowering::lower_resize(Node& n) {
     } else {
       bad(n, "nearest resize mode (" + coord + ", " + rounding + ") is not a DLA mode");
     }
+  } else if ((mode == "linear" || mode == "bilinear") && x.dims[2] == 1 && x.dims[3] == 1) {
+    // From a 1 x 1 map every output interpolates the one pixel, whatever the coordinates: a broadcast,
+    // which the DLA's nearest resize computes with its wider factor range (DeepLab's image-pooling branch
+    // upsamples its global average this way).
+    p.mode = ResizeMode::kNearest;
+    p.nearest = NearestRounding::kAsymmetricFloor;
   } else if (mode == "linear" || mode == "bilinear") {
     p.mode = ResizeMode::kBilinear;
     if (n.op == "Upsample")
@@ -972,7 +1012,7 @@ void Lowering::lower_node(Node& n) {
       {"GlobalAveragePool", &Lowering::lower_pool}, {"GlobalMaxPool", &Lowering::lower_pool},
       {"Reshape", &Lowering::lower_shuffle}, {"Flatten", &Lowering::lower_shuffle}, {"Squeeze", &Lowering::lower_shuffle},
       {"Unsqueeze", &Lowering::lower_shuffle}, {"Transpose", &Lowering::lower_shuffle},
-      {"Identity", &Lowering::lower_identity}, {"Dropout", &Lowering::lower_identity},
+      {"Identity", &Lowering::lower_identity}, {"Pad", &Lowering::lower_pad}, {"Dropout", &Lowering::lower_identity},
       {"ReduceMean", &Lowering::lower_reduce}, {"ReduceMax", &Lowering::lower_reduce}, {"ReduceSum", &Lowering::lower_reduce},
       {"Resize", &Lowering::lower_resize}, {"Upsample", &Lowering::lower_resize},
       {"Split", &Lowering::lower_split_slice}, {"Slice", &Lowering::lower_split_slice},

@@ -175,10 +175,24 @@ def case_trt_rewrites(g):
     return [b, c, d, e, f, h]
 
 
+def case_pad(g):
+    """Pads as exporters write them: all zeros (UNet's F.pad of a skip connection whose size already agrees:
+    nothing), and zeros around H and W before a Conv (F.pad then a convolution, TensorRT merges them: the
+    Conv's padding), asymmetric, on top of the Conv's own pads."""
+    x = g.input("x", [1, 4, 9, 10])
+    none = g.node("Pad", [x, g.const(np.zeros(8, np.int64)), g.const(np.float32(0))], mode="constant")
+    a = g.node("MaxPool", [none], kernel_shape=[2, 2], strides=[2, 2])
+    p = g.node("Pad", [x, g.const(np.array([0, 0, 2, 1, 0, 0, 1, 0], np.int64))])
+    b = g.node("Conv", [p, g.weight(6, 4, 3, 3), g.weight(6)], kernel_shape=[3, 3], pads=[0, 0, 0, 1])
+    q = g.node("Pad", [x, g.const(np.array([0, 0, 1, 2, 0, 0, 1, 0], np.int64)), g.const(np.float32(0))])
+    c = g.node("Conv", [q, g.weight(5, 4, 3, 3)], kernel_shape=[3, 3], strides=[2, 2])
+    return [a, b, c]
+
+
 CASES = [case_conv_variants, case_conv_bn_relu, case_conv_activations, case_sigmoid_tanh, case_residual, case_deconv,
          case_gemm_flatten, case_matmul_add, case_pooling, case_global_pools, case_eltwise, case_constant_operands,
          case_concat_split_slice, case_reshape_transpose, case_squeeze_unsqueeze, case_resize, case_lrn_softmax,
-         case_standalone, case_trt_rewrites]
+         case_standalone, case_trt_rewrites, case_pad]
 
 
 def make(case):
@@ -211,3 +225,53 @@ def test_int8_calibrated_cosine(case, tmp_path):
     got = run_loadable(loadable, *xs)
     for k, (a, b) in enumerate(zip(got, ref)):
         assert cosine(a, b) >= 0.99, f"output {k}: cosine {cosine(a, b):.4f}"
+
+
+@pytest.mark.parametrize("kind", ["reflect", "value", "before_pool", "channels", "too_wide"])
+def test_pads_the_dla_cannot_run_are_refused(kind, tmp_path):
+    """The DLA has no padding layer: a Pad that is neither nothing nor zeros before a Conv is an error
+    naming it, never a loadable without it."""
+    g = G(seed=3)
+    x = g.input("x", [1, 4, 8, 8])
+    pads = [0, 1 if kind == "channels" else 0, 3 if kind == "too_wide" else 1, 1, 0, 0, 1, 1]
+    value = [g.const(np.float32(1.0 if kind == "value" else 0.0))]
+    p = g.node("Pad", [x, g.const(np.array(pads, np.int64))] + value, mode="reflect" if kind == "reflect" else "constant")
+    y = (g.node("MaxPool", [p], kernel_shape=[2, 2], strides=[2, 2]) if kind == "before_pool"
+         else g.node("Conv", [p, g.weight(4, 5 if kind == "channels" else 4, 3, 3)], kernel_shape=[3, 3]))
+    import subprocess, onnx
+    from sdla_testkit.onnx_models import SOFTDLA
+    onnx.save(g.model([y], opset=18), tmp_path / "m.onnx")
+    r = subprocess.run([SOFTDLA, "build", f"--onnx={tmp_path / 'm.onnx'}", "--fp16", f"--saveEngine={tmp_path / 'm.l'}"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "Pad" in r.stderr
+    assert {"reflect": "'reflect' is not supported (only 'constant')",
+            "too_wide": "would then pad by 3 where the DLA pads by less than the kernel's 3"}.get(
+        kind, "the DLA has no padding layer") in r.stderr, r.stderr
+
+
+def test_pad_with_axes_before_a_conv(tmp_path):
+    """Opset 18's axes input: pads for H and W only (negative axes), merged into the Conv."""
+    g = G(seed=4)
+    x = g.input("x", [1, 4, 7, 8])
+    p = g.node("Pad", [x, g.const(np.array([1, 2, 1, 0], np.int64)), g.const(np.float32(0)),
+                      g.const(np.array([-2, -1], np.int64))])
+    m = g.model([g.node("Conv", [p, g.weight(5, 4, 3, 3)], kernel_shape=[3, 3], strides=[2, 2])], opset=18)
+    xs = np.random.default_rng(2).standard_normal((1, 4, 7, 8)).astype(np.float32)
+    loadable, _ = softdla_build(m, tmp_path, "--fp16")
+    assert rel_l2(run_loadable(loadable, xs)[0], ort_run(m, xs)[0]) < 1e-3
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners", "asymmetric"])
+def test_bilinear_resize_of_a_1x1_map_is_a_broadcast(coord, tmp_path):
+    """DeepLabV3's image-pooling branch: a global average upsampled bilinearly to the feature map (x12 here,
+    past the DLA's bilinear factors of 1-4). From one pixel every output is that pixel: it runs as the
+    nearest resize, whatever the coordinate mode."""
+    g = G(seed=5)
+    x = g.input("x", [1, 4, 12, 12])
+    pooled = g.node("GlobalAveragePool", [g.conv(x, 4, 4)])
+    up = g.node("Resize", [pooled, "", "", g.const(np.array([1, 4, 12, 12], np.int64))], mode="linear",
+                coordinate_transformation_mode=coord)
+    m = g.model([g.node("Add", [up, x])], opset=13)
+    xs = np.random.default_rng(3).standard_normal((1, 4, 12, 12)).astype(np.float32)
+    loadable, _ = softdla_build(m, tmp_path, "--fp16")
+    assert rel_l2(run_loadable(loadable, xs)[0], ort_run(m, xs)[0]) < 1e-3
