@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -273,7 +274,7 @@ std::string cache_header_name(Calibrator c) {
   return std::string("softdla-") + rule_name(c);
 }
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+double cosine(std::span<const float> a, std::span<const float> b) {
   double ab = 0, aa = 0, bb = 0;
   for (size_t i = 0; i < a.size(); ++i) ab += double(a[i]) * b[i], aa += double(a[i]) * a[i], bb += double(b[i]) * b[i];
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
@@ -320,11 +321,19 @@ double rule_score(const Lowered& low, const std::vector<float>& base, const Rule
   Model m = apply_precision(low, plan_precisions(low, amax, o, true));
   finalize_model(m);
   const Engine candidate(std::move(m));
+  // Each sample's cosine, not a batch's: the score does not change with the model's batch size.
+  const size_t n = std::max<size_t>(1, low.model.tensors[low.model.inputs[0].tensor].shape[0]);
   double score = 0;
   BatchOutputs got;
   for (size_t b : judged) {
     run_float(candidate, batches[b], got);
-    for (size_t i = 0; i < got.size(); ++i) score += cosine(got[i], expected[b][i]) / double(judged.size() * got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const size_t per = got[i].size() / n;
+      for (size_t s = 0; s < n; ++s) {
+        const std::span<const float> a(got[i].data() + s * per, per), e(expected[b][i].data() + s * per, per);
+        score += cosine(a, e) / double(judged.size() * got.size() * n);
+      }
+    }
   }
   return score;
 }

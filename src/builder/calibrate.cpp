@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -103,11 +104,29 @@ std::vector<Batch> load_calibration_data(const std::string& dir, const Model& m,
            names[i], "': every input needs one sample per calibration sample");
   const size_t total = samples[0].size();
   if (total < n) fail("calibration data holds ", total, " samples of '", names[0], "'; the model's batch is ", n);
+  // The samples of each batch: dealt so that sample s belongs to fold s % folds whatever the batch size
+  // (auto's folds take batch b as fold b % folds): the same calibration data then judge the rules on the
+  // same samples at batch 1, 2 or 4, and choose the same one. In file order where the counts do not
+  // allow it (fewer samples in a fold than its batches need).
+  const size_t whole = total / n, folds = whole >= 2 ? std::min(kCalibrationFolds, whole) : 1;
+  std::vector<size_t> order(whole * n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  bool dealt = folds > 1;
+  for (size_t b = 0; b < whole && dealt; ++b)
+    for (size_t t = 0; t < n && dealt; ++t) {
+      const size_t fold = b % folds, index = (b / folds) * n + t, s = fold + index * folds;
+      dealt = s < total;
+      if (dealt) order[b * n + t] = s;
+    }
+  if (!dealt) std::iota(order.begin(), order.end(), size_t(0));
   std::vector<Batch> batches;
-  for (size_t b = 0; b + n <= total; b += n) {
+  for (size_t b = 0; b < whole; ++b) {
     Batch batch(samples.size());
     for (size_t i = 0; i < samples.size(); ++i)
-      for (size_t k = 0; k < n; ++k) batch[i].insert(batch[i].end(), samples[i][b + k].begin(), samples[i][b + k].end());
+      for (size_t k = 0; k < n; ++k) {
+        const std::vector<float>& sample = samples[i][order[b * n + k]];
+        batch[i].insert(batch[i].end(), sample.begin(), sample.end());
+      }
     batches.push_back(std::move(batch));
   }
   return batches;

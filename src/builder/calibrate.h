@@ -42,6 +42,7 @@ constexpr double kTailPercentile = 99.999;
 using BatchOutputs = std::vector<std::vector<float>>;
 
 // kAuto splits the batches into this many folds (batch i in fold i % folds; fewer with fewer batches).
+// load_calibration_data deals the samples so that sample s is in fold s % folds at any batch size.
 constexpr size_t kCalibrationFolds = 4;
 
 struct CalibratedRanges : RuleRanges {

@@ -194,6 +194,24 @@ def test_cache_written_when_auto_chooses_the_tail_percentile(tmp_path):
     assert {n.output[0] for n in graph.node if n.op_type in ("Conv", "Clip", "Mul", "Div")} <= names
 
 
+def test_calibration_does_not_depend_on_the_batch_size(tmp_path):
+    """The same 16 calibration images give the same ranges at batch 1 and 2: auto's folds hold the same
+    images and judge each image's cosine (they held batches, so the folds and the chosen rule moved with the
+    batch size: MobileNetV3 here chose the tail percentile at batch 1 and min-max at batch 2)."""
+    from sdla_testkit import zoo
+    (tmp_path / "calib").mkdir()
+    np.save(tmp_path / "calib" / "x.npy", zoo.smooth_images(16, 64, seed=1))
+    caches = []
+    for batch in (1, 2):
+        onnx.save(zoo.mobilenet_v3_large(64, batch, 0), tmp_path / f"m{batch}.onnx")
+        cache = tmp_path / f"m{batch}.cache"
+        r = softdla("build", f"--onnx={tmp_path / f'm{batch}.onnx'}", "--int8", "--fp16",
+                    f"--calib-data={tmp_path / 'calib'}", f"--calib={cache}", f"--saveEngine={tmp_path / 'm.loadable'}")
+        assert r.returncode == 0, r.stderr
+        caches.append(cache.read_text())
+    assert caches[0] == caches[1]
+
+
 def test_reads_a_cache_in_tensorrts_format(tmp_path):
     # A cache line of NVIDIA's cuDLA samples, "images: 3c00f9f4": big-endian float32 bits of the scale, ~1/127.
     scale = struct.unpack(">f", bytes.fromhex("3c00f9f4"))[0]
