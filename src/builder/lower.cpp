@@ -545,7 +545,10 @@ void Lowering::lower_conv(Node& n, bool transpose) {
     p.post = post;
     emit(n.name, {in}, out, p);
   } else {
-    if (groups != 1) bad(n, "the DLA runs deconvolution with groups = 1 only");
+    if (groups != 1)
+      bad(n, "the DLA runs deconvolution with groups = 1 only (a grouped ConvTranspose is the dense one whose weights "
+             "are zero between groups: the same numbers, " + std::to_string(groups) + " times the multiply-adds; or "
+             "upsample with a nearest Resize and a grouped Conv)");
     if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; }))
       bad(n, "deconvolution padding must be 0 on the DLA (crop with a Slice after it instead)");
     if (dil != std::vector<int64_t>{1, 1}) bad(n, "deconvolution dilation must be 1 on the DLA");
