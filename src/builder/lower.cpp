@@ -374,7 +374,9 @@ class Lowering {
   void lower_pad(Node& n);
   std::map<const Node*, std::array<int64_t, 4>> merged_pads_;  // a Conv's extra top/left/bottom/right padding from a Pad
   void lower_qdq(Node& n);
-  std::set<std::string> qdq_ops_;  // names of the ops lower_qdq emitted (a Q/DQ pair each)
+  // The outputs of the ops lower_qdq emitted (a Q/DQ pair each): known by their tensor, which no other op
+  // writes (node names are not unique enough: the importer names unnamed nodes Op_k, which a Q may be called).
+  std::set<uint32_t> qdq_outputs_;
 
   // A Q/DQ pair's op folded into its input tensor, which then carries the pair's scale (what the DLA runs:
   // no op, the producer writes INT8 at that scale), wherever that is exact: nothing but pairs of that one
@@ -383,7 +385,8 @@ class Lowering {
   // input has no Q/DQ scale of its own (two pairs of different scales in a row round twice). Where it is
   // not, the op stays: an INT8 requantization, or a conversion of an FP16 value to the pair's INT8.
   bool is_qdq_op(const Op& op) const {
-    return qdq_ops_.count(op.name) && op.inputs.size() == 1 && std::holds_alternative<SdpParams>(op.params);
+    return op.outputs.size() == 1 && qdq_outputs_.count(op.outputs[0]) && op.inputs.size() == 1 &&
+           std::holds_alternative<SdpParams>(op.params);
   }
   void collapse_qdq_pairs() {
     Model& m = out_.model;
@@ -393,13 +396,13 @@ class Lowering {
         continue;
       }
       const uint32_t x = m.ops[i].inputs[0];
-      const float amax = out_.qdq_amax[m.ops[i].outputs[0]];
+      const float amax = out_.qdq_amax.at(m.ops[i].outputs[0]);
       std::vector<size_t> group;  // the pairs of this scale on x
       bool alone = m.tensors[x].constant < 0;
       for (size_t k = 0; k < m.ops.size() && alone; ++k) {
         const Op& op = m.ops[k];
         const bool reads = std::count(op.inputs.begin(), op.inputs.end(), x) > 0;
-        if (reads && is_qdq_op(op) && out_.qdq_amax[op.outputs[0]] == amax) {
+        if (reads && is_qdq_op(op) && out_.qdq_amax.at(op.outputs[0]) == amax) {
           group.push_back(k);
           continue;
         }
@@ -466,9 +469,13 @@ void Lowering::lower_pad(Node& n) {
   const bool input_value = g_.opset >= 11 && n.inputs.size() > 2 && !n.inputs[2].empty();
   const double value = input_value ? constant(n, 2, "the constant value").at(0) : n.get_float("value", 0.0);
   const size_t rank = pads.size() / 2;
-  Node* conv = sole_consumer(n.outputs[0]);
+  // The Conv may read the padded tensor through Q/DQ pairs (a quantized model's): a pair quantizes the
+  // padding zeros to zeros, so it runs on the unpadded tensor alike (the pairs lower as themselves).
+  std::string read = n.outputs[0];
+  std::vector<Node*> pairs;
+  Node* conv = sole_consumer_past_qdq(read, pairs);
   const bool spatial_only = rank == 4 && pads[0] == 0 && pads[1] == 0 && pads[4] == 0 && pads[5] == 0;
-  if (!conv || conv->op != "Conv" || conv->inputs[0] != n.outputs[0] || value != 0 || !spatial_only ||
+  if (!conv || conv->op != "Conv" || conv->inputs[0] != read || value != 0 || !spatial_only ||
       conv->get_string("auto_pad", "NOTSET") != "NOTSET")
     bad(n, "the DLA has no padding layer: a Pad runs only as nothing (all pads 0) or as the padding of the Conv it "
            "feeds (zeros around H and W, the Pad's output read by that Conv alone)");
@@ -1073,7 +1080,7 @@ void Lowering::lower_qdq(Node& n) {
     }
     const uint32_t y = new_tensor(dqs[0]->outputs[0], g_.value(dqs[0]->outputs[0]).dims);
     emit(n.name, {in}, y, SdpParams{});
-    qdq_ops_.insert(n.name);
+    qdq_outputs_.insert(y);
     out_.qdq_amax[y] = float(amax_from_scale(scale.at(0)));
     for (Node* dq : dqs) {
       consumed_[dq] = true;

@@ -182,3 +182,34 @@ def test_dedicated_pairs_of_one_scale_add_no_layer():
     layers = softdla.inspect(build(m))["layers"]
     assert [k for _, k, _ in layers] == ["conv"] * 3 and {p for _, _, p in layers} == {"int8"}
     assert max(steps_off(m, images((1, 4, 8, 8)), 0.02)) <= 1.01
+
+
+def test_an_op_named_like_a_pair_is_not_taken_for_one():
+    """An unnamed Relu (the importer names it Relu_0) and a QuantizeLinear named Relu_0: pairs are known by
+    the tensor they write, not by name (the Relu was folded away as if it were the pair, negative values
+    passing)."""
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"], name="Relu_0"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])],
+                              [numpy_helper.from_array(np.array(0.02, np.float32), "s"),
+                               numpy_helper.from_array(np.array(0, np.int8), "z")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    assert steps_off(m, images((1, 4, 4, 4)), 0.02)[0] <= 1.05
+
+
+def test_pad_read_through_a_pair_merges_into_the_conv():
+    """F.pad then a quantized convolution: the Conv reads the padded tensor through its input pair. The
+    pair quantizes the padding zeros to zeros, so the Pad still becomes the Conv's padding."""
+    g = G(9)
+    x = g.input("x", [1, 4, 8, 8])
+    p = g.node("Pad", [g.node("Relu", [qconv(g, x, 4, 4, 0.03)]), g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))])
+    w = (g.rng.standard_normal((4, 4, 3, 3)) / 6).astype(np.float32)
+    ws = (np.abs(w).max(axis=(1, 2, 3)) / 127).astype(np.float32)
+    wd = g.node("DequantizeLinear", [g.const(np.rint(w / ws[:, None, None, None]).astype(np.int8)), g.const(ws)], axis=0)
+    y = qdq(g, g.node("Conv", [qdq(g, p, 0.02), wd], kernel_shape=[3, 3]), 0.02)
+    m = g.model(y)
+    assert steps_off(m, images((1, 4, 8, 8)), 0.02)[0] <= 1.01
+    assert {k for _, k, _ in softdla.inspect(build(m))["layers"]} == {"conv"}
