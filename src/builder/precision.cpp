@@ -204,16 +204,30 @@ class Converter {
   void apply_qdq_pair(uint32_t t) {
     const double qs = qdq_scale(t);
     auto& copies = mapped_[t];
-    if (qs <= 0 || copies.empty() || copies.count(DataType::kInt8)) return;
-    const uint32_t from = copies.begin()->second;
+    if (qs <= 0 || copies.empty()) return;
     const Tensor& st = src_.tensors[t];
     const double planned = scale_of(t);
     const bool raised = planned > qs * (1 + 1e-6);  // not the float noise between the two records of one scale
+    if (copies.count(DataType::kInt8)) {
+      // INT8 already (an op wrote it, which convert_op handles, or an INT8 graph input): an input at a
+      // raised scale still passes the pair's saturation, requantized to the pair's scale and back.
+      const uint32_t q = copies[DataType::kInt8];
+      if (raised && std::any_of(out_.inputs.begin(), out_.inputs.end(), [&](const IoBinding& b) { return b.tensor == q; }))
+        copies[DataType::kInt8] = through_pair_scale(t, q, planned, qs);
+      return;
+    }
+    const uint32_t from = copies.begin()->second;
     uint32_t q = add_tensor(st, DataType::kInt8, float(raised ? qs : planned), "_int8");
     out_.ops.push_back({"Q/DQ of " + st.name, {from}, {q}, ConvertParams{}});
     if (raised) q = requantize(t, q, qs, planned, "Q/DQ of " + st.name);
     copies.clear();
     copies[DataType::kInt8] = q;
+  }
+  // q (t in INT8 at `planned`) requantized to its pair's finer scale qs, which rounds and saturates as the
+  // pair does, and back to `planned`, the scale its readers share.
+  uint32_t through_pair_scale(uint32_t t, uint32_t q, double planned, double qs) {
+    const std::string name = "Q/DQ of " + src_.tensors[t].name;
+    return requantize(t, requantize(t, q, planned, qs, name), qs, planned, name + " (shared scale)");
   }
   // An INT8 copy of source tensor t at `to`, requantized from `q` at `from`.
   uint32_t requantize(uint32_t t, uint32_t q, double from, double to, const std::string& name) {
@@ -569,8 +583,7 @@ void Converter::convert_op(size_t i) {
   if (demanded > 0 && std::fabs(demanded - out_scale) > 1e-12 * out_scale) {
     mapped_[so][P] = requantize(so, out, demanded, out_scale, op.name);
   } else if (raised_qdq > 0 && !rescales) {
-    const uint32_t q = requantize(so, out, out_scale, raised_qdq, "Q/DQ of " + src_.tensors[so].name);
-    mapped_[so][P] = requantize(so, q, raised_qdq, out_scale, "Q/DQ of " + src_.tensors[so].name + " (shared scale)");
+    mapped_[so][P] = through_pair_scale(so, out, out_scale, raised_qdq);
   } else {
     mapped_[so][P] = out;
   }

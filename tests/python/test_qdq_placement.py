@@ -213,3 +213,21 @@ def test_pad_read_through_a_pair_merges_into_the_conv():
     m = g.model(y)
     assert steps_off(m, images((1, 4, 8, 8)), 0.02)[0] <= 1.01
     assert {k for _, k, _ in softdla.inspect(build(m))["layers"]} == {"conv"}
+
+
+def test_int8_input_at_a_shared_scale_keeps_its_pairs_saturation(tmp_path):
+    """An INT8 graph input (codes given by the user) whose pair (0.01: clips at 1.27) is raised to the scale
+    it shares with a concatenation (0.05): its values still pass the pair's saturation before anything
+    reads them."""
+    from sdla_testkit.onnx_models import softdla_build
+    g = G(10)
+    x = g.input("x", [1, 4, 6, 6])
+    a = qdq(g, x, 0.01)
+    b = qdq(g, qconv(g, a, 4, 4), 0.05)
+    m = g.model(qdq(g, g.node("Concat", [a, b], axis=1), 0.05))
+    loadable, _ = softdla_build(m, tmp_path, "--int8", "--fp16", "--inputIOFormats=int8:chw32")
+    codes = np.clip(np.rint(images((1, 4, 6, 6), 2.0) / 0.05), -127, 127)
+    x_ = (codes * 0.05).astype(np.float32)  # what the INT8 input holds at its scale of 0.05
+    want = reference(m, x_)[0]
+    got = run_loadable(loadable, x_)[0].reshape(want.shape)
+    assert np.abs(got - want).max() / 0.05 <= 1.01
