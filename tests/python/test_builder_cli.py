@@ -176,6 +176,7 @@ def test_calibration_cache_round_trip(tmp_path):
     assert [x for x in ia if "flags" not in x] == [x for x in ib if "flags" not in x]
 
 
+@pytest.mark.zoo  # whole-network calibrated builds: minutes under the sanitizers
 def test_cache_written_when_auto_chooses_the_tail_percentile(tmp_path):
     """The cache's unfused pass calibrates again with the rule auto chose; for the tail percentile (99.999)
     it read ranges only an auto pass fills, and the build died of a segmentation fault. MobileNetV3's hard
@@ -194,6 +195,7 @@ def test_cache_written_when_auto_chooses_the_tail_percentile(tmp_path):
     assert {n.output[0] for n in graph.node if n.op_type in ("Conv", "Clip", "Mul", "Div")} <= names
 
 
+@pytest.mark.zoo  # whole-network calibrated builds: minutes under the sanitizers
 def test_calibration_does_not_depend_on_the_batch_size(tmp_path):
     """The same 16 calibration images give the same ranges at batch 1 and 2: auto's folds hold the same
     images and judge each image's cosine (they held batches, so the folds and the chosen rule moved with the
