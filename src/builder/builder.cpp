@@ -388,8 +388,10 @@ std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
   }
   for (const Node& n : g.nodes) {
     CheckRow r{n.name, n.op, true, n.removed ? "folded at build time" : ""};
+    // A node's first problem is its row's: a later one may only follow from it (a DequantizeLinear left
+    // alone once its QuantizeLinear's pair was refused because of it).
     for (const NodeIssue& i : issues)
-      if (i.node == n.name) {
+      if (i.node == n.name && r.supported) {
         r.supported = false;
         r.reason = i.message;
         const std::string prefix = "node '" + n.label() + "' (" + n.op + "): ";

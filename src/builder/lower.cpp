@@ -90,7 +90,7 @@ class Lowering {
           if (msg.rfind("node '", 0) == 0) throw;
           fail("node '", n.label(), "' (", n.op, "): ", msg);
         }
-        issues_->push_back({n.name, n.op, msg.rfind("node '", 0) == 0 ? msg.substr(msg.find(": ") + 2) : msg});
+        record_issue(n, msg);
         out_.model.ops.resize(ops_before);
         keep_outputs_of_failed(n);
       }
@@ -139,6 +139,19 @@ class Lowering {
     remove_unused_tensors();
   }
 
+  // Calls fn(uint32_t&) on every tensor `op` reads: its inputs and its SDP stage's operand tensors.
+  template <typename Fn>
+  static void each_read(Op& op, const Fn& fn) {
+    for (uint32_t& t : op.inputs) fn(t);
+    if (SdpParams* post = sdp_stage(op.params))
+      for (SdpStep& st : post->steps)
+        if (st.tensor >= 0) {
+          uint32_t t = uint32_t(st.tensor);
+          fn(t);
+          st.tensor = int32_t(t);
+        }
+  }
+
   // Tensors no op or binding refers to any more (the output of a Flatten absorbed by the following
   // layer): dropped, so that no pass ever checks or calibrates a tensor the DLA never computes.
   void remove_unused_tensors() {
@@ -148,15 +161,8 @@ class Lowering {
       for (IoBinding& io : m.inputs) fn(io.tensor);
       for (IoBinding& io : m.outputs) fn(io.tensor);
       for (Op& op : m.ops) {
-        for (uint32_t& t : op.inputs) fn(t);
+        each_read(op, fn);
         for (uint32_t& t : op.outputs) fn(t);
-        if (SdpParams* post = sdp_stage(op.params))
-          for (SdpStep& st : post->steps)
-            if (st.tensor >= 0) {
-              uint32_t t = uint32_t(st.tensor);
-              fn(t);
-              st.tensor = int32_t(t);
-            }
       }
     };
     each_ref([&](uint32_t& t) { used[t] = true; });
@@ -198,6 +204,22 @@ class Lowering {
 
   [[noreturn]] static void bad(const Node& n, const std::string& msg) {
     fail("node '", n.label(), "' (", n.op, "): ", msg);
+  }
+
+  // A problem met while lowering `n`, for the capability check: it belongs to the node its message names,
+  // which may be another one (a Q/DQ pair's QuantizeLinear checks its DequantizeLinears); `n` is then
+  // listed as not lowered because of that node, so each row tells the user which node to change.
+  void record_issue(const Node& n, const std::string& msg) {
+    const Node* named = nullptr;
+    if (msg.rfind("node '", 0) == 0)
+      for (const Node& m : g_.nodes)
+        if (&m != &n && msg.rfind("node '" + m.label() + "' (" + m.op + "): ", 0) == 0) named = &m;
+    if (!named) {
+      issues_->push_back({n.name, n.op, msg.rfind("node '", 0) == 0 ? msg.substr(msg.find(": ") + 2) : msg});
+      return;
+    }
+    issues_->push_back({named->name, named->op, msg.substr(("node '" + named->label() + "' (" + named->op + "): ").size())});
+    issues_->push_back({n.name, n.op, "does not lower because node '" + named->label() + "' (" + named->op + ") does not (its row says why)"});
   }
 
   uint32_t new_tensor(const std::string& name, const std::vector<int64_t>& dims, std::optional<Shape> shape = {}) {
@@ -400,15 +422,14 @@ class Lowering {
       std::vector<size_t> group;  // the pairs of this scale on x
       bool alone = m.tensors[x].constant < 0;
       for (size_t k = 0; k < m.ops.size() && alone; ++k) {
-        const Op& op = m.ops[k];
-        const bool reads = std::count(op.inputs.begin(), op.inputs.end(), x) > 0;
+        Op& op = m.ops[k];
+        bool reads = false;
+        each_read(op, [&](const uint32_t& t) { reads = reads || t == x; });
         if (reads && is_qdq_op(op) && out_.qdq_amax.at(op.outputs[0]) == amax) {
           group.push_back(k);
           continue;
         }
         alone = !reads;
-        if (const SdpParams* post = sdp_stage(op.params))
-          for (const SdpStep& st : post->steps) alone = alone && st.tensor != int32_t(x);
       }
       for (const std::string& name : g_.outputs) {
         auto it = out_.tensor_of.find(name);
@@ -423,11 +444,7 @@ class Lowering {
       for (size_t k : group) {
         const uint32_t y = m.ops[k].outputs[0];
         out_.qdq_amax.erase(y);
-        for (Op& other : m.ops) {
-          for (uint32_t& t : other.inputs) t = t == y ? x : t;
-          if (SdpParams* post = sdp_stage(other.params))
-            for (SdpStep& st : post->steps) st.tensor = st.tensor == int32_t(y) ? int32_t(x) : st.tensor;
-        }
+        for (Op& other : m.ops) each_read(other, [&](uint32_t& t) { t = t == y ? x : t; });
         for (auto& [name, t] : out_.tensor_of) t = t == y ? x : t;
       }
       for (size_t j = group.size(); j-- > 0;) m.ops.erase(m.ops.begin() + long(group[j]));

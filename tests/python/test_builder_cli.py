@@ -157,6 +157,27 @@ def test_check_table_names_node_rule_and_fix(tmp_path):
     assert "softmax runs on Orin's DLA only" in rx.stdout
 
 
+def test_check_blames_the_node_at_fault_in_a_qdq_pair(tmp_path):
+    """A DequantizeLinear's nonzero zero point is found while its QuantizeLinear's pair is lowered: the DQ's
+    row gives the reason, the Q's row points at it (it used to be the other way round, the DQ's row saying
+    only that DequantizeLinear does not run)."""
+    g = G()
+    x = g.input("x", [1, 3, 8, 8])
+    s = g.const(np.float32(0.05))
+    q = g.node("QuantizeLinear", [x, s, g.const(np.int8(0))])
+    dq = g.node("DequantizeLinear", [q, s, g.const(np.int8(3))])
+    y = g.node("Conv", [dq, g.weight(4, 3, 3, 3)], kernel_shape=[3, 3], pads=[1] * 4)
+    p = write(tmp_path, g.model([y]))
+    r = softdla("check", str(p))
+    assert r.returncode == 1
+    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines()[1:-1]}
+    (qrow,) = [v for k, v in rows.items() if k.startswith("QuantizeLinear")]
+    (dqrow,) = [v for k, v in rows.items() if k.startswith("DequantizeLinear")]
+    assert "zero points must be 0" in dqrow and " NO " in dqrow
+    assert "does not lower because node 'DequantizeLinear" in qrow and "zero points" not in qrow
+    assert "1 of 3 nodes run on the DLA" in r.stdout
+
+
 # ------------------------------------------------------------------ calibration caches
 def test_calibration_cache_round_trip(tmp_path):
     cache = tmp_path / "digits.cache"
