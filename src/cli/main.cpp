@@ -131,6 +131,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // CLI11 reads "--flag=" (an empty value, as a script with an empty variable writes) as the flag without
+  // its value and takes the next argument as the value: "--layerPrecisions= --verbose" became the spec
+  // "--verbose". An empty value is refused instead. compare, report and estimate parse their own.
+  const bool own_parser = argc > 1 && (std::string(argv[1]) == "compare" || std::string(argv[1]) == "report" ||
+                                       std::string(argv[1]) == "estimate");
+  for (int i = 2; i < argc && !own_parser; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") break;
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      std::cerr << "softdla: error: " << a << " gives the option an empty value: leave the option out, or give it a value"
+                << " (softdla " << argv[1] << " --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

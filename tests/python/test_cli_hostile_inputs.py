@@ -142,6 +142,21 @@ def test_numeric_flags_say_what_they_take(args, words):
     assert words in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("args", [
+    ["build", "--onnx", ONNX, "--saveEngine", "/dev/null", "--fp16", "--layerPrecisions=", "--verbose"],
+    ["build", "--onnx", ONNX, "--saveEngine", "/dev/null", "--fp16", "--shapes=", "--verbose"],
+    ["check", "--shapes=", ONNX],
+    ["run", LOADABLE, "--output-dir=", "--repeat", "2"],
+])
+def test_empty_option_value_is_refused_not_taken_from_the_next_argument(args):
+    """'--flag=' (a script's empty variable): CLI11 alone took the next argument as the value, so
+    '--layerPrecisions= --verbose' was read as the spec '--verbose'."""
+    r = softdla(*args)
+    flag = next(a for a in args if str(a).endswith("="))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert f"{flag} gives the option an empty value" in r.stderr, r.stderr
+
+
 def test_good_inputs_still_run(tmp_path):
     r = softdla("run", LOADABLE, "-i", f"images={os.path.join(MODELS, 'bars_images.npy')}", "--repeat", "3")
     assert r.returncode == 0, r.stderr
