@@ -310,8 +310,19 @@ def _known(op_type):
     return _kind(op_type) is not None
 
 
+def _pattern_matches(pattern, name):
+    """trtexec's layer patterns: one '*' stands for any text ("*" alone: every layer)."""
+    if "*" not in pattern:
+        return pattern == name
+    prefix, suffix = pattern.split("*", 1)
+    return len(name) >= len(prefix) + len(suffix) and name.startswith(prefix) and name.endswith(suffix)
+
+
 def _precision_of(names, layer_precisions, default):
+    """The precision --layerPrecisions gives a layer of these ONNX nodes, as the builder reads it: an
+    exact name first, else the longest pattern that matches."""
     for name in names:
         if name in layer_precisions:
             return layer_precisions[name]
-    return default
+    matches = [(len(p), p) for p in layer_precisions for name in names if _pattern_matches(p, name)]
+    return layer_precisions[max(matches)[1]] if matches else default

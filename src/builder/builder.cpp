@@ -116,6 +116,25 @@ int64_t first_unscaled(const Op& op, const std::vector<float>& amax) {
   return amax[op.outputs[0]] > 0 ? -1 : int64_t(op.outputs[0]);
 }
 
+// The --layerPrecisions entry that names `layer`, as trtexec reads them: the entry of its exact name, else
+// a pattern with one '*' (any text, "*" alone every layer: "*:fp16,conv1:int8"). Where several patterns
+// match, the longest (the most specific) decides, so the choice never depends on the order of a map.
+const std::pair<const std::string, std::string>* precision_entry(const std::map<std::string, std::string>& lp,
+                                                                   const std::string& layer) {
+  if (const auto it = lp.find(layer); it != lp.end()) return &*it;
+  const std::pair<const std::string, std::string>* best = nullptr;
+  for (const auto& entry : lp) {
+    const std::string& pattern = entry.first;
+    const size_t star = pattern.find('*');
+    if (star == std::string::npos) continue;
+    const std::string prefix = pattern.substr(0, star), suffix = pattern.substr(star + 1);
+    const bool match = layer.size() >= prefix.size() + suffix.size() && layer.compare(0, prefix.size(), prefix) == 0 &&
+                       layer.compare(layer.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (match && (!best || pattern.size() > best->first.size())) best = &entry;
+  }
+  return best;
+}
+
 PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const BuildOptions& o, bool float_io) {
   const Model& fp32 = low.model;
   PrecisionPlan plan;
@@ -131,8 +150,8 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     DataType p = o.fp32_reference && !o.fp16 && !o.int8 ? DataType::kFloat32 : fallback;
     const bool int8_ok = o.int8 && supports_int8(op) && has_scales();
     if (int8_ok) p = DataType::kInt8;
-    if (auto it = o.layer_precisions.find(base); it != o.layer_precisions.end()) {
-      unused_overrides.erase(base);
+    if (const auto* it = precision_entry(o.layer_precisions, base)) {
+      unused_overrides.erase(it->first);
       const DataType want = it->second == "int8" ? DataType::kInt8 : it->second == "fp16" ? DataType::kFloat16 : DataType::kFloat32;
       if (it->second != "int8" && it->second != "fp16") fail("--layerPrecisions: '", it->second, "' for '", base, "' is not fp16 or int8");
       if (want == DataType::kInt8 && !int8_ok) {
@@ -168,8 +187,11 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     for (size_t i = 0; i < fp32.ops.size() && i < 12; ++i)
       layers += (i ? ", " : "") + fp32.ops[i].name.substr(0, fp32.ops[i].name.find(" ("));
     if (fp32.ops.size() > 12) layers += ", ... (`softdla build --verbose` lists them all)";
-    fail("--layerPrecisions names '", *unused_overrides.begin(), "', which is not a layer of this model; a node fused "
-         "into a layer (batch normalization, an activation) takes that layer's precision. Layers: ", layers);
+    const std::string& unused = *unused_overrides.begin();
+    fail("--layerPrecisions names '", unused, "', which ",
+         unused.find('*') == std::string::npos ? "is not a layer of this model" : "matches no layer of this model",
+         "; a node fused into a layer (batch normalization, an activation) takes that layer's precision. Layers: ",
+         layers);
   }
 
   // INT8 tensors in one shared-range group take the largest range of the group (as TensorRT does).
@@ -493,7 +515,7 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
     std::string first_layer, first_tensor;
     for (size_t i = 0; i < fp32.ops.size(); ++i) {
       const Op& op = fp32.ops[i];
-      if (!supports_int8(op) || o.layer_precisions.count(base_of(op))) continue;
+      if (!supports_int8(op) || precision_entry(o.layer_precisions, base_of(op))) continue;
       ++candidates;
       const std::string t = unscaled_tensor(op);
       if (plan.op_precision[i] == DataType::kInt8 || t.empty()) continue;
@@ -512,19 +534,30 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
                        : "; give calibration data or cache entries for them (a tensor all 0 in the "
                          "calibration data has no range)"));
   }
-  for (const auto& [name, want] : o.layer_precisions)
-    for (size_t i = 0; i < fp32.ops.size(); ++i) {
-      const Op& op = fp32.ops[i];
-      if (base_of(op) != name || to_string(plan.op_precision[i]) == want) continue;
-      const std::string why = want == "int8" && !o.int8   ? "--int8 is not set"
-                              : want == "fp16" && !o.fp16 ? "--fp16 is not set"
-                              : want == "int8" && !supports_int8(op)
-                                  ? "the DLA runs it in FP16 only"
-                                  : "no INT8 scale for its " + unscaled_tensor(op);
-      w.push_back("--layerPrecisions asks " + want + " for layer '" + name + "', which runs in " +
-                  to_string(plan.op_precision[i]) + ": " + why + " (--precisionConstraints=obey makes this an error)");
-      break;
-    }
+  // One warning an entry: its first layer that runs otherwise, and how many do (a pattern may name many).
+  std::map<std::string, std::pair<size_t, std::string>> unmet;  // entry -> (layers, the first one's warning)
+  for (size_t i = 0; i < fp32.ops.size(); ++i) {
+    const Op& op = fp32.ops[i];
+    const auto* entry = precision_entry(o.layer_precisions, base_of(op));
+    if (!entry || to_string(plan.op_precision[i]) == entry->second) continue;
+    const std::string& want = entry->second;
+    auto& [count, text] = unmet[entry->first];
+    if (count++ > 0) continue;
+    const std::string why = want == "int8" && !o.int8   ? "--int8 is not set"
+                            : want == "fp16" && !o.fp16 ? "--fp16 is not set"
+                            : want == "int8" && !supports_int8(op)
+                                ? "the DLA runs it in FP16 only"
+                                : "no INT8 scale for its " + unscaled_tensor(op);
+    text = "--layerPrecisions asks " + want + " for layer '" + base_of(op) + "'" +
+           (entry->first == base_of(op) ? "" : " (by '" + entry->first + "')") + ", which runs in " +
+           to_string(plan.op_precision[i]) + ": " + why;
+  }
+  for (const auto& [entry, unmet_layers] : unmet)
+    w.push_back(unmet_layers.second +
+                (unmet_layers.first > 1 ? "; " + std::to_string(unmet_layers.first - 1) + " more layer(s) of '" + entry +
+                                              "' run otherwise too (--verbose lists them)"
+                                        : std::string()) +
+                " (--precisionConstraints=obey makes this an error)");
   if (!o.calib_data.empty() && !o.int8) w.push_back("--calib-data is not used without --int8");
   return w;
 }

@@ -293,6 +293,29 @@ def test_trtexec_command_line_works(tmp_path):
     assert "layer conv2 (conv): fp16" in r.stderr
 
 
+def test_layer_precisions_take_trtexec_wildcards(tmp_path):
+    """trtexec's --layerPrecisions: a name may hold one '*' (any text; "*" alone every layer); an exact
+    name wins over a pattern, a longer pattern over a shorter one. It used to be "not a layer"."""
+    def layers(*spec):
+        out = tmp_path / "w.loadable"
+        r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={out}", "--int8", "--fp16",
+                    f"--calib-data={MODELS}/digits_calib", "--precisionConstraints=obey", *spec)
+        assert r.returncode == 0, r.stderr
+        rows = [ln.split() for ln in softdla("inspect", str(out)).stdout.splitlines() if ln.startswith("    ")]
+        return {row[2]: row[1] for row in rows if row[0] != "convert"}
+
+    got = layers("--layerPrecisions=*:fp16,conv2:int8")
+    assert got == {"normalize": "fp16", "conv1": "fp16", "conv2": "int8", "pool": "fp16", "fc": "fp16", "softmax": "fp16"}
+    got = layers("--layerPrecisions=conv*:fp16,conv1*:int8")
+    assert got["conv1"] == "int8" and got["conv2"] == "fp16" and got["fc"] == "int8"
+    r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={tmp_path / 'x.loadable'}", "--int8", "--fp16",
+                f"--calib-data={MODELS}/digits_calib", "--layerPrecisions=*:int8")
+    assert r.returncode == 0 and "asks int8 for layer 'softmax' (by '*'), which runs in fp16" in r.stderr, r.stderr
+    r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={tmp_path / 'x.loadable'}", "--fp16",
+                "--layerPrecisions=zz*:fp16")
+    assert r.returncode == 1 and "'zz*', which matches no layer of this model" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--fp16", "--allowGPUFallback"], "GPU fallback (--allowGPUFallback) not allowed for DLA standalone mode"),
     (["--fp16", "--outputIOFormats=fp16:dla_hwc4"], "restricted to fp16/int8:dla_linear"),

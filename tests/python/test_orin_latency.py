@@ -288,6 +288,10 @@ def test_onnx_layer_precisions_add_reformats():
     assert [l["op"] for l in layers][-2:] == ["convert", "conv"]
     assert layers[-1]["precision"] == "fp16" and layers[-1]["inputs"][0]["dtype"] == "fp16"
     assert layers[-2]["inputs"][0]["dtype"] == "int8"
+    # trtexec's patterns, read as the builder reads them: "*" every layer, an exact name first.
+    every = onnx_layers.layers_from_onnx(model, layer_precisions={"*": "fp16", gemm: "int8"})
+    assert all(l["precision"] == "fp16" for l in every[:-1] if l["op"] != "convert") and every[-1]["precision"] == "int8"
+    assert [l["precision"] for l in onnx_layers.layers_from_onnx(model, layer_precisions={gemm[:2] + "*": "fp16"})][-1] == "fp16"
 
 
 def test_onnx_unsupported_op_is_named():
