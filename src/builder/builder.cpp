@@ -1,6 +1,7 @@
 #include "builder.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -118,18 +119,25 @@ int64_t first_unscaled(const Op& op, const std::vector<float>& amax) {
 
 // The --layerPrecisions entry that names `layer`, as trtexec reads them: the entry of its exact name, else
 // a pattern with one '*' (any text, "*" alone every layer: "*:fp16,conv1:int8"). Where several patterns
-// match, the longest (the most specific) decides, so the choice never depends on the order of a map.
+// match, the longest (the most specific) decides, so the choice never depends on the order of a map. A
+// layer that is one piece of an ONNX node (a Split's "name [k]") is also named by the node's name.
 const std::pair<const std::string, std::string>* precision_entry(const std::map<std::string, std::string>& lp,
                                                                    const std::string& layer) {
-  if (const auto it = lp.find(layer); it != lp.end()) return &*it;
+  std::vector<std::string> names = {layer};
+  if (const size_t piece = layer.rfind(" ["); piece != std::string::npos && layer.back() == ']')
+    names.push_back(layer.substr(0, piece));
+  for (const std::string& name : names)
+    if (const auto it = lp.find(name); it != lp.end()) return &*it;
   const std::pair<const std::string, std::string>* best = nullptr;
   for (const auto& entry : lp) {
     const std::string& pattern = entry.first;
     const size_t star = pattern.find('*');
     if (star == std::string::npos) continue;
     const std::string prefix = pattern.substr(0, star), suffix = pattern.substr(star + 1);
-    const bool match = layer.size() >= prefix.size() + suffix.size() && layer.compare(0, prefix.size(), prefix) == 0 &&
-                       layer.compare(layer.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const bool match = std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+      return name.size() >= prefix.size() + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    });
     if (match && (!best || pattern.size() > best->first.size())) best = &entry;
   }
   return best;
@@ -233,29 +241,34 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
   }
   // A tensor's format: the default for its layer's precision, else the first alternative the DLA accepts
   // for it (the first one given, for the FP32 reference).
-  auto choose = [&](const IoChoice& given, DataType precision, bool is_input, const std::string& name, uint32_t channels) {
+  auto choose = [&](const IoChoice& given, DataType precision, bool is_input, const std::string& name, uint32_t channels,
+                    const std::function<std::string(const IoFormat&)>& also = {}) {
     const IoChoice choice = given.empty() ? IoChoice{default_format(precision)} : given;
-    return ref_only ? choice.front() : choose_standalone_format(choice, is_input, name, channels);
+    return ref_only ? choice.front() : choose_standalone_format(choice, is_input, name, channels, also);
   };
   plan.inputs.resize(fp32.inputs.size());
   plan.outputs.resize(fp32.outputs.size());
   for (size_t i = 0; i < fp32.inputs.size(); ++i) {
-    const DataType consumer = first_precision(fp32.inputs[i].tensor, true);
-    plan.inputs[i] = choose(in_choices[i], consumer, true, low.input_names[i], fp32.tensors[fp32.inputs[i].tensor].shape[1]);
-    // The DLA reads a dla_hwc4 image only into a layer of its own precision (dla-facts: "unsupported" the
-    // other way round); a conversion layer in between is not what the device runs.
-    if (plan.inputs[i].format == TensorFormat::kDlaHwc4 && !ref_only && consumer != plan.inputs[i].dtype) {
-      std::string layer = "<layer>";
-      for (const Op& op : fp32.ops)
-        if (std::count(op.inputs.begin(), op.inputs.end(), fp32.inputs[i].tensor)) {
-          layer = op.name.substr(0, op.name.find(" ("));
-          break;
-        }
-      fail("input '", low.input_names[i], "': ", to_string(plan.inputs[i]), " feeds layer '", layer, "', which runs in ",
-           to_string(consumer), "; the DLA reads a dla_hwc4 image only into a layer of the same precision: give ",
-           to_string(consumer), ":dla_hwc4, or set the layer's precision (--layerPrecisions=", layer, ":",
-           to_string(plan.inputs[i].dtype), ")");
-    }
+    const uint32_t x = fp32.inputs[i].tensor;
+    const DataType consumer = first_precision(x, true);
+    // The DLA reads a dla_hwc4 image only into layers of its own precision (dla-facts: "unsupported" the
+    // other way round): every layer that reads it, since a conversion layer in between is not what the
+    // device runs. An alternative that breaks it is passed over, as trtexec passes over the others.
+    auto image_rule = [&](const IoFormat& f) -> std::string {
+      if (f.format != TensorFormat::kDlaHwc4) return "";
+      for (size_t k = 0; k < fp32.ops.size(); ++k) {
+        const Op& op = fp32.ops[k];
+        if (!std::count(op.inputs.begin(), op.inputs.end(), x) || plan.op_precision[k] == f.dtype) continue;
+        const std::string layer = op.name.substr(0, op.name.find(" ("));
+        const std::string runs = to_string(plan.op_precision[k]);
+        return "input '" + low.input_names[i] + "': " + to_string(f) + " feeds layer '" + layer + "', which runs in " +
+               runs + "; the DLA reads a dla_hwc4 image only into layers of the same precision: give " + runs +
+               ":dla_hwc4 (where every layer reading it runs in " + runs + "), or set the layer's precision "
+               "(--layerPrecisions=" + layer + ":" + to_string(f.dtype) + ")";
+      }
+      return "";
+    };
+    plan.inputs[i] = choose(in_choices[i], consumer, true, low.input_names[i], fp32.tensors[x].shape[1], image_rule);
     if (plan.inputs[i].dtype == DataType::kInt8 && amax[fp32.inputs[i].tensor] <= 0)
       fail("input '", low.input_names[i], "' is int8 but has no scale: calibrate, or give a cache entry for it (a "
            "tensor whose calibration values are all 0 has no range either)");
@@ -613,6 +626,9 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   const bool ref_only = o.fp32_reference && !o.fp16 && !o.int8;
   BuildResult r;
   r.warnings = precision_warnings(low, plan, o, have_cache);
+  if (have_cache && !o.calib_data.empty())  // trtexec's rule too, but a stale cache is easy to miss
+    r.warnings.push_back("calibration cache '" + o.calib_cache + "' exists: its scales are used and --calib-data is not "
+                         "read; delete the cache (or give another --calib path) to calibrate on the data again");
 
   if (o.expose_intermediates) expose_intermediates(low, plan);
   Model m = apply_precision(low, plan);

@@ -42,10 +42,15 @@ std::vector<IoChoice> parse_io_formats(const std::string& spec) {
   return out;
 }
 
-IoFormat choose_standalone_format(const IoChoice& choice, bool is_input, const std::string& tensor, uint32_t channels) {
+IoFormat choose_standalone_format(const IoChoice& choice, bool is_input, const std::string& tensor, uint32_t channels,
+                                  const std::function<std::string(const IoFormat&)>& also) {
+  auto problem = [&](const IoFormat& f) {
+    std::string why = standalone_format_problem(f, is_input, tensor, channels);
+    return why.empty() && also ? also(f) : why;
+  };
   for (const IoFormat& f : choice)
-    if (standalone_format_problem(f, is_input, tensor, channels).empty()) return f;
-  std::string why = standalone_format_problem(choice.front(), is_input, tensor, channels);
+    if (problem(f).empty()) return f;
+  std::string why = problem(choice.front());
   if (choice.size() > 1) why += " (none of the " + std::to_string(choice.size()) + " alternatives given is)";
   fail(why);
 }

@@ -1,6 +1,7 @@
 // trtexec's I/O format grammar (--inputIOFormats / --outputIOFormats): spec ::= type:fmt[+fmt][,spec].
 // A single spec applies to every tensor; otherwise one per tensor in network order.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,10 @@ std::string standalone_format_problem(const IoFormat& f, bool is_input, const st
 
 // The first of a tensor's alternatives that the DLA accepts for it (trtexec's rule); Error with the first
 // alternative's reason where none is.
-IoFormat choose_standalone_format(const IoChoice& choice, bool is_input, const std::string& tensor, uint32_t channels);
+// `also`: a further rule of the tensor's layers (a problem text, or empty where f suits them); an
+// alternative it refuses is passed over as one the DLA refuses is.
+IoFormat choose_standalone_format(const IoChoice& choice, bool is_input, const std::string& tensor, uint32_t channels,
+                                  const std::function<std::string(const IoFormat&)>& also = {});
 
 std::string to_string(const IoFormat& f);
 

@@ -316,6 +316,33 @@ def test_layer_precisions_take_trtexec_wildcards(tmp_path):
     assert r.returncode == 1 and "'zz*', which matches no layer of this model" in r.stderr, r.stderr
 
 
+def test_layer_precisions_name_a_split_by_its_node(tmp_path):
+    """A Split becomes one layer a piece ('name [k]'); the ONNX node's own name selects them all."""
+    g = G()
+    x = g.input("x", [1, 8, 8, 8])
+    a, b = g.node("Split", [g.conv(x, 8, 8)], n_out=2, axis=1)
+    m = g.model([g.node("Relu", [a]), g.node("Sigmoid", [b])])
+    split = next(n.name for n in m.graph.node if n.op_type == "Split")
+    calib = np.random.default_rng(0).standard_normal((4, 8, 8, 8)).astype(np.float32)
+    _, r = softdla_build(m, tmp_path, "--int8", "--fp16", "--precisionConstraints=obey",
+                         f"--layerPrecisions={split}:fp16", calib=calib, check=False)
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split() for ln in softdla("inspect", str(tmp_path / "model.loadable")).stdout.splitlines()
+            if f"{split} [" in ln]
+    assert len(rows) == 2 and all(row[1] == "fp16" for row in rows), rows
+
+
+def test_existing_cache_over_calibration_data_is_said(tmp_path):
+    """trtexec reads an existing --calib cache and never calibrates; with --calib-data given too, a stale
+    cache silently won. The build now says so."""
+    cache = tmp_path / "c.cache"
+    args = [f"--onnx={MODELS}/digits.onnx", "--int8", "--fp16", f"--calib-data={MODELS}/digits_calib", f"--calib={cache}"]
+    r = softdla("build", *args, f"--saveEngine={tmp_path / 'a.loadable'}")
+    assert r.returncode == 0 and "calibration cache" not in r.stderr, r.stderr
+    r = softdla("build", *args, f"--saveEngine={tmp_path / 'b.loadable'}")
+    assert r.returncode == 0 and f"calibration cache '{cache}' exists: its scales are used and --calib-data is not read" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--fp16", "--allowGPUFallback"], "GPU fallback (--allowGPUFallback) not allowed for DLA standalone mode"),
     (["--fp16", "--outputIOFormats=fp16:dla_hwc4"], "restricted to fp16/int8:dla_linear"),

@@ -202,6 +202,36 @@ def test_dla_hwc4_input_must_feed_a_layer_of_its_precision(fmt, layer_precision,
     assert Engine(blob).io_info(False)[0].format == F.DLA_HWC4
 
 
+def _two_readers_model():
+    from sdla_testkit.onnx_models import G
+    g = G(0)
+    x = g.input("x", [1, 3, 6, 6])
+    return g.model([g.node("Relu", [g.conv(x, 3, 4)]), g.node("Relu", [g.conv(x, 3, 4)])])
+
+
+@pytest.mark.parametrize("fmt, other", [("int8:dla_hwc4", "fp16"), ("fp16:dla_hwc4", "int8")])
+def test_dla_hwc4_input_must_feed_every_reader_in_its_precision(fmt, other, tmp_path):
+    """Every layer that reads a dla_hwc4 image must run in its precision, not only the first: with two
+    readers of different precisions the second read the image through a conversion layer."""
+    m = _two_readers_model()
+    first, second = [n.name for n in m.graph.node if n.op_type == "Conv"]
+    same = fmt.split(":")[0]
+    flags = ["--int8", "--fp16", f"--layerPrecisions={first}:{same},{second}:{other}", f"--inputIOFormats={fmt}"]
+    blob, err = _cli_build(m, tmp_path, *flags, calibrate=True)
+    assert blob is None and f"feeds layer '{second}', which runs in {other}" in err, err
+
+
+def test_format_alternatives_pass_over_a_hwc4_of_the_wrong_precision(tmp_path):
+    """'fp16:dla_hwc4+dla_linear' into an INT8 layer: the hwc4 alternative breaks the image rule, so the
+    next one is taken (trtexec's '+' rule); it used to be an error."""
+    m = _conv_model(3)
+    blob, err = _cli_build(m, tmp_path, "--int8", "--fp16", "--inputIOFormats=fp16:dla_hwc4+dla_linear",
+                           calibrate=True)
+    assert blob, err
+    info = Engine(blob).io_info(False)[0]
+    assert info.format == F.DLA_LINEAR and info.dtype == 1  # fp16 (cudla's data type code)
+
+
 @pytest.mark.parametrize("call, words", [
     (lambda: F.layout((1, 3, 2, 5), np.float16, 99), "format 99 is not one of"),
     (lambda: F.layout((1, 3, 2, 5), np.float16, "chw17"), "format 'chw17' is not one of"),
