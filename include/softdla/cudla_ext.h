@@ -40,6 +40,13 @@ typedef struct softdlaStatsRecord {
 cudlaStatus softdlaModuleGetTensorScale(cudlaModule const hModule, int const isOutput, uint32_t const index,
                                         float* const scale);
 
+/* The whole name of I/O tensor `index`, NUL-terminated, into name: cuDLA's descriptors keep at most
+ * CUDLA_RUNTIME_TENSOR_DESC_NAME_MAX_LEN bytes of it (exporters write longer scoped names). When name is
+ * NULL or *nameSize is too small, stores the size needed (with the NUL) in *nameSize and returns
+ * cudlaErrorInvalidParam for a too-small buffer, cudlaSuccess for a NULL one. */
+cudlaStatus softdlaModuleGetTensorName(cudlaModule const hModule, int const isOutput, uint32_t const index,
+                                       char* const name, size_t* const nameSize);
+
 /* Writes "layer_name,start_ms,end_ms\n" plus one line per layer into csv (NUL-terminated). When csv is
  * NULL or *csvSize is too small, stores the size needed (with the NUL) in *csvSize and returns
  * cudlaErrorInvalidParam for a too-small buffer, cudlaSuccess for a NULL one. */

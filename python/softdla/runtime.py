@@ -37,8 +37,8 @@ from ._gpu_arrays import empty_like_framework, gpu_array
 class TensorInfo:
     """One I/O tensor: name, NCHW shape, storage dtype, memory format, INT8 scale, byte size."""
 
-    def __init__(self, desc, scale):
-        self.name = desc.name
+    def __init__(self, desc, scale, name=None):
+        self.name = name or desc.name  # the whole name: the descriptor keeps 80 bytes of it
         self.shape = (int(desc.n), int(desc.c), int(desc.h), int(desc.w))
         self.dtype, self.format, self.target = formats.from_descriptor(desc)
         self.scale = scale
@@ -300,7 +300,8 @@ class Module:
         infos = []
         for i, desc in enumerate(cudla.module_get_attributes(self.handle, kind)):
             status, scale = cudla._ext.tensor_scale(self.handle, int(outputs), i)
-            infos.append(TensorInfo(desc, scale if status == 0 else None))
+            name_status, name = cudla._ext.tensor_name(self.handle, int(outputs), i)
+            infos.append(TensorInfo(desc, scale if status == 0 else None, name if name_status == 0 else None))
         return infos
 
     def _register(self, ptr, nbytes):

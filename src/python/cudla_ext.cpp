@@ -238,6 +238,26 @@ NB_MODULE(_cudla_ext, m) {
     }
     return nb::make_tuple(s, scale);
   });
+  m.def("tensor_name", [](uintptr_t mod, int is_output, uint32_t index) {
+    // softdla's extension export: the whole name (descriptors keep 80 bytes); absent elsewhere.
+    Library& lib = library();
+    void* p = lib.handle ? dlsym(lib.handle, "softdlaModuleGetTensorName") : nullptr;
+    if (!p) return nb::make_tuple(-1, std::string());
+    const auto get = reinterpret_cast<decltype(&softdlaModuleGetTensorName)>(p);
+    size_t need = 0;
+    int s;
+    std::string name;
+    {
+      nb::gil_scoped_release release;
+      s = get(reinterpret_cast<cudlaModule>(mod), is_output, index, nullptr, &need);
+      if (s == 0 && need > 0) {
+        name.assign(need, '\0');
+        s = get(reinterpret_cast<cudlaModule>(mod), is_output, index, name.data(), &need);
+        name.resize(need - 1);
+      }
+    }
+    return nb::make_tuple(s, name);
+  });
   m.def("get_nv_sci_sync_attributes", [](uintptr_t attr_list, uint32_t flags) {
     return int(CUDLA_CALL(cudlaGetNvSciSyncAttributes, reinterpret_cast<uint64_t*>(attr_list), flags));
   });

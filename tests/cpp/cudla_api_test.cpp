@@ -82,6 +82,24 @@ TEST(CudlaApi, DescriptorsMatchTheLoadable) {
   EXPECT_EQ(d[0].size, 32u + 24u);
 }
 
+TEST(CudlaApi, WholeTensorNameBySizeQuery) {
+  Ready r;
+  size_t need = 0;
+  ASSERT_EQ(softdlaModuleGetTensorName(r.module, 0, 0, nullptr, &need), cudlaSuccess);
+  EXPECT_EQ(need, 2u);  // "x" and its NUL
+  char small[1];
+  size_t given = sizeof(small);
+  EXPECT_EQ(softdlaModuleGetTensorName(r.module, 0, 0, small, &given), cudlaErrorInvalidParam);
+  EXPECT_EQ(given, 2u);
+  char name[8];
+  given = sizeof(name);
+  ASSERT_EQ(softdlaModuleGetTensorName(r.module, 0, 0, name, &given), cudlaSuccess);
+  EXPECT_STREQ(name, "x");
+  EXPECT_EQ(softdlaModuleGetTensorName(r.module, 0, 1, name, &given), cudlaErrorInvalidParam);
+  EXPECT_EQ(softdlaModuleGetTensorName(r.module, 0, 0, name, nullptr), cudlaErrorInvalidParam);
+  EXPECT_EQ(softdlaModuleGetTensorName(kForgedModule, 0, 0, name, &given), cudlaErrorInvalidModule);
+}
+
 TEST(CudlaApi, LayerwiseStatisticsToCsv) {
   const auto bytes = write_loadable(make_sample_model());
   cudlaDevHandle dev;

@@ -49,6 +49,29 @@ def test_fp16_build_matches_onnxruntime():
     assert np.linalg.norm(y.ravel() - ref.ravel()) / np.linalg.norm(ref) < 1e-3
 
 
+def test_io_names_past_the_descriptors_80_bytes(tmp_path):
+    """Exporters write long scoped I/O names (tf2onnx, the dynamo exporter); cuDLA's descriptors keep 80
+    bytes of them. Module's tensors carry the whole name (softdlaModuleGetTensorName), so run() takes and
+    returns the model's own names; it used to know only the cut ones, and compare() failed on them."""
+    from sdla_testkit.onnx_models import G
+    g = G(0)
+    long_in = "serving_default_" + "".join(f"encoder/block_{i}/" for i in range(6)) + "input_tensor:0"
+    long_out = "StatefulPartitionedCall/" + "model/decoder_head/" * 4 + "logits:0"
+    x = g.input(long_in, [1, 3, 8, 8])
+    y = g.conv(x, 3, 4)
+    g.nodes[-1].output[0] = long_out
+    model = g.model([long_out])
+    xin = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    with softdla.Device(0) as dev:
+        m = dev.load(softdla.build(model, fp16=True, progress=False))
+        assert [t.name for t in m.inputs] == [long_in] and [t.name for t in m.outputs] == [long_out]
+        assert len(m.inputs[0].descriptor.name) == 80  # cuDLA's own view stays as NVIDIA's
+        got = m.run({long_in: xin})[long_out]
+    ref = ort_run(model, xin)[0]
+    assert np.linalg.norm(got.ravel() - ref.ravel()) / np.linalg.norm(ref) < 1e-3
+    assert y is not None
+
+
 def test_run_argument_errors(digits_int8):
     with softdla.Device() as dev:
         m = dev.load(digits_int8)
