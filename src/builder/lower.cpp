@@ -393,6 +393,18 @@ class Lowering {
   void lower_conv_node(Node& n) { lower_conv(n, false); }
   void lower_deconv_node(Node& n) { lower_conv(n, true); }
   void lower_identity(Node& n) { alias(n, n.inputs[0], n.outputs[0]); }
+  // A Cast of an activation between float32 and float16 (onnxconverter-common's keep_io_types models put
+  // them at the graph's edges): nothing, as TensorRT makes of it, since each layer's precision and each
+  // I/O tensor's type are the build's. Casts to integers or bool change values the DLA has no op for.
+  void lower_cast(Node& n) {
+    const int32_t from = g_.value(n.inputs[0]).elem_type, to = int32_t(n.get_int("to", 1));
+    auto is_float = [](int32_t t) { return t == 1 || t == 10; };  // float32, float16
+    if (!is_float(to) || (from != 0 && !is_float(from)))
+      bad(n, "casts a computed tensor " + (from ? "of " + type_name(from) + " " : std::string()) + "to " +
+                 type_name(to) + "; on the DLA a Cast of an activation runs only between float32 and float16 (as "
+                 "nothing); casts of integers run only as build-time shape arithmetic, on constants");
+    alias(n, n.inputs[0], n.outputs[0]);
+  }
   void lower_pad(Node& n);
   std::map<const Node*, std::array<int64_t, 4>> merged_pads_;  // a Conv's extra top/left/bottom/right padding from a Pad
   void lower_qdq(Node& n);
@@ -1040,6 +1052,7 @@ void Lowering::lower_node(Node& n) {
       {"Reshape", &Lowering::lower_shuffle}, {"Flatten", &Lowering::lower_shuffle}, {"Squeeze", &Lowering::lower_shuffle},
       {"Unsqueeze", &Lowering::lower_shuffle}, {"Transpose", &Lowering::lower_shuffle},
       {"Identity", &Lowering::lower_identity}, {"Pad", &Lowering::lower_pad}, {"Dropout", &Lowering::lower_identity},
+      {"Cast", &Lowering::lower_cast},
       {"ReduceMean", &Lowering::lower_reduce}, {"ReduceMax", &Lowering::lower_reduce}, {"ReduceSum", &Lowering::lower_reduce},
       {"Resize", &Lowering::lower_resize}, {"Upsample", &Lowering::lower_resize},
       {"Split", &Lowering::lower_split_slice}, {"Slice", &Lowering::lower_split_slice},

@@ -869,3 +869,40 @@ def test_constant_that_broadcasts_a_convolution_up_is_a_clear_error_check_agrees
     m = g.model([g.node(op, [g.conv(x, 2, 1, k=1), g.const(np.full((1, 3, 1, 1), 0.5, np.float32))])])
     assert expected in build_error(m)
     assert any(expected in r["reason"] for r in softdla.check(m) if not r["supported"])
+
+
+# ------------------------------------------------------------------ casts between float types
+def _keep_io_types_model():
+    """onnxconverter-common's convert_float_to_float16(keep_io_types=True): float32 graph I/O, a float16
+    network between Cast nodes at its edges."""
+    g = G(3)
+    x = g.input("x", [1, 4, 8, 8])
+    h = g.node("Cast", [x], to=TensorProto.FLOAT16)
+    w = g.const((g.rng.standard_normal((6, 4, 3, 3)) / 6).astype(np.float16))
+    y = g.node("Relu", [g.node("Conv", [h, w], kernel_shape=[3, 3], pads=[1] * 4)])
+    return g.model(g.node("Cast", [y], to=TensorProto.FLOAT))
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_float_casts_of_activations_are_nothing(tmp_path, int8):
+    """A float32 <-> float16 Cast of an activation was refused as 'build-time shape arithmetic'; TensorRT
+    makes nothing of it (each layer's precision is the build's)."""
+    from sdla_testkit.onnx_models import softdla_build
+    m = _keep_io_types_model()
+    x = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    flags = ["--int8", "--fp16"] if int8 else ["--fp16"]
+    calib = np.random.default_rng(1).standard_normal((8, 4, 8, 8)).astype(np.float32) if int8 else None
+    blob, _ = softdla_build(m, tmp_path, *flags, calib=calib)
+    ref = ort_run(m, x)[0]
+    got = run_loadable(blob, x)[0].reshape(ref.shape)
+    if int8:
+        assert cosine(got, ref) > 0.995
+    else:
+        assert rel_l2(got, ref) < 2e-3
+
+
+def test_cast_of_an_activation_to_an_integer_is_refused_by_name():
+    g = G(0)
+    x = g.input("x", [1, 4, 8, 8])
+    m = g.model(g.node("Cast", [g.node("Cast", [g.conv(x, 4, 4)], to=TensorProto.INT32)], to=TensorProto.FLOAT))
+    assert "(Cast): computes int32 values at run time; the DLA runs floating-point layers only" in build_error(m)
