@@ -207,13 +207,15 @@ def layers_from_onnx(model, *, precision="int8", layer_precisions=None, shapes=N
             x = ins[0]
             xs = _nchw(shape(x))
             if n.op_type in ("Conv", "ConvTranspose"):
-                ws = inits.get(n.input[1]) or shape(n.input[1])
+                ws = list(inits.get(n.input[1]) or shape(n.input[1]))
+                if len(ws) == 3:  # a 1-D convolution: the 2-D one over [N, C, 1, T], as the builder runs it
+                    ws.insert(2, 1)
                 groups = int(a.get("group", 1))
                 kh, kw = int(ws[2]), int(ws[3])
                 k_out = int(ws[0]) if n.op_type == "Conv" else int(ws[1]) * groups
-                pads = list(a.get("pads", [0, 0, 0, 0]))
-                params = {"kernel": [kh, kw], "stride": list(a.get("strides", [1, 1])),
-                          "pad": [pads[0], pads[1], pads[2], pads[3]], "dilation": list(a.get("dilations", [1, 1])),
+                pads = _as_2d(a.get("pads", [0, 0, 0, 0]), 0, pads=True)
+                params = {"kernel": [kh, kw], "stride": _as_2d(a.get("strides", [1, 1]), 1),
+                          "pad": [pads[0], pads[1], pads[2], pads[3]], "dilation": _as_2d(a.get("dilations", [1, 1]), 1),
                           "groups": groups, "out_channels": k_out}
                 w_elems = math.prod(ws)
                 if len(n.input) > 2 and n.input[2]:
@@ -256,9 +258,9 @@ def layers_from_onnx(model, *, precision="int8", layer_precisions=None, shapes=N
                 params = {"type": "max" if n.op_type == "GlobalMaxPool" else "avg", "kernel": [xs[2], xs[3]],
                           "stride": [1, 1], "pad": [0, 0, 0, 0]}
             else:
-                pads = list(a.get("pads", [0, 0, 0, 0]))
-                params = {"type": _POOL[n.op_type], "kernel": list(a["kernel_shape"]),
-                          "stride": list(a.get("strides", [1, 1])), "pad": [pads[0], pads[1], pads[2], pads[3]]}
+                pads = _as_2d(a.get("pads", [0, 0, 0, 0]), 0, pads=True)
+                params = {"type": _POOL[n.op_type], "kernel": _as_2d(a["kernel_shape"], 1),
+                          "stride": _as_2d(a.get("strides", [1, 1]), 1), "pad": [pads[0], pads[1], pads[2], pads[3]]}
             p = _precision_of(names, layer_precisions, precision)
             macs = math.prod(_nchw(shape(out)))
         else:
@@ -308,6 +310,14 @@ def _kind(op_type):
 
 def _known(op_type):
     return _kind(op_type) is not None
+
+
+def _as_2d(values, h, pads=False):
+    """A 1-D node's spatial attribute in its 2-D form over [N, C, 1, T]: H gets `h` (pads: begin and end)."""
+    values = [int(v) for v in values]
+    if pads and len(values) == 2:
+        return [0, values[0], 0, values[1]]
+    return [h] + values if len(values) == 1 else values
 
 
 def _pattern_matches(pattern, name):

@@ -223,6 +223,7 @@ class Folder {
   void infer_elementwise(Node& n);
   void infer_conv(Node& n, bool transpose);
   void infer_pool(Node& n);
+  Dims as_2d(Node& n, const Dims& x);
   void infer_reshape_like(Node& n);
   void infer_resize(Node& n);
   void infer_slice(Node& n);
@@ -277,10 +278,39 @@ void Folder::infer_elementwise(Node& n) {
              std::to_string(input) + ") with its padding (" + std::to_string(pads) + "): no output position");
 }
 
+// A 1-D convolution or pooling ([N, C, T] tensors), as TensorRT's ONNX parser runs it: the 2-D one over
+// [N, C, 1, T]. The node's spatial attributes gain a leading H entry (kernel 1, stride 1, dilation 1,
+// pads 0, output_padding 0, output_shape 1), in place, as auto_pad is resolved in place, so every later
+// stage sees a 2-D node; rank-3 tensors already lie on the DLA as [N, C, 1, W], and 1-D weights
+// [K, C/group, k] have the bytes of [K, C/group, 1, k]. Returns x as the 2-D form reads it.
+Dims Folder::as_2d(Node& n, const Dims& x) {
+  if (x.size() != 3) return x;
+  auto widen = [&](const char* name, int64_t h) {
+    if (!n.has(name)) return;
+    std::vector<int64_t>& v = n.attrs[name].ints;
+    if (std::string(name) == "pads") {
+      if (v.size() != 2) bad(n, "a 1-D node's pads take 2 values (begin, end), not " + std::to_string(v.size()));
+      v = {0, v[0], 0, v[1]};
+    } else {
+      if (v.size() != 1) bad(n, std::string("a 1-D node's ") + name + " takes 1 value, not " + std::to_string(v.size()));
+      v.insert(v.begin(), h);
+    }
+  };
+  widen("kernel_shape", 1), widen("strides", 1), widen("dilations", 1), widen("pads", 0);
+  widen("output_padding", 0), widen("output_shape", 1);
+  return {x[0], x[1], 1, x[2]};
+}
+
 void Folder::infer_conv(Node& n, bool transpose) {
-  const Dims& x = in(n, 0).dims;
+  const bool one_d = in(n, 0).dims.size() == 3;
+  if (one_d) {
+    Value& weights = g_.value(n.inputs[1]);
+    if (weights.dims.size() != 3) bad(n, "a 1-D convolution takes 3-D weights [K, C/group, k]");
+    weights.dims.insert(weights.dims.begin() + 2, 1);  // the same bytes, as the 2-D form reads them
+  }
+  const Dims x = as_2d(n, in(n, 0).dims);
   const Dims& w = in(n, 1).dims;
-  if (x.size() != 4 || w.size() != 4) bad(n, "only 2-D convolution (4-D tensors) runs on the DLA");
+  if (x.size() != 4 || w.size() != 4) bad(n, "only 1-D and 2-D convolution (3-D and 4-D tensors) runs on the DLA");
   const int64_t groups = n.get_int("group", 1);
   Dims k = n.get_ints("kernel_shape", {w[2], w[3]});
   Dims s = n.get_ints("strides", {1, 1}), d = n.get_ints("dilations", {1, 1});
@@ -355,13 +385,14 @@ void Folder::infer_conv(Node& n, bool transpose) {
   n.attrs["pads"].kind = Attribute::kInts;
   n.attrs["pads"].ints = p;  // resolved auto_pad
   out(n).elem_type = 1;
-  set(n, o);
+  set(n, one_d ? Dims{o[0], o[1], o[3]} : o);
 }
 
 void Folder::infer_pool(Node& n) {
-  const Dims& x = in(n, 0).dims;
-  if (x.size() != 4) bad(n, "only 2-D pooling (4-D tensors) runs on the DLA");
-  if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") return set(n, {x[0], x[1], 1, 1});
+  const bool one_d = in(n, 0).dims.size() == 3;
+  const Dims x = as_2d(n, in(n, 0).dims);
+  if (x.size() != 4) bad(n, "only 1-D and 2-D pooling (3-D and 4-D tensors) runs on the DLA");
+  if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") return set(n, one_d ? Dims{x[0], x[1], 1} : Dims{x[0], x[1], 1, 1});
   Dims k = n.get_ints("kernel_shape"), s = n.get_ints("strides", {1, 1}), p = n.get_ints("pads", {0, 0, 0, 0});
   Dims d = n.get_ints("dilations", {1, 1});
   if (k.size() != 2 || s.size() != 2 || p.size() != 4) bad(n, "expects a 2-D kernel, strides and 4 pads");
@@ -399,7 +430,7 @@ void Folder::infer_pool(Node& n) {
   // How much of that padding only ceil mode added (bottom, right): an average counts the model's padding
   // (count_include_pad) but never this.
   n.attrs["_ceil_overhang"] = Attribute{Attribute::kInts, 0, 0, {}, overhang, {}, {}};
-  set(n, o);
+  set(n, one_d ? Dims{o[0], o[1], o[3]} : o);
 }
 
 void Folder::infer_reshape_like(Node& n) {

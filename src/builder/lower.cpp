@@ -917,6 +917,12 @@ void Lowering::lower_reduce(Node& n) {
   }
   // ReduceSum is the mean times the element count (TensorRT's DLA rewrite).
   const bool sum = n.op == "ReduceSum";
+  // Over H or W alone where the other one is 1 (a rank-3 [N, C, T] tensor lies as [N, C, 1, T]: the mean
+  // over time) is the reduction over both.
+  const Shape xs_view = dla_shape(x.dims);
+  bool both_spatial = !axes.empty() && std::all_of(axes.begin(), axes.end(), [](uint32_t a) { return a >= 2; });
+  for (uint32_t a : {2u, 3u}) both_spatial = both_spatial && (std::count(axes.begin(), axes.end(), a) > 0 || xs_view[a] == 1);
+  if (both_spatial) axes = {2, 3};
   if (axes == std::vector<uint32_t>{2, 3}) {
     if (!sum) return global_average(n, in, target);
     const Shape xs = dla_shape(x.dims);
@@ -948,10 +954,10 @@ void Lowering::check_given_scales(const Node& n, const std::array<int64_t, 4>& f
   if (sized || at >= n.inputs.size() || n.inputs[at].empty() || !g_.is_const(n.inputs[at])) return;
   const ConstData& scales = *g_.value(n.inputs[at]).constant;
   static const char* const axis[] = {"N", "C", "H", "W"};
-  for (size_t k = 0; k < 4 && k < scales.size(); ++k)
-    if (float(scales.at(k)) != float(factors[k])) {
+  for (size_t k = 0; k < 4 && k < scales.size(); ++k)  // scale k of a rank-r tensor: DLA axis a ([N, C, T]: T is W)
+    if (const uint32_t a = dla_axis(int64_t(k), scales.size()); float(scales.at(k)) != float(factors[a])) {
       std::ostringstream msg;
-      msg << "scale " << scales.at(k) << " on " << axis[k] << " is not the whole factor " << factors[k]
+      msg << "scale " << scales.at(k) << " on " << axis[a] << " is not the whole factor " << factors[a]
           << " its output size makes: ONNX samples the input at (output position) / " << scales.at(k)
           << ", and the DLA resizes by whole factors only; give whole-number scales, or sizes";
       bad(n, msg.str());
@@ -961,15 +967,21 @@ void Lowering::check_given_scales(const Node& n, const std::array<int64_t, 4>& f
 void Lowering::lower_resize(Node& n) {
   const Value& x = g_.value(n.inputs[0]);
   const Value& y = g_.value(n.outputs[0]);
-  if (x.dims.size() != 4) bad(n, "resize needs a 4-D tensor");
-  if (y.dims[0] != x.dims[0] || y.dims[1] != x.dims[1]) bad(n, "only H and W may be scaled on the DLA");
-  const int64_t sh = y.dims[2] / x.dims[2], sw = y.dims[3] / x.dims[3];
-  if (sh * x.dims[2] != y.dims[2] || sw * x.dims[3] != y.dims[3])
-    bad(n, "scales must be integers on the DLA (got H x" + std::to_string(double(y.dims[2]) / double(x.dims[2])) + ", W x" +
-               std::to_string(double(y.dims[3]) / double(x.dims[3])) + ")");
+  if (x.dims.size() != 4 && x.dims.size() != 3) bad(n, "resize needs a 3-D or 4-D tensor");
+  // A rank-3 [N, C, T] tensor lies on the DLA as [N, C, 1, T]: its resize is the 2-D one over that view.
+  auto view = [](const std::vector<int64_t>& d) { return d.size() == 3 ? std::vector<int64_t>{d[0], d[1], 1, d[2]} : d; };
+  const std::vector<int64_t> xd = view(x.dims), yd = view(y.dims);
+  if (yd[0] != xd[0] || yd[1] != xd[1]) bad(n, "only H and W may be scaled on the DLA");
+  const int64_t sh = yd[2] / xd[2], sw = yd[3] / xd[3];
+  if (sh * xd[2] != yd[2] || sw * xd[3] != yd[3])
+    bad(n, "scales must be integers on the DLA (got H x" + std::to_string(double(yd[2]) / double(xd[2])) + ", W x" +
+               std::to_string(double(yd[3]) / double(xd[3])) + ")");
   check_given_scales(n, {1, 1, sh, sw});
   const std::string mode = n.get_string("mode", "nearest");
-  const std::string coord = n.get_string("coordinate_transformation_mode", n.op == "Upsample" ? "asymmetric" : "half_pixel");
+  std::string coord = n.get_string("coordinate_transformation_mode", n.op == "Upsample" ? "asymmetric" : "half_pixel");
+  // pytorch_half_pixel differs from half_pixel only where an output axis has length 1, which a whole
+  // factor makes only from length 1 with factor 1: there both sample position 0. The same resize.
+  if (coord == "pytorch_half_pixel") coord = "half_pixel";
   ResizeParams p;
   p.scale_h = uint32_t(sh), p.scale_w = uint32_t(sw);
   if (mode == "nearest") {
@@ -985,7 +997,7 @@ void Lowering::lower_resize(Node& n) {
     } else {
       bad(n, "nearest resize mode (" + coord + ", " + rounding + ") is not a DLA mode");
     }
-  } else if ((mode == "linear" || mode == "bilinear") && x.dims[2] == 1 && x.dims[3] == 1) {
+  } else if ((mode == "linear" || mode == "bilinear") && xd[2] == 1 && xd[3] == 1) {
     // From a 1 x 1 map every output interpolates the one pixel, whatever the coordinates: a broadcast,
     // which the DLA's nearest resize computes with its wider factor range (DeepLab's image-pooling branch
     // upsamples its global average this way).
