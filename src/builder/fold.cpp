@@ -305,8 +305,9 @@ void Folder::infer_conv(Node& n, bool transpose) {
   const bool one_d = in(n, 0).dims.size() == 3;
   if (one_d) {
     Value& weights = g_.value(n.inputs[1]);
-    if (weights.dims.size() != 3) bad(n, "a 1-D convolution takes 3-D weights [K, C/group, k]");
-    weights.dims.insert(weights.dims.begin() + 2, 1);  // the same bytes, as the 2-D form reads them
+    // The same bytes, as the 2-D form reads them (weights another 1-D convolution shares are viewed so).
+    if (weights.dims.size() == 3) weights.dims.insert(weights.dims.begin() + 2, 1);
+    else if (weights.dims.size() != 4 || weights.dims[2] != 1) bad(n, "a 1-D convolution takes 3-D weights [K, C/group, k]");
   }
   const Dims x = as_2d(n, in(n, 0).dims);
   const Dims& w = in(n, 1).dims;

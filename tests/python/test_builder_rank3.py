@@ -90,3 +90,17 @@ def test_float16_keeps_its_type_through_the_one_d_view(tmp_path):
     blob, _ = softdla_build(m, tmp_path, "--fp16")
     ref = ort_run(m, x_in)[0]
     assert rel_l2(run_loadable(blob, x_in)[0].reshape(ref.shape), ref) < 2e-3
+
+
+def test_one_d_convolutions_sharing_their_weights(tmp_path):
+    """Two 1-D convolutions of one weight initializer (a tied or repeated block): the weights are viewed
+    as 2-D once, and both read them so."""
+    g = G(6)
+    x = g.input("x", [1, 8, 16])
+    w = _w(g, 8, 8, 3)
+    a = g.node("Relu", [g.node("Conv", [x, w], kernel_shape=[3], pads=[1, 1])])
+    m = g.model(g.node("Conv", [a, w], kernel_shape=[3], pads=[1, 1]), opset=13)
+    x_in = np.random.default_rng(7).standard_normal((1, 8, 16)).astype(np.float32)
+    blob, _ = softdla_build(m, tmp_path, "--fp16")
+    ref = ort_run(m, x_in)[0]
+    assert rel_l2(run_loadable(blob, x_in)[0].reshape(ref.shape), ref) < 2e-3
