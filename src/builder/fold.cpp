@@ -163,7 +163,12 @@ class Folder {
       const auto it = g_.declared.find(o);
       if (o.empty() || it == g_.declared.end() || it->second == g_.value(o).dims) continue;
       bad(n, "output '" + o + "' comes out as " + dims_text(g_.value(o).dims) + " here but the model declares " +
-                 dims_text(it->second) + "; the builder does not implement this node as the exporter did");
+                 dims_text(it->second) +
+                 (g_.shapes_fixed
+                      ? "; --shapes set the inputs' dynamic dimensions, and the model's value_info still declares this "
+                        "value at another size (as exported, or simplified at a fixed size): remove the stale "
+                        "value_info entries (del model.graph.value_info[:]) or re-export with the axis dynamic"
+                      : "; the builder does not implement this node as the exporter did"));
     }
   }
   bool all_const(const Node& n) {

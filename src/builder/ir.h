@@ -90,6 +90,7 @@ struct Graph {
   // Fully static shapes the model states for its values (value_info, graph outputs): checked against
   // what the builder infers, and used by `check` past nodes it cannot infer.
   std::map<std::string, std::vector<int64_t>> declared;
+  bool shapes_fixed = false;  // --shapes set an input's dynamic dimensions (declarations may predate them)
 
   Value& value(const std::string& name);
   const Value& value(const std::string& name) const;

@@ -200,6 +200,7 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
                "model's own size there, or export the model with that axis dynamic");
       }
       v.dims = fixed->second;
+      g.shapes_fixed = true;
       check_tensor_size("--shapes for input '" + in.name() + "'", v.dims);
       v.known_shape = true;
       g.inputs.push_back(v.name);

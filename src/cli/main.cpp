@@ -101,7 +101,9 @@ int main(int argc, char** argv) {
                   "softdla: also bind every layer's output as an output, after the real ones (what `compare` runs)");
   std::string check_path, check_target = "orin", check_shapes;
   CLI::App* checkc = app.add_subcommand("check", "List every node of an ONNX model and whether it runs on the DLA");
-  checkc->add_option("model", check_path, "ONNX model")->required()->check(CLI::ExistingFile);
+  // The model as a positional argument, or with build's --onnx (users type one for the other).
+  CLI::Option* check_model = checkc->add_option("model", check_path, "ONNX model")->check(CLI::ExistingFile);
+  checkc->add_option("--onnx", check_path, "ONNX model (as softdla build takes it)")->check(CLI::ExistingFile)->excludes(check_model);
   checkc->add_option("--target", check_target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
   checkc->add_option("--shapes", check_shapes, "fix input shapes: name:1x3x224x224[,...]");
   bool check_json = false;
@@ -165,6 +167,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*checkc) {
+      if (check_path.empty()) {
+        std::cerr << "softdla: error: check needs the model: softdla check MODEL.onnx (or --onnx=MODEL.onnx)\n";
+        return 2;
+      }
       const auto rows = softdla::builder::check(softdla::read_file_bytes(check_path, "ONNX model", softdla::kMaxModelFileBytes),
                                                 check_target == "xavier" ? softdla::Target::kXavier : softdla::Target::kOrin,
                                                 softdla::cli::parse_shapes("--shapes", check_shapes));

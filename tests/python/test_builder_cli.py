@@ -141,6 +141,20 @@ def test_shapes_cannot_change_a_static_dimension(tmp_path):
         sd.build(m, fp16=True, shapes={"x": [1, 3, 8, 8]})
 
 
+def test_stale_value_info_under_shapes_is_named(tmp_path):
+    """A symbolic batch fixed by --shapes where the model's value_info still declares batch 1 (exported or
+    simplified at 1): the error used to say the builder did not implement the node as the exporter did."""
+    g = G()
+    g.inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8]))
+    c = g.conv("x", 3, 4)
+    m = g.model([g.node("Relu", [c])])
+    m.graph.value_info.append(helper.make_tensor_value_info(c, TensorProto.FLOAT, [1, 4, 8, 8]))
+    r = softdla("build", f"--onnx={write(tmp_path, m)}", "--fp16", "--shapes=x:2x3x8x8",
+                f"--saveEngine={tmp_path / 'o.loadable'}")
+    assert r.returncode == 1 and "--shapes set the inputs' dynamic dimensions" in r.stderr, r.stderr
+    assert "remove the stale value_info entries" in r.stderr
+
+
 # ------------------------------------------------------------------ check
 def test_check_table_names_node_rule_and_fix(tmp_path):
     g = G()
@@ -155,6 +169,10 @@ def test_check_table_names_node_rule_and_fix(tmp_path):
     assert "2 of 3 nodes run on the DLA (orin)" in r.stdout
     rx = softdla("check", str(p), "--target", "xavier")
     assert "softmax runs on Orin's DLA only" in rx.stdout
+    # build's --onnx works for check too (it used to be "model is required")
+    assert softdla("check", f"--onnx={p}").stdout == r.stdout
+    missing = softdla("check")
+    assert missing.returncode == 2 and "check needs the model" in missing.stderr
 
 
 def test_check_blames_the_node_at_fault_in_a_qdq_pair(tmp_path):
