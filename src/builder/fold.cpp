@@ -443,6 +443,8 @@ void Folder::infer_reshape_like(Node& n) {
   const Value& x = in(n, 0);
   Dims d;
   if (n.op == "Reshape") {
+    if (in(n, 1).dims.size() != 1)  // ONNX: a 1-D tensor; ONNX Runtime refuses any other
+      bad(n, "the shape input must be a 1-D tensor, and it is " + dims_text(in(n, 1).dims));
     Dims shape = ints_of(n, 1);
     const bool allowzero = n.get_int("allowzero", 0) != 0;
     int64_t known = 1, infer_at = -1;

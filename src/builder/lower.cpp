@@ -602,13 +602,20 @@ void Lowering::lower_gemm(Node& n) {
   if (n.inputs.size() < 2 || n.inputs[0].empty() || n.outputs.empty())
     bad(n, "MatMul/Gemm needs the inputs A and B and an output");
   const Value& a = g_.value(n.inputs[0]);
-  if (a.dims.size() != 2) bad(n, "the DLA runs MatMul/Gemm on 2-D inputs [N, K] (flatten first)");
+  // MatMul of a vector [K] (torch's squeeze() of a batch-1 global average, then a Linear): one row, which
+  // lies on the DLA as [1, K, 1, 1] as [1, K] does.
+  const bool vector = matmul && a.dims.size() == 1;
+  if (a.dims.size() != 2 && !vector)
+    bad(n, "the DLA runs MatMul/Gemm on rows [N, K] (a fully connected layer); this input is " + dims_text(a.dims) +
+               (a.dims.size() > 2 ? ": a MatMul over the last axis of a 3-D or 4-D tensor (attention, a Linear over "
+                                    "tokens) has no DLA layer; a 1x1 Conv over channels does"
+                                  : ""));
   if (!matmul && n.get_int("transA", 0)) bad(n, "transA = 1 is not supported (the DLA computes x * W)");
   const ConstData& b = constant(n, 1, "the weight matrix (B)");
   const std::vector<int64_t> bd = g_.value(n.inputs[1]).dims;
   if (bd.size() != 2 || b.size() != size_t(bd[0] * bd[1])) bad(n, "B must be a 2-D constant matrix");
   const bool trans_b = !matmul && n.get_int("transB", 0);
-  const int64_t K = a.dims[1], M = trans_b ? bd[0] : bd[1];
+  const int64_t K = a.dims.back(), M = trans_b ? bd[0] : bd[1];
   if ((trans_b ? bd[1] : bd[0]) != K) bad(n, "inner dimensions of A and B differ");
   const double alpha = matmul ? 1.0 : n.get_float("alpha", 1.0), beta = matmul ? 1.0 : n.get_float("beta", 1.0);
   std::vector<float> w(size_t(M * K));
@@ -646,7 +653,7 @@ void Lowering::lower_gemm(Node& n) {
   std::vector<uint32_t> wdims{uint32_t(M), uint32_t(K), 1, 1};
   if (Node* p = g_.producer_of(n.inputs[0]); p && !p->inputs.empty() && (p->op == "Flatten" || p->op == "Reshape")) {
     const Value& src = g_.value(p->inputs[0]);
-    if (src.dims.size() == 4 && src.dims[2] <= 32 && src.dims[3] <= 32 && src.dims[0] == a.dims[0] &&
+    if (!vector && src.dims.size() == 4 && src.dims[2] <= 32 && src.dims[3] <= 32 && src.dims[0] == a.dims[0] &&
         out_.tensor_of.count(p->inputs[0])) {
       in = out_.tensor_of[p->inputs[0]];
       wdims = {uint32_t(M), uint32_t(src.dims[1]), uint32_t(src.dims[2]), uint32_t(src.dims[3])};

@@ -906,3 +906,37 @@ def test_cast_of_an_activation_to_an_integer_is_refused_by_name():
     x = g.input("x", [1, 4, 8, 8])
     m = g.model(g.node("Cast", [g.node("Cast", [g.conv(x, 4, 4)], to=TensorProto.INT32)], to=TensorProto.FLOAT))
     assert "(Cast): computes int32 values at run time; the DLA runs floating-point layers only" in build_error(m)
+
+
+# ------------------------------------------------------------------ vectors and malformed shapes
+@pytest.mark.parametrize("int8", [False, True])
+def test_matmul_of_a_squeezed_vector(tmp_path, int8):
+    """torch's x.squeeze() after a batch-1 global average, then nn.Linear: MatMul of [C] by [C, M] (+ bias).
+    It was refused with "flatten first" although the input is flat."""
+    from sdla_testkit.onnx_models import softdla_build
+    g = G(8)
+    x = g.input("x", [1, 8, 6, 6])
+    v = g.node("Squeeze", [g.node("GlobalAveragePool", [g.node("Relu", [g.conv(x, 8, 16)])])])
+    y = g.node("Add", [g.node("MatMul", [v, g.weight(16, 5)]), g.weight(5, scale=0.1)])
+    m = g.model(y, opset=13)
+    xin = np.random.default_rng(9).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    calib = np.random.default_rng(10).standard_normal((8, 8, 6, 6)).astype(np.float32) if int8 else None
+    blob, _ = softdla_build(m, tmp_path, *(["--int8", "--fp16"] if int8 else ["--fp16"]), calib=calib)
+    ref = ort_run(m, xin)[0]
+    got = run_loadable(blob, xin)[0].reshape(ref.shape)
+    assert cosine(got, ref) > 0.995 if int8 else rel_l2(got, ref) < 2e-3
+
+
+def test_matmul_over_tokens_says_what_runs_instead():
+    g = G(0)
+    x = g.input("x", [1, 4, 6, 8])
+    m = g.model(g.node("MatMul", [g.node("Relu", [x]), g.weight(8, 3)]))
+    assert "a 1x1 Conv over channels does" in build_error(m)
+
+
+def test_reshape_with_a_2d_shape_tensor_is_refused():
+    """ONNX's shape input is 1-D (ONNX Runtime refuses another); a [3, 1] one was read as its values."""
+    g = G(0)
+    x = g.input("x", [1, 4, 2, 2])
+    m = g.model(g.node("Reshape", [g.node("Relu", [x]), g.const(np.array([[1], [4], [4]], np.int64))]))
+    assert "the shape input must be a 1-D tensor, and it is [3, 1]" in build_error(m)
