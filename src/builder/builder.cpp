@@ -269,9 +269,20 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
       return "";
     };
     plan.inputs[i] = choose(in_choices[i], consumer, true, low.input_names[i], fp32.tensors[x].shape[1], image_rule);
-    if (plan.inputs[i].dtype == DataType::kInt8 && amax[fp32.inputs[i].tensor] <= 0)
+    if (plan.inputs[i].dtype == DataType::kInt8 && amax[x] <= 0) {
+      // Q/DQ pairs of different scales on the input (one quantizer per reader) leave it no scale of its own.
+      std::set<float> pair_scales;
+      for (const Op& op : fp32.ops)
+        if (std::count(op.inputs.begin(), op.inputs.end(), x) && low.qdq_amax.count(op.outputs[0]))
+          pair_scales.insert(float(scale_from_amax(low.qdq_amax.at(op.outputs[0]))));
+      std::string scales;
+      for (float sc : pair_scales) scales += (scales.empty() ? "" : " and ") + std::to_string(sc);
+      if (pair_scales.size() > 1)
+        fail("input '", low.input_names[i], "' is int8 but has no one scale: its Q/DQ pairs quantize it at ", scales,
+             ", and an int8 input holds one; give its readers one pair (one scale), or an fp16 input format");
       fail("input '", low.input_names[i], "' is int8 but has no scale: calibrate, or give a cache entry for it (a "
            "tensor whose calibration values are all 0 has no range either)");
+    }
   }
   for (size_t i = 0; i < fp32.outputs.size(); ++i) {
     plan.outputs[i] = choose(out_choices[i], first_precision(fp32.outputs[i].tensor, false), false, low.output_names[i],
@@ -528,6 +539,9 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
     std::string first_layer, first_tensor;
     for (size_t i = 0; i < fp32.ops.size(); ++i) {
       const Op& op = fp32.ops[i];
+      // A Q/DQ pair's own op (no steps) converts where its input is FP16: nothing a scale would change.
+      const SdpParams* pair = std::get_if<SdpParams>(&op.params);
+      if (pair && pair->steps.empty() && low.qdq_amax.count(op.outputs[0])) continue;
       if (!supports_int8(op) || precision_entry(o.layer_precisions, base_of(op))) continue;
       ++candidates;
       const std::string t = unscaled_tensor(op);

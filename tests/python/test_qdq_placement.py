@@ -231,3 +231,17 @@ def test_int8_input_at_a_shared_scale_keeps_its_pairs_saturation(tmp_path):
     want = reference(m, x_)[0]
     got = run_loadable(loadable, x_)[0].reshape(want.shape)
     assert np.abs(got - want).max() / 0.05 <= 1.01
+
+
+def test_int8_input_with_two_pair_scales_says_why(tmp_path):
+    """One quantizer per reader on a graph input, at different scales: an int8 input cannot hold both, and
+    the error says so (it said the input had no scale, as if calibration were missing)."""
+    from sdla_testkit.onnx_models import softdla_build
+    g = G(2)
+    x = g.input("x", [1, 4, 8, 8])
+    a, b = qconv(g, x, 4, 8, x_scale=4 / 127), qconv(g, x, 4, 8, x_scale=1 / 127)
+    m = g.model([qdq(g, a, 6 / 127), qdq(g, b, 6 / 127)], opset=13)
+    _, r = softdla_build(m, tmp_path, "--int8", "--fp16", "--inputIOFormats=int8:dla_linear", check=False)
+    assert r.returncode == 1 and "its Q/DQ pairs quantize it at 0.007874 and 0.031496" in r.stderr, r.stderr
+    _, r = softdla_build(m, tmp_path, "--int8", "--fp16")  # fp16 input: the pairs are conversions, no warning
+    assert "run in FP16" not in r.stderr, r.stderr
