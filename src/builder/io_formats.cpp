@@ -9,6 +9,8 @@ namespace softdla::builder {
 std::vector<IoChoice> parse_io_formats(const std::string& spec) {
   std::vector<IoChoice> out;
   if (spec.empty()) return out;
+  // getline drops a trailing empty item: "int8:dla_hwc4," would read as one format for every tensor.
+  if (spec.back() == ',') fail("I/O formats '", spec, "' end with ',': give one type:format per tensor, or one for all");
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {

@@ -181,6 +181,7 @@ def test_format_alternatives_take_the_first_the_dla_accepts(spec, want, tmp_path
     ("fp16:chw16+bogus", "'bogus' is not a DLA format"),
     ("fp16:chw16+", "has an empty format"),
     ("fp16:+chw16", "has an empty format"),
+    ("fp16:chw16,", "end with ','"),
     ("fp16:chw32+dla_hwc4", "none of the 2 alternatives given is"),
 ])
 def test_format_alternatives_are_each_checked(spec, words, tmp_path):
