@@ -67,12 +67,14 @@ def _shape_lists(shapes):
 
 def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=None, calib_cache=None,
           write_calib_cache=None, calibrator="auto", input_formats="", output_formats="", layer_precisions=None,
-          precision_constraints="none", target="orin", shapes=None, save=None, progress=None,
+          precision_constraints=None, target="orin", shapes=None, save=None, progress=None,
           expose_intermediates=False) -> bytes:
     """Builds an ONNX model (path, bytes or onnx.ModelProto) into a DLA standalone loadable and returns
     its bytes (also written to `save` if given). Arguments mirror `softdla build` / trtexec:
     input_formats="int8:dla_hwc4", layer_precisions={"conv1": "fp16"}, shapes={"x": [1, 3, 224, 224]},
-    precision_constraints="none" | "prefer" | "obey" (anything else raises BuildError).
+    precision_constraints="none" | "prefer" | "obey" (anything else raises BuildError); left out, "prefer"
+    where layer_precisions are given (so they apply), else "none". (The CLI follows trtexec: there
+    --layerPrecisions without --precisionConstraints=prefer|obey has no effect, with a warning.)
     calib_cache: a TensorRT calibration cache to read, or, as `softdla build --calib=FILE`, where to write
     the cache this build calibrates (with calib_data) when the file does not exist yet; write_calib_cache
     writes one wherever it is.
@@ -81,7 +83,8 @@ def build(model, *, fp16=False, int8=False, fp32_reference=False, calib_data=Non
     Raises BuildError (a ValueError) naming the node and rule when the model cannot be built."""
     opts = {"fp16": "1" if fp16 else "0", "int8": "1" if int8 else "0", "fp32_reference": "1" if fp32_reference else "0",
             "target": target, "input_formats": input_formats, "output_formats": output_formats,
-            "calibrator": calibrator, "precision_constraints": precision_constraints,
+            "calibrator": calibrator,
+            "precision_constraints": precision_constraints or ("prefer" if layer_precisions else "none"),
             "expose_intermediates": "1" if expose_intermediates else "0"}
     if calib_cache and not write_calib_cache and not os.path.exists(calib_cache):
         write_calib_cache = calib_cache  # as the CLI's --calib: calibrated now, kept for the next build

@@ -246,6 +246,8 @@ def _normalize_options(build_options, calib_data):
         opts["int8"], opts["fp16"] = has_scales, True
     opts.setdefault("int8", False)
     opts.setdefault("fp16", False)
+    if opts.get("precision_constraints") is None:  # as softdla.build: given layer precisions apply
+        opts["precision_constraints"] = "prefer" if opts.get("layer_precisions") else "none"
     for key in ("calib_data", "calib_cache"):
         if opts.get(key):
             opts[key] = os.fspath(opts[key])
@@ -261,7 +263,7 @@ class _Builder:
     def __init__(self, onnx_bytes, opts, workdir, progress):
         self.onnx, self.opts, self.progress = onnx_bytes, opts, progress
         self.cache = None
-        self.builds = 0
+        self.builds, self.notes = 0, []
         cc = opts.get("calib_cache")
         if opts.get("int8") and (cc and os.path.exists(cc) or opts.get("calib_data")):
             self.cache = cc or os.path.join(workdir, "calibration.cache")
@@ -274,6 +276,9 @@ class _Builder:
                "output_formats": o.get("output_formats", ""), "calibrator": o.get("calibrator", "auto"),
                "precision_constraints": o.get("precision_constraints", "none"),
                "expose_intermediates": "1" if expose else "0"}
+        if layer_precisions and ext["precision_constraints"] == "none":
+            # The search's precisions must apply: as in trtexec, none would ignore every per-layer precision.
+            ext["precision_constraints"] = "prefer"
         if self.cache and os.path.exists(self.cache):
             ext["calib_cache"] = self.cache
         elif self.cache:
@@ -283,7 +288,9 @@ class _Builder:
         shapes = {k: [int(d) for d in v] for k, v in (o.get("shapes") or {}).items()}
         # The bar redraws a line with '\r': on a terminal only, never into a log.
         progress = _progress_bar if self.progress and self.builds == 0 and sys.stderr.isatty() else None
-        loadable, layers, _scales, _warnings = ext_build(self.onnx, ext, lp, shapes, progress)
+        loadable, layers, _scales, notes = ext_build(self.onnx, ext, lp, shapes, progress)
+        if self.builds == 0:
+            self.notes = list(notes)  # what the build did that the options may not suggest
         self.builds += 1
         return loadable, [dict(name=n, kind=k, precision=p, output=out) for n, k, p, out in layers]
 
@@ -491,8 +498,13 @@ def _search(builder, model, graph_outputs, feeds, refs, target, start, per_round
             "output_cosine": cos, "builds": builds, "steps": steps}
 
 
-def _flag(layer_precisions):
-    return "--layerPrecisions=" + ",".join(f"{k}:{v}" for k, v in layer_precisions.items()) if layer_precisions else ""
+def _flag(layer_precisions, constraints="none"):
+    """The flags that build what the search found: per-layer precisions take effect only under prefer or
+    obey (trtexec's rule), so none becomes prefer."""
+    if not layer_precisions:
+        return ""
+    return (f"--precisionConstraints={'prefer' if constraints == 'none' else constraints} --layerPrecisions="
+            + ",".join(f"{k}:{v}" for k, v in layer_precisions.items()))
 
 
 # ------------------------------------------------------------------ the result
@@ -675,6 +687,7 @@ def compare(onnx_model, loadable=None, *, inputs=None, build_options=None, calib
         if any(not np.array_equal(r[a], v[b]) for r, v in zip(real, variant) for a, b in zip(names, vnames)):
             warnings.append("the loadable's outputs differ from a build of this model with these options: the per-layer "
                             "rows describe that build; pass the options and calibration the loadable was built with")
+        warnings.extend(builder.notes)
         if opts["int8"] and not any(l["precision"] == "int8" for l in layers):
             warnings.append("no layer runs in INT8: the build found no scales (give calibration data or a cache)")
         outputs = []
@@ -698,7 +711,7 @@ def compare(onnx_model, loadable=None, *, inputs=None, build_options=None, calib
             merged = dict(opts.get("layer_precisions") or {})
             merged.update({n: "fp16" for n in s["layers"]})
             s["layer_precisions"] = merged
-            s["flag"] = _flag(merged) if s["layers"] else ""
+            s["flag"] = _flag(merged, opts.get("precision_constraints", "none")) if s["layers"] else ""
             if s["layers"]:
                 result.search_loadable, _ = builder.build({n: "fp16" for n in s["layers"]})
             result.search = s

@@ -264,7 +264,7 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
         return "input '" + low.input_names[i] + "': " + to_string(f) + " feeds layer '" + layer + "', which runs in " +
                runs + "; the DLA reads a dla_hwc4 image only into layers of the same precision: give " + runs +
                ":dla_hwc4 (where every layer reading it runs in " + runs + "), or set the layer's precision "
-               "(--layerPrecisions=" + layer + ":" + to_string(f.dtype) + ")";
+               "(--precisionConstraints=prefer --layerPrecisions=" + layer + ":" + to_string(f.dtype) + ")";
       }
       return "";
     };
@@ -589,9 +589,16 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
   return w;
 }
 
-BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
-  if (!o.fp16 && !o.int8 && !o.fp32_reference)
+BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
+  if (!given.fp16 && !given.int8 && !given.fp32_reference)
     fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
+  // trtexec sets per-layer precisions only under --precisionConstraints=prefer or obey; with none it warns
+  // that they have no effect, and the engine on the device has the default precisions. The same here, so
+  // that what softdla runs is what the device would.
+  const bool precisions_ignored = given.constraints == PrecisionConstraints::kNone && !given.layer_precisions.empty();
+  BuildOptions effective = given;
+  if (precisions_ignored) effective.layer_precisions.clear();
+  const BuildOptions& o = effective;
   Graph g = prepare_graph(onnx, o.shapes, nullptr);
   Lowered low = lower(g, o.target, nullptr);
   Model& fp32 = low.model;
@@ -640,6 +647,11 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& o) {
   const bool ref_only = o.fp32_reference && !o.fp16 && !o.int8;
   BuildResult r;
   r.warnings = precision_warnings(low, plan, o, have_cache);
+  if (precisions_ignored)
+    r.warnings.insert(r.warnings.begin(),
+                      "--layerPrecisions has no effect with --precisionConstraints=none, as in trtexec (TensorRT sets "
+                      "per-layer precisions only under prefer or obey): add --precisionConstraints=prefer (a layer "
+                      "falls back where its precision is impossible) or obey (the build fails there)");
   if (have_cache && !o.calib_data.empty())  // trtexec's rule too, but a stale cache is easy to miss
     r.warnings.push_back("calibration cache '" + o.calib_cache + "' exists: its scales are used and --calib-data is not "
                          "read; delete the cache (or give another --calib path) to calibrate on the data again");

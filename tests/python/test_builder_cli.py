@@ -327,11 +327,37 @@ def test_layer_precisions_take_trtexec_wildcards(tmp_path):
     got = layers("--layerPrecisions=conv*:fp16,conv1*:int8")
     assert got["conv1"] == "int8" and got["conv2"] == "fp16" and got["fc"] == "int8"
     r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={tmp_path / 'x.loadable'}", "--int8", "--fp16",
-                f"--calib-data={MODELS}/digits_calib", "--layerPrecisions=*:int8")
+                f"--calib-data={MODELS}/digits_calib", "--precisionConstraints=prefer", "--layerPrecisions=*:int8")
     assert r.returncode == 0 and "asks int8 for layer 'softmax' (by '*'), which runs in fp16" in r.stderr, r.stderr
     r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={tmp_path / 'x.loadable'}", "--fp16",
-                "--layerPrecisions=zz*:fp16")
+                "--precisionConstraints=prefer", "--layerPrecisions=zz*:fp16")
     assert r.returncode == 1 and "'zz*', which matches no layer of this model" in r.stderr, r.stderr
+
+
+def test_layer_precisions_without_constraints_have_no_effect_as_in_trtexec(tmp_path):
+    """trtexec sets per-layer precisions only under --precisionConstraints=prefer or obey; with none it warns
+    and the device's engine has the default precisions. softdla builds that same engine, and says so; the
+    Python API applies given layer precisions (its default constraints are then prefer)."""
+    def precisions(*flags):
+        out = tmp_path / "p.loadable"
+        r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={out}", "--int8", "--fp16",
+                    f"--calib-data={MODELS}/digits_calib", "--layerPrecisions=conv2:fp16", *flags)
+        assert r.returncode == 0, r.stderr
+        rows = [ln.split() for ln in softdla("inspect", str(out)).stdout.splitlines() if ln.startswith("    ")]
+        return {row[2]: row[1] for row in rows}, r.stderr
+
+    got, err = precisions()
+    assert got["conv2"] == "int8" and "--layerPrecisions has no effect with --precisionConstraints=none" in err, err
+    for constraints in ("prefer", "obey"):
+        got, err = precisions(f"--precisionConstraints={constraints}")
+        assert got["conv2"] == "fp16" and "no effect" not in err, err
+    import softdla as sd
+    blob = sd.build(f"{MODELS}/digits.onnx", int8=True, fp16=True, calib_data=f"{MODELS}/digits_calib",
+                    layer_precisions={"conv2": "fp16"}, progress=False)
+    path = tmp_path / "py.loadable"
+    path.write_bytes(blob)
+    rows = [ln.split() for ln in softdla("inspect", str(path)).stdout.splitlines() if ln.startswith("    ")]
+    assert {row[2]: row[1] for row in rows}["conv2"] == "fp16"
 
 
 def test_layer_precisions_name_a_split_by_its_node(tmp_path):
@@ -368,7 +394,7 @@ def test_existing_cache_over_calibration_data_is_said(tmp_path):
     (["--fp16", "--inputIOFormats=fp16:hwc8"], "not a DLA format"),
     (["--int8"], "--int8 needs scales"),
     ([], "choose a precision"),
-    (["--int8", "--fp16", "--layerPrecisions=nope:fp16"], "'nope', which is not a layer"),
+    (["--int8", "--fp16", "--precisionConstraints=prefer", "--layerPrecisions=nope:fp16"], "'nope', which is not a layer"),
     (["--int8", "--precisionConstraints=obey", "--layerPrecisions=softmax:int8",
       f"--calib-data={MODELS}/digits_calib"], "constrained to int8 but the DLA runs this layer in FP16 only"),
 ])

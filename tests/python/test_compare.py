@@ -162,11 +162,11 @@ def test_precision_search_finds_the_bad_layer_and_the_rebuild_meets_the_target(t
     s = r.search
     assert s["baseline_cosine"] < 0.99 and s["met"] and s["output_cosine"] >= 0.99, str(r)
     assert "Conv_1" in s["layers"]
-    assert s["flag"] == "--layerPrecisions=" + ",".join(f"{n}:fp16" for n in s["layers"])
+    assert s["flag"] == "--precisionConstraints=prefer --layerPrecisions=" + ",".join(f"{n}:fp16" for n in s["layers"])
     assert s["flag"] in str(r)
     assert cache.exists()  # written by the first build, read by every later one
     # The flag, given to a plain build with the same calibration cache, reaches the target on the same inputs.
-    layer_precisions = dict(item.split(":") for item in s["flag"].split("=", 1)[1].split(","))
+    layer_precisions = dict(item.split(":") for item in s["flag"].split("--layerPrecisions=", 1)[1].split(","))
     lb = softdla.build(model, int8=True, fp16=True, calib_cache=cache, layer_precisions=layer_precisions, progress=False)
     x = np.load(calib / "samples.npy")[:4]
     with softdla.Device() as dev:
@@ -260,7 +260,8 @@ def test_cli_target_not_reached_exits_3(tmp_path, calib):
     (["{model}", "--shapes", "x:1xAx3"], 2, "--shapes takes name:1x3x224x224"),
     (["{model}", "--calib-data", "nowhere"], 2, "--calib-data 'nowhere' is not a directory"),
     (["{model}", "--fp16", "--target-cosine", "0.9"], 1, "the precision search moves INT8 layers to FP16"),
-    (["{model}", "--fp16", "--layerPrecisions", "nope:fp16"], 1, "which is not a layer of this model"),
+    (["{model}", "--fp16", "--precisionConstraints", "prefer", "--layerPrecisions", "nope:fp16"], 1,
+     "which is not a layer of this model"),
     (["{garbage}"], 1, "is not a valid ONNX model"),
 ])
 def test_cli_errors(tmp_path, args, code, message):

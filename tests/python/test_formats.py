@@ -195,7 +195,7 @@ def test_dla_hwc4_input_must_feed_a_layer_of_its_precision(fmt, layer_precision,
     builder slipped a conversion layer in between."""
     m = _conv_model(3)
     conv = m.graph.node[0].name
-    flags = ["--int8", "--fp16", f"--layerPrecisions={conv}:{layer_precision}"]
+    flags = ["--int8", "--fp16", "--precisionConstraints=prefer", f"--layerPrecisions={conv}:{layer_precision}"]
     blob, err = _cli_build(m, tmp_path, *flags, f"--inputIOFormats={fmt}", calibrate=True)
     assert blob is None and f"feeds layer '{conv}', which runs in {layer_precision}" in err, err
     blob, err = _cli_build(m, tmp_path, *flags, f"--inputIOFormats={layer_precision}:dla_hwc4", calibrate=True)
@@ -217,7 +217,8 @@ def test_dla_hwc4_input_must_feed_every_reader_in_its_precision(fmt, other, tmp_
     m = _two_readers_model()
     first, second = [n.name for n in m.graph.node if n.op_type == "Conv"]
     same = fmt.split(":")[0]
-    flags = ["--int8", "--fp16", f"--layerPrecisions={first}:{same},{second}:{other}", f"--inputIOFormats={fmt}"]
+    flags = ["--int8", "--fp16", "--precisionConstraints=prefer", f"--layerPrecisions={first}:{same},{second}:{other}",
+             f"--inputIOFormats={fmt}"]
     blob, err = _cli_build(m, tmp_path, *flags, calibrate=True)
     assert blob is None and f"feeds layer '{second}', which runs in {other}" in err, err
 
