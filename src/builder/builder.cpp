@@ -155,7 +155,10 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     const std::string base = op.name.substr(0, op.name.find(" ("));
     auto unscaled = [&] { return first_unscaled(op, amax); };
     auto has_scales = [&] { return unscaled() < 0; };
-    DataType p = o.fp32_reference && !o.fp16 && !o.int8 ? DataType::kFloat32 : fallback;
+    // The FP32 reference computes each value in its own ONNX float type: what the model types float16
+    // (model.half(), a Cast to float16) is rounded to FP16 there too.
+    const bool reference = o.fp32_reference && !o.fp16 && !o.int8;
+    DataType p = reference ? (low.float16_values.count(op.outputs[0]) ? DataType::kFloat16 : DataType::kFloat32) : fallback;
     const bool int8_ok = o.int8 && supports_int8(op) && has_scales();
     if (int8_ok) p = DataType::kInt8;
     if (const auto* it = precision_entry(o.layer_precisions, base)) {

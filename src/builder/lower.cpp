@@ -121,6 +121,10 @@ class Lowering {
       out_.output_names.push_back(name);
     }
     remove_dead_ops();
+    for (const auto& [name, t] : out_.tensor_of)
+      if (g_.values.count(name) && g_.value(name).elem_type == 10) out_.float16_values.insert(t);
+    for (size_t k = 0; k < out_.output_names.size(); ++k)
+      if (g_.value(out_.output_names[k]).elem_type == 10) out_.float16_values.insert(out_.model.outputs[k].tensor);
     return std::move(out_);
   }
 
