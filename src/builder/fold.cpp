@@ -283,8 +283,9 @@ void Folder::infer_elementwise(Node& n) {
              std::to_string(input) + ") with its padding (" + std::to_string(pads) + "): no output position");
 }
 
-// A 1-D convolution or pooling ([N, C, T] tensors), as TensorRT's ONNX parser runs it: the 2-D one over
-// [N, C, 1, T]. The node's spatial attributes gain a leading H entry (kernel 1, stride 1, dilation 1,
+// A 1-D convolution or pooling ([N, C, T] tensors) as a 2-D one over [N, C, 1, T], where rank-3 tensors lie
+// on the DLA (TensorRT's ONNX parser unsqueezes T into H instead, k x 1: the same numbers, and the DLA's
+// limits are the same on both axes). The node's spatial attributes gain a leading H entry (kernel 1, stride 1, dilation 1,
 // pads 0, output_padding 0, output_shape 1), in place, as auto_pad is resolved in place, so every later
 // stage sees a 2-D node; rank-3 tensors already lie on the DLA as [N, C, 1, W], and 1-D weights
 // [K, C/group, k] have the bytes of [K, C/group, 1, k]. Returns x as the 2-D form reads it.

@@ -1,5 +1,5 @@
-"""1-D networks ([N, C, T] tensors: audio, sequences, sensors), which TensorRT's ONNX parser runs as their 2-D
-forms over [N, C, 1, T]: Conv and ConvTranspose with 3-D weights, 1-D pools, resizes along T, the mean
+"""1-D networks ([N, C, T] tensors: audio, sequences, sensors), which TensorRT's ONNX parser runs as 2-D
+layers (softdla over [N, C, 1, T], where rank-3 tensors lie on the DLA): Conv and ConvTranspose with 3-D weights, 1-D pools, resizes along T, the mean
 over time. They were refused ("only 2-D convolution"). References: ONNX Runtime on the same model; FP16
 within FP16 rounding, INT8 by cosine."""
 import numpy as np
