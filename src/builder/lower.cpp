@@ -398,8 +398,8 @@ class Lowering {
   void lower_deconv_node(Node& n) { lower_conv(n, true); }
   void lower_identity(Node& n) { alias(n, n.inputs[0], n.outputs[0]); }
   // A Cast of an activation between float32 and float16 (onnxconverter-common's keep_io_types models put
-  // them at the graph's edges): nothing, as TensorRT makes of it, since each layer's precision and each
-  // I/O tensor's type are the build's. Casts to integers or bool change values the DLA has no op for.
+  // them at the graph's edges): nothing, since each layer's precision and each I/O tensor's type are the
+  // build's (--fp16/--int8, the I/O formats; dla-facts lists no Cast layer the DLA would run for it). Casts to integers or bool change values the DLA has no op for.
   void lower_cast(Node& n) {
     const int32_t from = g_.value(n.inputs[0]).elem_type, to = int32_t(n.get_int("to", 1));
     auto is_float = [](int32_t t) { return t == 1 || t == 10; };  // float32, float16

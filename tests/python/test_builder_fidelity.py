@@ -885,8 +885,8 @@ def _keep_io_types_model():
 
 @pytest.mark.parametrize("int8", [False, True])
 def test_float_casts_of_activations_are_nothing(tmp_path, int8):
-    """A float32 <-> float16 Cast of an activation was refused as 'build-time shape arithmetic'; TensorRT
-    makes nothing of it (each layer's precision is the build's)."""
+    """A float32 <-> float16 Cast of an activation was refused as 'build-time shape arithmetic'; it is
+    nothing on the DLA (each layer's precision is the build's)."""
     from sdla_testkit.onnx_models import softdla_build
     m = _keep_io_types_model()
     x = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
