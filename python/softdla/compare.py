@@ -740,7 +740,9 @@ def _parser():
     b.add_argument("--inputIOFormats", default="", help="type:format[,...]")
     b.add_argument("--outputIOFormats", default="", help="type:format[,...]")
     b.add_argument("--layerPrecisions", default="", help="layer:fp16|int8[,...]")
-    b.add_argument("--precisionConstraints", choices=["none", "prefer", "obey"], default="none")
+    b.add_argument("--precisionConstraints", choices=["none", "prefer", "obey"], default=None,
+                   help="default: prefer where --layerPrecisions are given (so that the comparison and the precision "
+                        "search see them), else none")
     b.add_argument("--target", choices=["orin", "xavier"], default="orin")
     b.add_argument("--shapes", default="", help="name:1x3x224x224[,...]")
     c = p.add_argument_group("comparison")

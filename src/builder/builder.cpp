@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <span>
 #include <filesystem>
@@ -155,10 +156,7 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     const std::string base = op.name.substr(0, op.name.find(" ("));
     auto unscaled = [&] { return first_unscaled(op, amax); };
     auto has_scales = [&] { return unscaled() < 0; };
-    // The FP32 reference computes each value in its own ONNX float type: what the model types float16
-    // (model.half(), a Cast to float16) is rounded to FP16 there too.
-    const bool reference = o.fp32_reference && !o.fp16 && !o.int8;
-    DataType p = reference ? (low.float16_values.count(op.outputs[0]) ? DataType::kFloat16 : DataType::kFloat32) : fallback;
+    DataType p = o.fp32_reference && !o.fp16 && !o.int8 ? DataType::kFloat32 : fallback;
     const bool int8_ok = o.int8 && supports_int8(op) && has_scales();
     if (int8_ok) p = DataType::kInt8;
     if (const auto* it = precision_entry(o.layer_precisions, base)) {
@@ -275,11 +273,17 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     if (plan.inputs[i].dtype == DataType::kInt8 && amax[x] <= 0) {
       // Q/DQ pairs of different scales on the input (one quantizer per reader) leave it no scale of its own.
       std::set<float> pair_scales;
-      for (const Op& op : fp32.ops)
-        if (std::count(op.inputs.begin(), op.inputs.end(), x) && low.qdq_amax.count(op.outputs[0]))
+      for (const Op& op : fp32.ops) {
+        const SdpParams* pair = std::get_if<SdpParams>(&op.params);  // a pair's own op: no steps
+        if (pair && pair->steps.empty() && op.inputs.size() == 1 && op.inputs[0] == x && low.qdq_amax.count(op.outputs[0]))
           pair_scales.insert(float(scale_from_amax(low.qdq_amax.at(op.outputs[0]))));
+      }
       std::string scales;
-      for (float sc : pair_scales) scales += (scales.empty() ? "" : " and ") + std::to_string(sc);
+      for (float sc : pair_scales) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.9g", double(sc));
+        scales += (scales.empty() ? "" : " and ") + std::string(text);
+      }
       if (pair_scales.size() > 1)
         fail("input '", low.input_names[i], "' is int8 but has no one scale: its Q/DQ pairs quantize it at ", scales,
              ", and an int8 input holds one; give its readers one pair (one scale), or an fp16 input format");

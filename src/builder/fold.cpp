@@ -309,14 +309,9 @@ Dims Folder::as_2d(Node& n, const Dims& x) {
 
 void Folder::infer_conv(Node& n, bool transpose) {
   const bool one_d = in(n, 0).dims.size() == 3;
-  if (one_d) {
-    Value& weights = g_.value(n.inputs[1]);
-    // The same bytes, as the 2-D form reads them (weights another 1-D convolution shares are viewed so).
-    if (weights.dims.size() == 3) weights.dims.insert(weights.dims.begin() + 2, 1);
-    else if (weights.dims.size() != 4 || weights.dims[2] != 1) bad(n, "a 1-D convolution takes 3-D weights [K, C/group, k]");
-  }
+  if (one_d && in(n, 1).dims.size() != 3) bad(n, "a 1-D convolution takes 3-D weights [K, C/group, k]");
   const Dims x = as_2d(n, in(n, 0).dims);
-  const Dims& w = in(n, 1).dims;
+  const Dims w = conv_weight_dims(in(n, 1).dims);  // a view: other readers of the weights keep their shape
   if (x.size() != 4 || w.size() != 4) bad(n, "only 1-D and 2-D convolution (3-D and 4-D tensors) runs on the DLA");
   const int64_t groups = n.get_int("group", 1);
   Dims k = n.get_ints("kernel_shape", {w[2], w[3]});

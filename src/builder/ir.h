@@ -109,6 +109,13 @@ struct Graph {
 bool is_float_type(int32_t onnx_type);
 std::string type_name(int32_t onnx_type);
 
+// A convolution's weight dims as its 2-D form reads them: 1-D weights [K, C/group, k] are [K, C/group, 1, k]
+// (the same bytes; the node runs over [N, C, 1, T]).
+inline std::vector<int64_t> conv_weight_dims(std::vector<int64_t> d) {
+  if (d.size() == 3) d.insert(d.begin() + 2, 1);
+  return d;
+}
+
 // A shape as messages print it: [1, 3, 224, 224].
 inline std::string dims_text(const std::vector<int64_t>& d) {
   std::string s = "[";

@@ -121,10 +121,6 @@ class Lowering {
       out_.output_names.push_back(name);
     }
     remove_dead_ops();
-    for (const auto& [name, t] : out_.tensor_of)
-      if (g_.values.count(name) && g_.value(name).elem_type == 10) out_.float16_values.insert(t);
-    for (size_t k = 0; k < out_.output_names.size(); ++k)
-      if (g_.value(out_.output_names[k]).elem_type == 10) out_.float16_values.insert(out_.model.outputs[k].tensor);
     return std::move(out_);
   }
 
@@ -527,7 +523,7 @@ void Lowering::lower_pad(Node& n) {
 
 void Lowering::lower_conv(Node& n, bool transpose) {
   const ConstData& w = constant(n, 1, "the weight input");
-  const std::vector<int64_t> wd = g_.value(n.inputs[1]).dims;
+  const std::vector<int64_t> wd = conv_weight_dims(g_.value(n.inputs[1]).dims);
   const int64_t groups = n.get_int("group", 1);
   auto pads = n.get_ints("pads", {0, 0, 0, 0});
   if (auto it = merged_pads_.find(&n); it != merged_pads_.end() && pads.size() == 4)

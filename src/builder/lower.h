@@ -3,7 +3,6 @@
 // engine (calibration) and is the input of the precision passes.
 #pragma once
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -17,7 +16,6 @@ struct Lowered {
   std::map<std::string, uint32_t> tensor_of;    // ONNX value name -> model tensor
   std::map<uint32_t, float> qdq_amax;           // model tensor -> |range| from Q/DQ nodes
   std::vector<std::string> input_names, output_names;  // ONNX names, in model I/O order
-  std::set<uint32_t> float16_values;            // model tensors the ONNX model types float16 (model.half())
 };
 
 // With `issues`, unsupported nodes are recorded and skipped (for `softdla check`); without, the first

@@ -199,8 +199,11 @@ Graph import_onnx(const std::vector<uint8_t>& bytes, const std::map<std::string,
                k, " at ", dim.dim_value(), ": only dynamic dimensions (a dim_param, or none) can be set; give the "
                "model's own size there, or export the model with that axis dynamic");
       }
+      bool dynamic = !tt.has_shape();
+      for (int k = 0; tt.has_shape() && k < tt.shape().dim_size(); ++k)
+        dynamic = dynamic || !(tt.shape().dim(k).has_dim_value() && tt.shape().dim(k).dim_value() > 0);
       v.dims = fixed->second;
-      g.shapes_fixed = true;
+      g.shapes_fixed = g.shapes_fixed || dynamic;  // --shapes set a dimension the model left open
       check_tensor_size("--shapes for input '" + in.name() + "'", v.dims);
       v.known_shape = true;
       g.inputs.push_back(v.name);

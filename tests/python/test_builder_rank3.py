@@ -78,8 +78,9 @@ def test_one_d_attributes_of_the_wrong_length_are_refused(tmp_path):
     assert r.returncode == 1 and "attribute 'pads' must be 2 values (two per spatial dim of the rank-3 input); it has 4" in r.stderr, r.stderr
 
 
-def test_float16_keeps_its_type_through_the_one_d_view(tmp_path):
-    """The rank-3 view is a view: an FP16 1-D conv over float16 weights (model.half()) is the 2-D one."""
+def test_one_d_float16_model_with_casts_at_its_edges(tmp_path):
+    """A float16 1-D model as onnxconverter-common writes it (float16 weights, Casts at the graph's edges)
+    builds and matches ONNX Runtime."""
     g = G(4)
     x = g.input("x", [1, 4, 20])
     w = g.const((g.rng.standard_normal((6, 4, 5)) / 5).astype(np.float16))
@@ -104,3 +105,21 @@ def test_one_d_convolutions_sharing_their_weights(tmp_path):
     blob, _ = softdla_build(m, tmp_path, "--fp16")
     ref = ort_run(m, x_in)[0]
     assert rel_l2(run_loadable(blob, x_in)[0].reshape(ref.shape), ref) < 2e-3
+
+
+def test_one_d_weights_keep_their_shape_for_other_readers(tmp_path):
+    """The 2-D view of 1-D weights is the convolution's own: a Shape of the same initializer after it reads
+    [K, C, k] (the view used to be written into the weights, and this Reshape came out [1, 8, 1, 15])."""
+    g = G(3)
+    x = g.input("x", [1, 8, 15])
+    w = _w(g, 8, 8, 3)
+    c = g.node("Conv", [x, w], kernel_shape=[3], pads=[1, 1])
+    k = g.node("Gather", [g.node("Shape", [w]), g.const(np.array([2], np.int64))], axis=0)
+    shape = g.node("Concat", [g.const(np.array([1, 8], np.int64)), k, g.const(np.array([-1], np.int64))], axis=0)
+    m = g.model(g.node("Reshape", [c, shape]), opset=13)
+    x_in = np.random.default_rng(11).standard_normal((1, 8, 15)).astype(np.float32)
+    blob, _ = softdla_build(m, tmp_path, "--fp16")
+    ref = ort_run(m, x_in)[0]
+    assert ref.shape == (1, 8, 3, 5)
+    got = run_loadable(blob, x_in)[0]
+    assert got.shape == (1, 8, 3, 5) and rel_l2(got, ref) < 2e-3
