@@ -41,7 +41,8 @@ def dla_shape(shape):
 
 def _host_array(value):
     if isinstance(value, np.ndarray):
-        return value
+        # A subclass (np.matrix stays 2-D whatever the reshape) is read as the plain array it holds.
+        return value if type(value) is np.ndarray else value.view(np.ndarray)
     device = getattr(value, "__dlpack_device__", None)
     if callable(device) and not hasattr(value, "__array__") and not hasattr(value, "__array_interface__"):
         return np.from_dlpack(value)  # a CPU DLPack producer: a view, not a copy
@@ -79,16 +80,18 @@ def input_array(t, value):
         # float64 keeps huge values (1e300) from overflowing float32 on the way.
         limit = 256.0 * float(t.scale)
         return formats.quantize(np.clip(x.astype(np.float64), -limit, limit), t.scale)
-    if kind == "f" and np.dtype(x.dtype).itemsize > t.dtype.itemsize:
-        with np.errstate(over="ignore"):
+    # Wider floats, and integers (70000 has no float16; int64 and uint64 reach past float32 too): a value the
+    # stored type cannot hold is an error, never an infinity that turns the outputs into NaN.
+    if kind in "iu" or (kind == "f" and np.dtype(x.dtype).itemsize > t.dtype.itemsize):
+        with np.errstate(over="ignore", invalid="ignore"):
             y = x.astype(t.dtype)
-        overflow = np.isinf(y) & np.isfinite(x)
+        overflow = np.isinf(y) & (np.isfinite(x) if kind == "f" else True)
         if overflow.any():
             first = tuple(int(i) for i in np.argwhere(overflow)[0])
             raise ValueError(f"{expect()}: {int(overflow.sum())} finite value(s) overflow {t.dtype.name} "
                              f"(first {x[first]} at {first}; largest {float(np.finfo(t.dtype).max):g})")
         return y
-    return x.astype(t.dtype, copy=False)  # integers and narrower floats: exact, or rounded to the nearest
+    return x.astype(t.dtype, copy=False)  # narrower floats: exact
 
 
 def reads_in_place(t, x):

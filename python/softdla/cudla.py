@@ -116,16 +116,20 @@ class ScratchMemoryConfig(_enum.IntEnum):
 class CudlaError(Exception):
     """A non-success cuDLA status. ``status`` is the code as given (any int)."""
 
-    def __init__(self, status):
-        self.status = status
+    def __init__(self, status, detail=None):
+        self.status, self.detail = status, detail
         try:
             name = Status(status).name
-        except ValueError:
+        except (TypeError, ValueError):
             name = "UnknownStatus"
-        super().__init__(f"{name} ({int(status)})")
+        try:
+            code = f" ({int(status)})"
+        except (TypeError, ValueError):
+            code = f" ({status!r})"
+        super().__init__(f"{name}{code}" + (f": {detail}" if detail else ""))
 
     def __reduce__(self):
-        return (type(self), (self.status,))
+        return (type(self), (self.status, self.detail))
 
 
 def check_status(status):
@@ -181,9 +185,17 @@ def _pin(obj):
         return obj
 
 
+def _unsigned(value):
+    """cuDLA's integer arguments are all unsigned: a negative one is an OverflowError (as a Cython binding
+    raises for it), never a value wrapped around or nanobind's list of signatures."""
+    if value < 0:
+        raise OverflowError(f"can't convert negative value {value} to an unsigned cuDLA argument")
+    return value
+
+
 def _index(value):
     """An integer argument: ints and IntEnums; anything else is a TypeError, as in NVIDIA's bindings."""
-    return _operator.index(value)
+    return _unsigned(_operator.index(value))
 
 
 def _as_address(value):
@@ -194,11 +206,11 @@ def _as_address(value):
     if isinstance(value, _Struct):
         return value.ptr
     try:
-        return _operator.index(value)
+        return _unsigned(_operator.index(value))
     except TypeError:
         if isinstance(value, (float, str, bytes)) or not hasattr(value, "__int__"):
             raise
-        return int(value)
+        return _unsigned(int(value))
 
 
 class _Struct(_ext.StructBase):
@@ -248,6 +260,7 @@ class _Struct(_ext.StructBase):
         has the buffer protocol, unresizable)."""
         if ptr == 0:
             raise ValueError("ptr must not be null (0)")
+        ptr = _as_address(ptr)
         obj = cls._new()
         if owner is None:
             obj._copy_from(int(ptr), cls._dtype.itemsize, bool(readonly))

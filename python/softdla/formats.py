@@ -120,6 +120,8 @@ def unpack(data, shape, dtype, fmt, target="orin", out=None):
     view = _unpacked_view(data, shape, dtype, fmt, target)
     if out is None:
         return view.copy()
+    if tuple(np.shape(out)) != tuple(view.shape):  # copyto would broadcast one batch into several
+        raise ValueError(f"unpack: out has shape {tuple(np.shape(out))}; it must be the NCHW shape {tuple(view.shape)}")
     np.copyto(out, view, casting="unsafe")
     return out
 
@@ -173,6 +175,7 @@ def from_descriptor(desc):
         size, s0, line, surf, batch, _ = layout(shape, dtype, fmt, target)
         if [s0, line, surf, batch] == [int(v) for v in desc.stride[:4]] and size == int(desc.size_):
             return dtype, fmt, target
-    if fmt == DLA_LINEAR:  # W * elem already aligned: indistinguishable from linear
-        return dtype, LINEAR, "orin"
-    raise ValueError(f"tensor '{desc.name}': strides {list(desc.stride[:4])} match no known layout")
+    # Rows already aligned are linear, found above; any other strides are a layout this package cannot pack
+    # (reading them as linear would feed the task misplaced rows).
+    raise ValueError(f"tensor '{desc.name}': strides {list(desc.stride[:4])} and size {int(desc.size_)} match no "
+                     f"DLA layout of {shape} {dtype.name} (docs/FORMATS.md)")

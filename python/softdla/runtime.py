@@ -23,6 +23,7 @@ Lifetime: close() (or a `with` block) releases handles at once; objects dropped 
 released when collected (weakref.finalize): registered memory is unregistered and the module
 unloaded before its device is destroyed, in any collection order and at interpreter exit.
 """
+import collections.abc
 import os
 import threading
 import weakref
@@ -315,7 +316,7 @@ class Module:
     def _feeds(self, feeds):
         """[value per input, in input order], checking names and count."""
         names = [t.name for t in self.inputs]
-        if isinstance(feeds, dict):
+        if isinstance(feeds, collections.abc.Mapping):  # any mapping (MappingProxyType, ChainMap), not only dict
             unknown = [k for k in feeds if k not in names]
             missing = [n for n in names if n not in feeds]
             if unknown or missing:
@@ -337,7 +338,7 @@ class Module:
         """[out= array or None per output], checking names."""
         if out is None:
             return [None] * len(self.outputs)
-        if not isinstance(out, dict):
+        if not isinstance(out, collections.abc.Mapping):
             raise TypeError(f"out must be a dict {{output name: array}}, not {type(out).__name__}")
         names = [t.name for t in self.outputs]
         unknown = [k for k in out if k not in names]
@@ -373,6 +374,9 @@ class Module:
         Errors name the tensor, its dtype, format and shape. Thread-safe: calls on one module are
         serialized around the submission only. docs/PYTHON.md says which calls copy."""
         stream = _stream_handle(stream)
+        if stream and not _cuda.available():  # the library's reason, in the exception a notebook shows
+            raise ValueError(f"stream={stream}: {_cuda.why_unavailable()}, so no task can be ordered on a CUDA "
+                             "stream; leave stream out to run synchronously")
         values, outs = self._feeds(feeds), self._outs(out)
         if self._state.task is not None and not stream and out is None and \
                 all(type(v) is np.ndarray for v in values):
@@ -505,7 +509,16 @@ class Device:
     dropped without close() is released when collected."""
 
     def __init__(self, index=0, mode=cudla.Mode.CUDA_DLA):
-        self._state = _DeviceState(cudla.create_device(index, mode))
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
+            raise ValueError(f"Device takes a DLA core index (0, 1, ...), not {index!r}")
+        try:
+            handle = cudla.create_device(index, mode)
+        except cudla.CudlaError as e:  # the reason the library logs, in the exception a notebook shows
+            if e.status == cudla.Status.ErrorOutOfResources:
+                raise cudla.CudlaError(e.status, f"core {index} has 16 device handles open already (cuDLA's "
+                                                 "limit a core): close a Device, or use the other core") from None
+            raise
+        self._state = _DeviceState(handle)
         self._finalizer = weakref.finalize(self, _release_device, self._state)
 
     @property
@@ -519,6 +532,15 @@ class Device:
         if isinstance(loadable, (str, os.PathLike)):
             with open(loadable, "rb") as f:
                 loadable = f.read()
+        if isinstance(loadable, (int, float)) or loadable is None:  # bytes(5) would be five zero bytes
+            raise TypeError(f"load takes the loadable's bytes (bytes, bytearray, a buffer) or a path, not "
+                            f"{type(loadable).__name__}")
+        with self._state.lock:
+            holds = bool(self._state.modules)
+        if holds:  # the status cudlaModuleLoadFromMemory returns, with its reason
+            raise cudla.CudlaError(cudla.Status.ErrorUnsupportedOperation,
+                                   "this Device already holds a module: cuDLA loads one loadable per device handle; "
+                                   "open another Device for another model (16 a core)")
         return Module(self, loadable)
 
     @property

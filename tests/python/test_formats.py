@@ -254,3 +254,18 @@ def test_format_helpers_refuse_what_has_no_layout(call, words):
 
 def test_format_helpers_take_format_names():
     assert F.layout((1, 3, 2, 5), np.float16, "dla_linear") == F.layout((1, 3, 2, 5), np.float16, F.DLA_LINEAR)
+
+
+def test_python_formats_refuse_layouts_they_cannot_pack():
+    """softdla.formats.from_descriptor read strides it knew no layout for as `linear` (rows packed at the wrong
+    pitch); unpack(out=) broadcast one batch into an out of several."""
+    import types
+    from softdla import formats as pf
+    # fp16 (cuDLA's data type 2), nchw, 5 columns in 32-byte rows: neither linear (10) nor dla_linear (64)
+    desc = types.SimpleNamespace(name="t", data_type=2, data_format=1, n=1, c=3, h=4, w=5,
+                                 stride=[2, 32, 128, 384], size_=384)
+    with pytest.raises(ValueError, match="match no DLA layout"):
+        pf.from_descriptor(desc)
+    data = pf.pack(np.ones((1, 3, 4, 4), np.float16), pf.LINEAR)
+    with pytest.raises(ValueError, match="must be the NCHW shape"):
+        pf.unpack(data, (1, 3, 4, 4), np.float16, pf.LINEAR, out=np.zeros((2, 3, 4, 4), np.float32))

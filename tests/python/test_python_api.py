@@ -79,9 +79,43 @@ def test_run_argument_errors(digits_int8):
             m.run({"wrong": np.zeros((1, 1, 8, 8))})
         with pytest.raises(ValueError, match="needs shape"):
             m.run([np.zeros((2, 1, 8, 8))])
-        with pytest.raises(cudla.CudlaError) as e:
-            dev.load(digits_int8)  # one module per handle, as on the DLA
+        with pytest.raises(cudla.CudlaError, match="already holds a module") as e:
+            dev.load(digits_int8)  # one module per handle, as on the DLA; the reason is in the exception
         assert e.value.status == cudla.Status.ErrorUnsupportedOperation
+        with pytest.raises(TypeError, match="load takes the loadable's bytes"):
+            softdla.Device(1).load(5)  # bytes(5) is five zero bytes
+        with pytest.raises(ValueError, match="takes a DLA core index"):
+            softdla.Device(-1)
+        if not softdla._cuda.available():
+            with pytest.raises(ValueError, match="leave stream out to run synchronously"):
+                m.run([np.zeros((1, 1, 8, 8), np.float32)], stream=5)
+        with pytest.raises(OverflowError, match="negative value -1"):
+            cudla.set_task_timeout_in_ms(dev.handle, -1)
+
+
+def test_inputs_beyond_the_stored_type_are_refused_not_infinite():
+    """Integers as values: 70000 has no float16, and it became inf (the outputs NaN) with only NumPy's
+    warning; floats already raised. Mappings other than dict are feeds too; np.matrix reads as its array."""
+    import types
+    import onnx
+    model = onnx.load(os.path.join(MODELS, "digits.onnx"))
+    with softdla.Device(1) as dev:
+        m = dev.load(softdla.build(model, fp16=True, progress=False))
+        for dtype in (np.int32, np.int64, np.uint16):
+            with pytest.raises(ValueError, match="finite value\\(s\\) overflow float16"):
+                m.run([np.full((1, 1, 8, 8), 65535 if dtype == np.uint16 else 70000, dtype)])
+        x = np.load(os.path.join(MODELS, "digits_test_images.npy"))[:1].astype(np.float32)
+        want = m.run([x])["probabilities"]
+        np.testing.assert_array_equal(m.run(types.MappingProxyType({"pixels": x}))["probabilities"], want)
+    from sdla_testkit.onnx_models import G
+    g = G(0)
+    row = g.input("row", [1, 16])
+    fc = g.model(g.node("Gemm", [row, g.weight(4, 16)], transB=1))
+    v = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+    with softdla.Device(1) as dev:
+        m = dev.load(softdla.build(fc, fp16=True, progress=False))
+        (name,) = [t.name for t in m.outputs]
+        np.testing.assert_array_equal(m.run([np.matrix(v)])[name], m.run([v])[name])
 
 
 def test_context_managers_clean_up_in_order(digits_int8):
