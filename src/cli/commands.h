@@ -59,6 +59,10 @@ void write_loadable_file(const std::string& save, const std::vector<uint8_t>& by
 // `flag` names the option in errors.
 std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& flag, const std::string& spec);  // name:1x3x224x224,...
 std::map<std::string, std::string> parse_layer_precisions(const std::string& spec);       // layer:fp16,...
+// The static input shapes of --shapes and of trtexec's --minShapes/--optShapes/--maxShapes, which must all
+// give an input one shape (the DLA has no dynamic shapes).
+std::map<std::string, std::vector<int64_t>> static_shapes(const std::string& shapes, const std::string& min,
+                                                          const std::string& opt, const std::string& max);
 // Validators of numeric option values: an empty string, or why `text` is not a number in [min, max]
 // (NaN and infinities are not numbers here).
 std::string check_whole_number(const std::string& text, int64_t min, int64_t max);

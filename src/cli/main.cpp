@@ -92,9 +92,26 @@ int main(int argc, char** argv) {
   build->add_option("--useDLACore", dla_core, "DLA core (recorded; a loadable runs on any core)")->check(whole_number(0, 63));
   build->add_option("--target", target, "orin | xavier")->check(CLI::IsMember({"orin", "xavier"}));
   build->add_option("--shapes", shapes, "fix input shapes: name:1x3x224x224[,...]");
+  // trtexec's optimization profile: the DLA runs one static shape, so min, opt and max must agree.
+  std::string min_shapes, opt_shapes, max_shapes;
+  build->add_option("--minShapes", min_shapes, "trtexec's profile: with --optShapes and --maxShapes, one shape a input (the DLA's shapes are static)");
+  build->add_option("--optShapes", opt_shapes, "trtexec's profile (see --minShapes)");
+  build->add_option("--maxShapes", max_shapes, "trtexec's profile (see --minShapes)");
   build->add_option("--memPoolSize", mem_pool, "accepted for trtexec compatibility (no effect)");
   build->add_flag("--allowGPUFallback", gpu_fallback, "rejected: not allowed for DLA standalone");
   build->add_flag("--skipInference", skip_inference, "accepted for trtexec compatibility");
+  // More of trtexec's build flags that DLA scripts pass and that change nothing a loadable computes.
+  bool best = false, no_effect_flag = false;
+  std::string no_effect_value, sparsity = "disable";
+  build->add_flag("--best", best, "trtexec: every precision, which on the DLA is --int8 --fp16");
+  build->add_flag("--safe", no_effect_flag, "accepted: a DLA standalone loadable (always the case)");
+  build->add_flag("--buildOnly,--noTF32,--separateProfileRun,--useSpinWait,--noDataTransfers", no_effect_flag,
+                  "accepted for trtexec compatibility (no effect)");
+  build->add_option("--workspace,--timingCacheFile,--profilingVerbosity,--builderOptimizationLevel", no_effect_value,
+                    "accepted for trtexec compatibility (no effect)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  build->add_option("--sparsity", sparsity, "disable | enable (accepted; no effect on the numbers); force is refused (it rewrites the weights)")
+      ->check(CLI::IsMember({"disable", "enable", "force"}));
   build->add_flag("--verbose", verbose, "print every layer's precision and fusion");
   build->add_flag("--progress", progress, "softdla: progress bars even when stderr is not a terminal (default: on a terminal only)");
   build->add_flag("--exposeIntermediates", expose,
@@ -207,7 +224,11 @@ int main(int argc, char** argv) {
         o.calib_cache = calib;
         if (!std::filesystem::exists(calib)) o.write_calib_cache = calib;
       }
-      o.shapes = softdla::cli::parse_shapes("--shapes", shapes);
+      o.shapes = softdla::cli::static_shapes(shapes, min_shapes, opt_shapes, max_shapes);
+      if (best) o.fp16 = o.int8 = true;
+      if (sparsity == "force")
+        throw softdla::Error("--sparsity=force rewrites the weights to a 2:4 pattern, which changes what the model "
+                             "computes; softdla builds the model as it is: prune it (2:4) before export, or leave the flag out");
       o.expose_intermediates = expose;
       for (int i = 1; i < argc; ++i) o.flags_text += std::string(i > 1 ? " " : "") + argv[i];
       // Progress bars redraw one line with '\r': on a terminal only, never into a log file unless asked.

@@ -86,6 +86,32 @@ std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& flag
   return out;
 }
 
+std::map<std::string, std::vector<int64_t>> static_shapes(const std::string& shapes, const std::string& min,
+                                                          const std::string& opt, const std::string& max) {
+  std::map<std::string, std::vector<int64_t>> out = parse_shapes("--shapes", shapes);
+  std::map<std::string, std::string> given_by;  // the flag that gave each input its shape
+  for (const auto& [name, dims] : out) given_by[name] = "--shapes";
+  const std::pair<const char*, const std::string*> profile[] = {{"--minShapes", &min}, {"--optShapes", &opt}, {"--maxShapes", &max}};
+  for (const auto& [flag, spec] : profile)
+    for (const auto& [name, dims] : parse_shapes(flag, *spec)) {
+      auto [it, fresh] = out.emplace(name, dims);
+      if (!fresh && it->second != dims) {
+        auto text = [](const std::vector<int64_t>& d) {
+          std::string t;
+          for (size_t k = 0; k < d.size(); ++k) {
+            if (k) t += 'x';
+            t += std::to_string(d[k]);
+          }
+          return t;
+        };
+        fail(flag, " gives input '", name, "' ", text(dims), " and ", given_by[name], " ", text(it->second),
+             ": the DLA runs static shapes only (TensorRT requires min = opt = max for DLA); give one shape");
+      }
+      given_by.emplace(name, flag);
+    }
+  return out;
+}
+
 std::map<std::string, std::string> parse_layer_precisions(const std::string& spec) {
   std::map<std::string, std::string> out;
   std::stringstream ss(spec);

@@ -387,6 +387,27 @@ def test_existing_cache_over_calibration_data_is_said(tmp_path):
     assert r.returncode == 0 and f"calibration cache '{cache}' exists: its scales are used and --calib-data is not read" in r.stderr, r.stderr
 
 
+def test_trtexec_profile_shapes_and_flags_dla_scripts_pass(tmp_path):
+    """NVIDIA's DLA build scripts give trtexec --minShapes/--optShapes/--maxShapes (all equal: the DLA is
+    static) and flags such as --best, --buildOnly, --noTF32, --workspace: they were unknown options."""
+    g = G()
+    g.inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8]))
+    p = write(tmp_path, g.model([g.node("Relu", [g.conv("x", 3, 4)])]))
+    out = tmp_path / "p.loadable"
+    profile = [f"--{k}Shapes=x:2x3x8x8" for k in ("min", "opt", "max")]
+    r = softdla("build", f"--onnx={p}", f"--saveEngine={out}", "--fp16", *profile, "--buildOnly", "--noTF32",
+                "--workspace=1024", "--safe", "--sparsity=enable", "--timingCacheFile=t.cache", "--profilingVerbosity=detailed")
+    assert r.returncode == 0, r.stderr
+    assert "input  'x' 2x3x8x8" in softdla("inspect", str(out)).stdout
+    r = softdla("build", f"--onnx={p}", f"--saveEngine={out}", "--fp16", "--minShapes=x:1x3x8x8", "--maxShapes=x:4x3x8x8")
+    assert r.returncode == 1 and "the DLA runs static shapes only" in r.stderr, r.stderr
+    r = softdla("build", f"--onnx={p}", f"--saveEngine={out}", "--fp16", "--sparsity=force", "--shapes=x:1x3x8x8")
+    assert r.returncode == 1 and "--sparsity=force rewrites the weights" in r.stderr, r.stderr
+    r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={out}", "--best",
+                f"--calib-data={MODELS}/digits_calib")
+    assert r.returncode == 0 and "int8+fp16" in softdla("inspect", str(out)).stdout, r.stderr
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--fp16", "--allowGPUFallback"], "GPU fallback (--allowGPUFallback) not allowed for DLA standalone mode"),
     (["--fp16", "--outputIOFormats=fp16:dla_hwc4"], "restricted to fp16/int8:dla_linear"),
