@@ -21,6 +21,7 @@ struct RunOptions {
   // run only
   std::string out_dir, labels_path;
   std::string export_profile, export_times, export_layer_info;  // trtexec-style exports (docs/PROFILING.md)
+  std::string export_output;                                    // trtexec's --exportOutput JSON
   // profile only
   std::string trace_path;
 };
@@ -59,6 +60,8 @@ void write_loadable_file(const std::string& save, const std::vector<uint8_t>& by
 // `flag` names the option in errors.
 std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& flag, const std::string& spec);  // name:1x3x224x224,...
 std::map<std::string, std::string> parse_layer_precisions(const std::string& spec);       // layer:fp16,...
+// trtexec's --loadInputs: name:file[,...], a name with ':' in it quoted ('input:0':x.bin).
+std::map<std::string, std::string> parse_load_inputs(const std::string& spec);
 // The static input shapes of --shapes and of trtexec's --minShapes/--optShapes/--maxShapes, which must all
 // give an input one shape (the DLA has no dynamic shapes).
 std::map<std::string, std::vector<int64_t>> static_shapes(const std::string& shapes, const std::string& min,

@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   int repeat = 1;
   CLI::App* run = app.add_subcommand("run", "Run a loadable on a DLA core (libcudla.so.1) and print its outputs");
-  run->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
+  // The loadable as a positional argument, or with trtexec's --loadEngine.
+  CLI::Option* run_loadable = run->add_option("loadable", path, "loadable file")->check(CLI::ExistingFile);
+  run->add_option("--loadEngine", path, "the loadable (as trtexec takes an engine)")->check(CLI::ExistingFile)->excludes(run_loadable);
   run->add_option("-i,--input", inputs, "NAME=FILE.npy (NCHW; several batches run in turn; values are quantized for INT8 inputs, except an "
                  "int8 array for an INT8 input, which holds the quantized codes themselves)");
   run->add_option("-o,--output-dir", out_dir, "write each output as float32 NAME.npy here");
@@ -54,6 +56,19 @@ int main(int argc, char** argv) {
   run->add_option("--exportProfile", export_profile, "write the per-layer times of every run as JSON (trtexec's layout)");
   run->add_option("--exportTimes", export_times, "write each run's start, end and latency as JSON");
   run->add_option("--exportLayerInfo", export_layer_info, "write the loadable's per-layer information as JSON");
+  // trtexec's inference flags, so a trtexec command line for a DLA engine works with the program name swapped.
+  std::string load_inputs_spec, export_output;
+  run->add_option("--loadInputs", load_inputs_spec,
+                  "trtexec: name:file[,...], each file the input's bytes in its I/O format (the descriptor's size), "
+                  "or its values NCHW in the stored type; a .npy file is read as --input reads it");
+  run->add_option("--exportOutput", export_output, "write the outputs as JSON, as trtexec does (name, dimensions, values)");
+  run->add_option("--iterations", repeat, "as --repeat")->check(whole_number(1, 1'000'000));
+  std::string run_no_effect;
+  bool run_no_effect_flag = false;
+  run->add_option("--warmUp,--duration,--avgRuns,--percentile,--streams", run_no_effect,
+                  "accepted for trtexec compatibility (no effect)")->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  run->add_flag("--noDataTransfers,--useSpinWait,--separateProfileRun,--dumpOutput,--useCudaGraph,--threads",
+                run_no_effect_flag, "accepted for trtexec compatibility (no effect: run prints its outputs)");
   CLI::App* profile = app.add_subcommand("profile", "Run a loadable with layer-wise statistics and write its timeline (Chrome trace / Perfetto JSON)");
   profile->add_option("loadable", path, "loadable file")->required()->check(CLI::ExistingFile);
   profile->add_option("-i,--input", inputs, "NAME=FILE.npy (as for run; inputs without one get random values)");
@@ -262,8 +277,15 @@ int main(int argc, char** argv) {
         throw softdla::Error("--input names '" + spec.substr(0, eq) + "' twice ('" + files[spec.substr(0, eq)] +
                              "' and '" + spec.substr(eq + 1) + "'): give each input once");
     }
+    for (const auto& [name, file] : softdla::cli::parse_load_inputs(load_inputs_spec))
+      if (!files.emplace(name, file).second)
+        throw softdla::Error("input '" + name + "' is given twice (--input and --loadInputs): give each input once");
+    if (path.empty())
+      throw softdla::Error(std::string("give the loadable: softdla ") + (*profile ? "profile" : "run") +
+                           " LOADABLE (or --loadEngine=LOADABLE)");
     softdla::cli::RunOptions o;
     o.path = path, o.input_files = files, o.repeat = repeat, o.backend = backend, o.dla_core = uint64_t(run_core);
+    o.export_output = export_output;
     o.out_dir = out_dir, o.labels_path = labels;
     o.export_profile = export_profile, o.export_times = export_times, o.export_layer_info = export_layer_info;
     o.trace_path = trace;

@@ -112,6 +112,29 @@ std::map<std::string, std::vector<int64_t>> static_shapes(const std::string& sha
   return out;
 }
 
+std::map<std::string, std::string> parse_load_inputs(const std::string& spec) {
+  std::map<std::string, std::string> out;
+  if (spec.empty()) return out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::string name, file;
+    if (!item.empty() && item.front() == '\'') {  // 'name:with:colons':file
+      const size_t close = item.find('\'', 1);
+      if (close == std::string::npos || close + 1 >= item.size() || item[close + 1] != ':')
+        fail("--loadInputs: '", item, "' opens a quoted name without closing it before ':file'");
+      name = item.substr(1, close - 1), file = item.substr(close + 2);
+    } else {
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos) fail("--loadInputs takes name:file[,...], got '", item, "'");
+      name = item.substr(0, colon), file = item.substr(colon + 1);
+    }
+    if (name.empty() || file.empty()) fail("--loadInputs: '", item, "' has an empty name or file");
+    if (!out.emplace(name, file).second) fail("--loadInputs names '", name, "' twice: give each input once");
+  }
+  return out;
+}
+
 std::map<std::string, std::string> parse_layer_precisions(const std::string& spec) {
   std::map<std::string, std::string> out;
   std::stringstream ss(spec);

@@ -27,6 +27,23 @@ std::string num(double v, int decimals = 6) {
 
 }  // namespace
 
+std::string outputs_json(const Model& m, const std::vector<std::vector<float>>& outputs, size_t batches) {
+  std::string out = "[\n";
+  for (size_t i = 0; i < m.outputs.size() && i < outputs.size(); ++i) {
+    const Tensor& t = m.tensors[m.outputs[i].tensor];
+    out += std::string(i ? ", " : "  ") + "{ \"name\" : " + str(t.name) + "\n  , \"dimensions\" : \"" +
+           std::to_string(uint64_t(t.shape[0]) * batches) + "x" + std::to_string(t.shape[1]) + "x" +
+           std::to_string(t.shape[2]) + "x" + std::to_string(t.shape[3]) + "\"\n  , \"values\" : [ ";
+    for (size_t k = 0; k < outputs[i].size(); ++k) {
+      char text[32] = "null";
+      if (std::isfinite(outputs[i][k])) std::snprintf(text, sizeof text, "%.9g", double(outputs[i][k]));
+      out += (k ? ", " : "") + std::string(text);
+    }
+    out += " ]\n  }\n";
+  }
+  return out + "]\n";
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

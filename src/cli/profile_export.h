@@ -18,6 +18,9 @@ namespace softdla::cli {
 std::string layer_info_export_json(const std::string& path, const Model& m);
 std::string profile_json(const Model& m, const std::vector<TaskTiming>& runs);
 std::string times_json(const std::vector<TaskTiming>& runs);
+// trtexec's --exportOutput: [{"name", "dimensions" ("NxCxHxW"), "values"}] per output, the values `run`
+// printed (float32 NCHW, INT8 outputs dequantized; every batch's one after another; null where not finite).
+std::string outputs_json(const Model& m, const std::vector<std::vector<float>>& outputs, size_t batches);
 
 struct TraceInfo {
   std::string loadable;  // path, shown in the process row's name

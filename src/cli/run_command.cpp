@@ -107,6 +107,10 @@ int run_command(const RunOptions& o) {
       std::cout << "wrote output '" << t.name << "' to " << path << "\n";
     }
   }
+  if (!o.export_output.empty()) {
+    write_text_file(o.export_output, outputs_json(m, results, batches), "--exportOutput");
+    std::cout << "wrote the outputs to " << o.export_output << "\n";
+  }
   if (!o.export_profile.empty()) {
     write_text_file(o.export_profile, profile_json(m, r.runs), "--exportProfile");
     std::cout << "wrote the per-layer profile of " << r.runs.size() << " run(s) to " << o.export_profile << "\n";

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "error.h"
+#include "file_bytes.h"
 #include "io_convert.h"
 #include "io_layout.h"
 #include "loadable.h"
@@ -102,6 +103,33 @@ void warn_int8_saturation(const NpyArray& a, const Tensor& t) {
               << "] (scale " << t.scale << ") and are saturated (NaN reads as 0)\n";
 }
 
+// An input file: a .npy (by its magic bytes), else trtexec's raw binary (--loadInputs): the tensor's bytes
+// in its bound I/O format (the descriptor's size, padding included), or its NCHW values in the stored
+// type; whole multiples of either hold several batches. Raw int8 bytes are codes, as an int8 .npy's are.
+NpyArray read_input_file(const std::string& path, const Tensor& t, const IoBinding& io, const Model& m) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "input file", kMaxModelFileBytes);
+  if (bytes.size() >= 6 && std::memcmp(bytes.data(), "\x93NUMPY", 6) == 0) return parse_npy(bytes, "'" + path + "'");
+  const IoLayout layout = io_layout(t.shape, t.dtype, io.format, m.target);
+  const uint64_t dense = element_count(t.shape) * element_size(t.dtype);
+  const std::string dtype = t.dtype == DataType::kInt8 ? "i1" : t.dtype == DataType::kFloat16 ? "f2" : "f4";
+  NpyArray a{dtype, {}, {}};
+  if (!bytes.empty() && bytes.size() % layout.size == 0) {  // the I/O format's bytes, batch after batch
+    const uint64_t k = bytes.size() / layout.size;
+    a.data.resize(k * dense);
+    for (uint64_t b = 0; b < k; ++b)
+      unpack_to_linear(bytes.data() + b * layout.size, layout, t.shape, a.data.data() + b * dense);
+    a.shape = {k * t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
+  } else if (!bytes.empty() && bytes.size() % dense == 0) {  // dense NCHW values of the stored type
+    a.data = bytes;
+    a.shape = {bytes.size() / dense * t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
+  } else {
+    fail("input file '", path, "' for '", t.name, "' holds ", bytes.size(), " bytes; a raw input holds the tensor in its "
+         "I/O format, ", to_string(t.dtype), ":", to_string(io.format), " (", layout.size, " bytes a batch), or its NCHW "
+         "values as ", to_string(t.dtype), " (", dense, " bytes a batch); or give a .npy");
+  }
+  return a;
+}
+
 }  // namespace
 
 RunInputs load_inputs(const Model& m, const std::map<std::string, std::string>& files) {
@@ -120,7 +148,7 @@ RunInputs load_inputs(const Model& m, const std::map<std::string, std::string>& 
     const Tensor& t = m.tensors[io.tensor];
     NpyArray a;
     if (auto it = files.find(t.name); it != files.end()) {
-      a = read_npy(it->second);
+      a = read_input_file(it->second, t, io, m);
     } else {
       std::cerr << "input '" << t.name << "': no --input given, using uniform random values in [-1, 1) (seed 0)\n";
       a = NpyArray{"f4", {t.shape.begin(), t.shape.end()}, std::vector<uint8_t>(element_count(t.shape) * 4)};

@@ -228,3 +228,32 @@ def test_cuda_backend_profile_has_a_stream_row(tmp_path):
     check_times(load(tmp_path / "t.json"), [0, 0, 0])
     profile = load(tmp_path / "p.json")
     assert profile[0] == {"count": 3} and [e["name"] for e in profile[1:]] == BARS_LAYERS
+
+
+def test_trtexec_inference_flags(tmp_path):
+    """trtexec's run flags for a DLA engine: --loadEngine, --loadInputs (raw bytes in the input's I/O format,
+    or dense values in its stored type), --iterations, --exportOutput (name, dimensions, values), and the
+    timing flags accepted without effect. The outputs must be the ones the Python package computes from
+    the .npy (its own packing, independent of the CLI's)."""
+    import softdla
+    from softdla import formats
+    x = np.load(IMAGES)[:4].astype(np.float32)  # one batch of the loadable's four images
+    with softdla.Device() as dev:
+        m = dev.load(MODEL)
+        t_in, t_out = m.inputs[0], m.outputs[0]
+        want = m.run([x])[t_out.name].ravel()
+    codes = formats.quantize(x, t_in.scale) if t_in.dtype == np.int8 else x.astype(t_in.dtype)
+    (tmp_path / "in.bin").write_bytes(formats.pack(codes, t_in.format))
+    codes.tofile(tmp_path / "dense.bin")
+    for spec in ("in.bin", "dense.bin"):
+        out = tmp_path / f"{spec}.json"
+        ok("run", f"--loadEngine={MODEL}", f"--loadInputs={t_in.name}:{tmp_path / spec}", f"--exportOutput={out}",
+           "--iterations=2", "--warmUp=5", "--duration=1", "--useSpinWait", "--noDataTransfers")
+        (entry,) = json.loads(out.read_text())
+        assert entry["name"] == t_out.name and entry["dimensions"] == "x".join(map(str, t_out.shape))
+        np.testing.assert_allclose(np.array(entry["values"], np.float32), want, rtol=0, atol=0)
+    (tmp_path / "short.bin").write_bytes(b"abc")
+    r = run("run", MODEL, f"--loadInputs={t_in.name}:{tmp_path / 'short.bin'}")
+    assert r.returncode == 1 and "holds 3 bytes; a raw input holds the tensor in its I/O format" in r.stderr, r.stderr
+    r = run("run", MODEL, f"--loadInputs=nope:{tmp_path / 'in.bin'}")
+    assert r.returncode == 1 and "not an input of this loadable" in r.stderr, r.stderr
