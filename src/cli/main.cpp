@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
     }
     if (*checkc) {
       if (check_path.empty()) {
-        std::cerr << "softdla: error: check needs the model: softdla check MODEL.onnx (or --onnx=MODEL.onnx)\n";
+        std::cerr << "softdla: error: check needs the model: softdla check MODEL.onnx (or --onnx=MODEL.onnx) (softdla check --help)\n";
         return 2;
       }
       const auto rows = softdla::builder::check(softdla::read_file_bytes(check_path, "ONNX model", softdla::kMaxModelFileBytes),
@@ -280,9 +280,12 @@ int main(int argc, char** argv) {
     for (const auto& [name, file] : softdla::cli::parse_load_inputs(load_inputs_spec))
       if (!files.emplace(name, file).second)
         throw softdla::Error("input '" + name + "' is given twice (--input and --loadInputs): give each input once");
-    if (path.empty())
-      throw softdla::Error(std::string("give the loadable: softdla ") + (*profile ? "profile" : "run") +
-                           " LOADABLE (or --loadEngine=LOADABLE)");
+    if (path.empty()) {  // a usage error, as CLI11's own are reported (exit 2)
+      const char* cmd = *profile ? "profile" : "run";
+      std::cerr << "softdla: error: give the loadable: softdla " << cmd << " LOADABLE (or --loadEngine=LOADABLE) (softdla "
+                << cmd << " --help)\n";
+      return 2;
+    }
     softdla::cli::RunOptions o;
     o.path = path, o.input_files = files, o.repeat = repeat, o.backend = backend, o.dla_core = uint64_t(run_core);
     o.export_output = export_output;

@@ -103,7 +103,7 @@ def test_calib_data_rejects_wrapped_zip64_size(tmp_path):
 @pytest.mark.parametrize("args,kind", [
     (["run", "/dev/zero"], "loadable"),
     (["inspect", "/dev/zero"], "loadable"),
-    (["run", LOADABLE, "-i", "images=/dev/zero"], ".npy file"),
+    (["run", LOADABLE, "-i", "images=/dev/zero"], "input file"),
     (["build", "--onnx", "/dev/zero", "--saveEngine", "/dev/null", "--fp16"], "ONNX model"),
     (["check", "/dev/zero"], "ONNX model"),
     (["build", "--onnx", ONNX, "--saveEngine", "/dev/null", "--int8", "--calib", "/dev/zero"], "calibration cache"),
