@@ -152,19 +152,6 @@ extern "C" cudlaStatus softdlaModuleGetTensorName(cudlaModule const hModule, int
     const Model& m = mod->model();
     const auto& list = isOutput ? m.outputs : m.inputs;
     if (index >= list.size()) return fail_status(cudlaErrorInvalidParam, fn, "tensor index ", index, " of ", list.size());
-    const std::string& whole = m.tensors[list[index].tensor].name;
-    const size_t need = whole.size() + 1;
-    if (!name) {
-      *nameSize = need;
-      return cudlaSuccess;
-    }
-    if (*nameSize < need) {
-      const size_t given = *nameSize;
-      *nameSize = need;
-      return fail_status(cudlaErrorInvalidParam, fn, "the name needs ", need, " bytes with its NUL; the buffer has ", given);
-    }
-    std::memcpy(name, whole.c_str(), need);
-    *nameSize = need;
-    return cudlaSuccess;
+    return copy_text_out(fn, m.tensors[list[index].tensor].name, name, nameSize);
   });
 }

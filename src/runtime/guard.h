@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "error.h"
 #include "status.h"
@@ -30,6 +31,19 @@ cudlaStatus guarded(const char* function, Body&& body) noexcept {
   } catch (...) {
     return fail_status(cudlaErrorUnknown, function, "internal error");
   }
+}
+
+// Hands `text` to a C caller by the size-query protocol of softdla's text exports: out NULL stores the size
+// needed (with the NUL) in *size and succeeds; a buffer smaller than that is cudlaErrorInvalidParam, *size
+// set to the size needed; else the text and its NUL are copied and *size is their size.
+inline cudlaStatus copy_text_out(const char* function, const std::string& text, char* out, size_t* size) {
+  const size_t need = text.size() + 1;
+  const size_t had = *size;
+  *size = need;
+  if (!out) return cudlaSuccess;
+  if (had < need) return fail_status(cudlaErrorInvalidParam, function, "the buffer holds ", had, " bytes; the text needs ", need);
+  std::memcpy(out, text.c_str(), need);
+  return cudlaSuccess;
 }
 
 }  // namespace softdla::rt

@@ -145,18 +145,6 @@ extern "C" cudlaStatus softdlaTranslateStatistics(cudlaModule const hModule, con
       text += csv_field(m.ops[r.layerIndex].name);
       append_times(text, r.startMs, r.endMs);
     }
-    const size_t need = text.size() + 1;
-    if (!csv) {
-      *csvSize = need;
-      return cudlaSuccess;
-    }
-    if (*csvSize < need) {
-      const size_t had = *csvSize;
-      *csvSize = need;
-      return fail_status(cudlaErrorInvalidParam, fn, "csv buffer holds ", had, " bytes, needs ", need);
-    }
-    std::memcpy(csv, text.c_str(), need);
-    *csvSize = need;
-    return cudlaSuccess;
+    return copy_text_out(fn, text, csv, csvSize);
   });
 }

@@ -311,6 +311,12 @@ def test_trtexec_command_line_works(tmp_path):
     assert "layer conv2 (conv): fp16" in r.stderr
 
 
+def layer_precisions_of(loadable):
+    """{layer: precision} of a loadable as `softdla inspect` lists its ops (conversion ops left out)."""
+    rows = [ln.split() for ln in softdla("inspect", str(loadable)).stdout.splitlines() if ln.startswith("    ")]
+    return {row[2]: row[1] for row in rows if row[0] != "convert"}
+
+
 def test_layer_precisions_take_trtexec_wildcards(tmp_path):
     """trtexec's --layerPrecisions: a name may hold one '*' (any text; "*" alone every layer); an exact
     name wins over a pattern, a longer pattern over a shorter one. It used to be "not a layer"."""
@@ -319,8 +325,7 @@ def test_layer_precisions_take_trtexec_wildcards(tmp_path):
         r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={out}", "--int8", "--fp16",
                     f"--calib-data={MODELS}/digits_calib", "--precisionConstraints=obey", *spec)
         assert r.returncode == 0, r.stderr
-        rows = [ln.split() for ln in softdla("inspect", str(out)).stdout.splitlines() if ln.startswith("    ")]
-        return {row[2]: row[1] for row in rows if row[0] != "convert"}
+        return layer_precisions_of(out)
 
     got = layers("--layerPrecisions=*:fp16,conv2:int8")
     assert got == {"normalize": "fp16", "conv1": "fp16", "conv2": "int8", "pool": "fp16", "fc": "fp16", "softmax": "fp16"}
@@ -343,8 +348,7 @@ def test_layer_precisions_without_constraints_have_no_effect_as_in_trtexec(tmp_p
         r = softdla("build", f"--onnx={MODELS}/digits.onnx", f"--saveEngine={out}", "--int8", "--fp16",
                     f"--calib-data={MODELS}/digits_calib", "--layerPrecisions=conv2:fp16", *flags)
         assert r.returncode == 0, r.stderr
-        rows = [ln.split() for ln in softdla("inspect", str(out)).stdout.splitlines() if ln.startswith("    ")]
-        return {row[2]: row[1] for row in rows}, r.stderr
+        return layer_precisions_of(out), r.stderr
 
     got, err = precisions()
     assert got["conv2"] == "int8" and "--layerPrecisions has no effect with --precisionConstraints=none" in err, err
@@ -356,8 +360,7 @@ def test_layer_precisions_without_constraints_have_no_effect_as_in_trtexec(tmp_p
                     layer_precisions={"conv2": "fp16"}, progress=False)
     path = tmp_path / "py.loadable"
     path.write_bytes(blob)
-    rows = [ln.split() for ln in softdla("inspect", str(path)).stdout.splitlines() if ln.startswith("    ")]
-    assert {row[2]: row[1] for row in rows}["conv2"] == "fp16"
+    assert layer_precisions_of(path)["conv2"] == "fp16"
 
 
 def test_layer_precisions_name_a_split_by_its_node(tmp_path):

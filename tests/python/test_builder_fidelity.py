@@ -887,18 +887,10 @@ def _keep_io_types_model():
 def test_float_casts_of_activations_are_nothing(tmp_path, int8):
     """A float32 <-> float16 Cast of an activation was refused as 'build-time shape arithmetic'; it is
     nothing on the DLA (each layer's precision is the build's)."""
-    from sdla_testkit.onnx_models import softdla_build
-    m = _keep_io_types_model()
+    from sdla_testkit.onnx_models import built_output_vs_ort
     x = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
-    flags = ["--int8", "--fp16"] if int8 else ["--fp16"]
-    calib = np.random.default_rng(1).standard_normal((8, 4, 8, 8)).astype(np.float32) if int8 else None
-    blob, _ = softdla_build(m, tmp_path, *flags, calib=calib)
-    ref = ort_run(m, x)[0]
-    got = run_loadable(blob, x)[0].reshape(ref.shape)
-    if int8:
-        assert cosine(got, ref) > 0.995
-    else:
-        assert rel_l2(got, ref) < 2e-3
+    got, ref = built_output_vs_ort(_keep_io_types_model(), tmp_path, x, int8)
+    assert cosine(got, ref) > 0.995 if int8 else rel_l2(got, ref) < 2e-3
 
 
 def test_cast_of_an_activation_to_an_integer_is_refused_by_name():
@@ -913,17 +905,13 @@ def test_cast_of_an_activation_to_an_integer_is_refused_by_name():
 def test_matmul_of_a_squeezed_vector(tmp_path, int8):
     """torch's x.squeeze() after a batch-1 global average, then nn.Linear: MatMul of [C] by [C, M] (+ bias).
     It was refused with "flatten first" although the input is flat."""
-    from sdla_testkit.onnx_models import softdla_build
+    from sdla_testkit.onnx_models import built_output_vs_ort
     g = G(8)
     x = g.input("x", [1, 8, 6, 6])
     v = g.node("Squeeze", [g.node("GlobalAveragePool", [g.node("Relu", [g.conv(x, 8, 16)])])])
     y = g.node("Add", [g.node("MatMul", [v, g.weight(16, 5)]), g.weight(5, scale=0.1)])
-    m = g.model(y, opset=13)
     xin = np.random.default_rng(9).standard_normal((1, 8, 6, 6)).astype(np.float32)
-    calib = np.random.default_rng(10).standard_normal((8, 8, 6, 6)).astype(np.float32) if int8 else None
-    blob, _ = softdla_build(m, tmp_path, *(["--int8", "--fp16"] if int8 else ["--fp16"]), calib=calib)
-    ref = ort_run(m, xin)[0]
-    got = run_loadable(blob, xin)[0].reshape(ref.shape)
+    got, ref = built_output_vs_ort(g.model(y, opset=13), tmp_path, xin, int8)
     assert cosine(got, ref) > 0.995 if int8 else rel_l2(got, ref) < 2e-3
 
 

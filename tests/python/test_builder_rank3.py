@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from sdla_testkit.onnx_models import G, cosine, ort_run, rel_l2, run_loadable, softdla_build
+from sdla_testkit.onnx_models import G, built_output_vs_ort, cosine, ort_run, rel_l2, run_loadable, softdla_build
 
 T = 50
 
@@ -35,17 +35,9 @@ def audio_net():
 
 @pytest.mark.parametrize("int8", [False, True])
 def test_one_d_network_matches_onnxruntime(tmp_path, int8):
-    m = audio_net()
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 12, T)).astype(np.float32)
-    calib = rng.standard_normal((16, 12, T)).astype(np.float32) if int8 else None
-    blob, _ = softdla_build(m, tmp_path, *(["--int8", "--fp16"] if int8 else ["--fp16"]), calib=calib)
-    ref = ort_run(m, x)[0]
-    got = run_loadable(blob, x)[0].reshape(ref.shape)
-    if int8:
-        assert cosine(got, ref) > 0.99
-    else:
-        assert rel_l2(got, ref) < 3e-3
+    x = np.random.default_rng(0).standard_normal((1, 12, T)).astype(np.float32)
+    got, ref = built_output_vs_ort(audio_net(), tmp_path, x, int8, calib_samples=16)
+    assert cosine(got, ref) > 0.99 if int8 else rel_l2(got, ref) < 3e-3
 
 
 @pytest.mark.parametrize("mode, coord, rounding", [

@@ -91,6 +91,16 @@ def run_loadable(loadable, *arrays):
     return Engine(loadable).run_float(*arrays)
 
 
+def built_output_vs_ort(model, tmp_path, x, int8=False, calib_samples=8, seed=0):
+    """Builds `model` (one input) with the softdla command, FP16 or INT8 (calibrated on random samples of x's
+    shape), runs it on x and returns (output 0, ONNX Runtime's output 0 for x)."""
+    calib = (np.random.default_rng(seed + 1).standard_normal((calib_samples,) + x.shape[1:]).astype(np.float32)
+             if int8 else None)
+    blob, _ = softdla_build(model, tmp_path, *(["--int8", "--fp16"] if int8 else ["--fp16"]), calib=calib)
+    ref = ort_run(model, x)[0]
+    return run_loadable(blob, x)[0].reshape(ref.shape), ref
+
+
 def rel_l2(a, b):
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
