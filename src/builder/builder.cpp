@@ -28,6 +28,13 @@
 namespace softdla::builder {
 namespace {
 
+// A Q/DQ pair's own op (lower_qdq): no steps, its output carrying the pair's scale. Where its input is
+// FP16 it is a conversion to that scale.
+bool is_pair_op(const Op& op, const Lowered& low) {
+  const SdpParams* pair = std::get_if<SdpParams>(&op.params);
+  return pair && pair->steps.empty() && op.inputs.size() == 1 && low.qdq_amax.count(op.outputs[0]);
+}
+
 Graph prepare_graph(const std::vector<uint8_t>& onnx, const std::map<std::string, std::vector<int64_t>>& shapes,
                     std::vector<NodeIssue>* issues) {
   Graph g = import_onnx(onnx, shapes);
@@ -273,11 +280,8 @@ PrecisionPlan plan_precisions(const Lowered& low, std::vector<float> amax, const
     if (plan.inputs[i].dtype == DataType::kInt8 && amax[x] <= 0) {
       // Q/DQ pairs of different scales on the input (one quantizer per reader) leave it no scale of its own.
       std::set<float> pair_scales;
-      for (const Op& op : fp32.ops) {
-        const SdpParams* pair = std::get_if<SdpParams>(&op.params);  // a pair's own op: no steps
-        if (pair && pair->steps.empty() && op.inputs.size() == 1 && op.inputs[0] == x && low.qdq_amax.count(op.outputs[0]))
-          pair_scales.insert(float(scale_from_amax(low.qdq_amax.at(op.outputs[0]))));
-      }
+      for (const Op& op : fp32.ops)
+        if (is_pair_op(op, low) && op.inputs[0] == x) pair_scales.insert(float(scale_from_amax(low.qdq_amax.at(op.outputs[0]))));
       std::string scales;
       for (float sc : pair_scales) {
         char text[32];
@@ -546,9 +550,8 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
     std::string first_layer, first_tensor;
     for (size_t i = 0; i < fp32.ops.size(); ++i) {
       const Op& op = fp32.ops[i];
-      // A Q/DQ pair's own op (no steps) converts where its input is FP16: nothing a scale would change.
-      const SdpParams* pair = std::get_if<SdpParams>(&op.params);
-      if (pair && pair->steps.empty() && low.qdq_amax.count(op.outputs[0])) continue;
+      // A pair's own op converts where its input is FP16: nothing a scale would change.
+      if (is_pair_op(op, low)) continue;
       if (!supports_int8(op) || precision_entry(o.layer_precisions, base_of(op))) continue;
       ++candidates;
       const std::string t = unscaled_tensor(op);

@@ -387,7 +387,7 @@ void Folder::infer_conv(Node& n, bool transpose) {
   n.attrs["pads"].kind = Attribute::kInts;
   n.attrs["pads"].ints = p;  // resolved auto_pad
   out(n).elem_type = 1;
-  set(n, one_d ? Dims{o[0], o[1], o[3]} : o);
+  set(n, one_d ? Dims{o[0], o[1], o[3]} : o);  // back to [N, C, T]
 }
 
 void Folder::infer_pool(Node& n) {
@@ -432,7 +432,7 @@ void Folder::infer_pool(Node& n) {
   // How much of that padding only ceil mode added (bottom, right): an average counts the model's padding
   // (count_include_pad) but never this.
   n.attrs["_ceil_overhang"] = Attribute{Attribute::kInts, 0, 0, {}, overhang, {}, {}};
-  set(n, one_d ? Dims{o[0], o[1], o[3]} : o);
+  set(n, one_d ? Dims{o[0], o[1], o[3]} : o);  // back to [N, C, T]
 }
 
 void Folder::infer_reshape_like(Node& n) {

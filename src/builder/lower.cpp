@@ -976,8 +976,7 @@ void Lowering::lower_resize(Node& n) {
   const Value& y = g_.value(n.outputs[0]);
   if (x.dims.size() != 4 && x.dims.size() != 3) bad(n, "resize needs a 3-D or 4-D tensor");
   // A rank-3 [N, C, T] tensor lies on the DLA as [N, C, 1, T]: its resize is the 2-D one over that view.
-  auto view = [](const std::vector<int64_t>& d) { return d.size() == 3 ? std::vector<int64_t>{d[0], d[1], 1, d[2]} : d; };
-  const std::vector<int64_t> xd = view(x.dims), yd = view(y.dims);
+  const Shape xd = dla_shape(x.dims), yd = dla_shape(y.dims);
   if (yd[0] != xd[0] || yd[1] != xd[1]) bad(n, "only H and W may be scaled on the DLA");
   const int64_t sh = yd[2] / xd[2], sw = yd[3] / xd[3];
   if (sh * xd[2] != yd[2] || sw * xd[3] != yd[3])
