@@ -20,6 +20,7 @@
 #include "io_formats.h"
 #include "ir.h"
 #include "loadable.h"
+#include "model_checks.h"
 #include "lower.h"
 #include "precision.h"
 #include "sdp_stage.h"
@@ -398,7 +399,7 @@ double rule_score(const Lowered& low, const std::vector<float>& base, const Rule
 // `all` comes from calibrate_all(kAuto) with kRuleBatches reference batches: with two or more batches
 // it holds, per fold, the ranges fitted on the other folds' batches, judged here on that fold's own.
 RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, CalibratedRanges& all,
-                      const std::vector<Batch>& batches, const BuildOptions& o) {
+                      const std::vector<Batch>& batches, const BuildOptions& o, double& best_score) {
   const RangeRule rules[] = {{Calibrator::kEntropy}, {Calibrator::kPercentile}, {Calibrator::kPercentile, true},
                              {Calibrator::kMse}, {Calibrator::kMinMax}};
   const size_t references = all.reference_outputs.size();
@@ -424,7 +425,37 @@ RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, Calibr
     if (r > 0 && score[r] > score[best] + (best == 0 ? kRuleMargin : 0.0)) best = r;
   }
   if (o.verbose) o.verbose("calibration rule chosen: " + rule_label(rules[best], o.percentile));
+  best_score = score[best];
   return rules[best];
+}
+
+// What calibration measured that makes the INT8 build unusable, said before the user finds it in the
+// outputs: a graph input whose range stray values set (its ordinary values round to 0; inputs keep their
+// whole range, so the calibrator cannot clip it), and, under auto, held-out outputs far from FP32's.
+constexpr double kFlushedWarning = 0.5;  // share of an input's non-zero values rounded to 0
+constexpr double kPoorCosine = 0.9;      // mean output cosine of the chosen rule on held-out samples
+
+std::vector<std::string> calibration_quality_warnings(const Lowered& low, const std::vector<double>& flushed,
+                                                      double score, const std::string& rule) {
+  std::vector<std::string> w;
+  for (size_t i = 0; i < flushed.size() && i < low.input_names.size(); ++i)
+    if (flushed[i] > kFlushedWarning) {
+      std::ostringstream s;
+      s << "calibration data: input '" << low.input_names[i] << "' keeps its whole observed range (graph inputs are "
+        << "not clipped), and at that INT8 scale " << std::lround(flushed[i] * 100) << " % of its non-zero values "
+        << "round to 0: a few values far larger than the rest set the range. Remove them from the calibration data, "
+        << "or scale the input so that its values share one range";
+      w.push_back(s.str());
+    }
+  if (score < kPoorCosine) {
+    std::ostringstream s;
+    s << "INT8 calibration: the best range rule (" << rule << ") gives outputs whose mean cosine to the FP32 model "
+      << "on held-out calibration samples is " << score << "; INT8 will be inaccurate on this model. Check the "
+      << "calibration data (representative inputs, preprocessed as at inference), run `softdla compare` to find the "
+      << "layers that lose it, or build --fp16 only";
+    w.push_back(s.str());
+  }
+  return w;
 }
 
 }  // namespace
@@ -442,6 +473,14 @@ std::vector<CheckRow> check(const std::vector<uint8_t>& onnx, Target target,
     check_io_names(low.input_names, low.output_names);
   } catch (const Error& e) {
     rows.push_back({"(graph)", "inputs/outputs", false, e.what()});
+  }
+  // The DLA's range of each dimension, which the loadable's checks apply to every tensor.
+  for (size_t t = 0; t < low.model.tensors.size(); ++t) {
+    try {
+      check_tensor_extents(low.model, t);
+    } catch (const Error& e) {
+      rows.push_back({"(graph)", "tensor sizes", false, e.what()});
+    }
   }
   for (const Node& n : g.nodes) {
     CheckRow r{n.name, n.op, true, n.removed ? "folded at build time" : ""};
@@ -562,7 +601,8 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
       w.push_back(std::to_string(unscaled) + " of " + std::to_string(candidates) +
                   " layers that could run in INT8 run in FP16: no INT8 scale for their tensors (the first: layer '" +
                   first_layer + "', " + first_tensor + ")" +
-                  (have_cache ? "; the calibration cache has no entry for them (was it written for this model?)"
+                  (have_cache ? "; the calibration cache has no entry for them, or an entry of 0 (a tensor that was all zeros when it was "
+                                 "calibrated): was it written for this model?"
                    : !low.qdq_amax.empty()
                        // An explicitly quantized model names its scales with Q/DQ pairs; pairs on a layer's
                        // inputs alone (ModelOpt's default) leave its output without one.
@@ -599,6 +639,8 @@ std::vector<std::string> precision_warnings(const Lowered& low, const PrecisionP
   return w;
 }
 
+constexpr uint64_t kDlaLocalDramBytes = uint64_t(1) << 30;
+
 BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
   if (!given.fp16 && !given.int8 && !given.fp32_reference)
     fail("choose a precision: --fp16, --int8, or both (the DLA runs FP16 and INT8 only)");
@@ -627,6 +669,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
   RangeRule chosen_rule{Calibrator::kEntropy};
   std::vector<float> observed;  // the calibration data's largest |x| per tensor, where softdla calibrates
   std::vector<Batch> batches;    // the calibration data, where softdla calibrates
+  std::vector<std::string> calibration_warnings;
   if (o.int8) {
     for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
     if (!o.calib_cache.empty() && !std::filesystem::exists(o.calib_cache) && o.calib_data.empty())
@@ -641,7 +684,9 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
       const Calibrator rule = parse_calibrator(o.calibrator);
       const size_t references = rule == Calibrator::kAuto ? kRuleBatches : 0;  // what choose_rule judges on
       CalibratedRanges ranges = calibrate_all(fp32, batches, rule, o.percentile, references, o.progress);
-      chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o) : RangeRule{rule};
+      double score = 1.0;
+      chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o, score) : RangeRule{rule};
+      calibration_warnings = calibration_quality_warnings(low, ranges.input_flushed, score, rule_label(chosen_rule, o.percentile));
       amax = with_calibrated(low, amax, ranges_of(ranges, chosen_rule));
       observed = std::move(ranges.minmax);
       calibrated = true;
@@ -662,6 +707,7 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
                       "--layerPrecisions has no effect with --precisionConstraints=none, as in trtexec (TensorRT sets "
                       "per-layer precisions only under prefer or obey): add --precisionConstraints=prefer (a layer "
                       "falls back where its precision is impossible) or obey (the build fails there)");
+  r.warnings.insert(r.warnings.end(), calibration_warnings.begin(), calibration_warnings.end());
   if (have_cache && !o.calib_data.empty())  // trtexec's rule too, but a stale cache is easy to miss
     r.warnings.push_back("calibration cache '" + o.calib_cache + "' exists: its scales are used and --calib-data is not "
                          "read; delete the cache (or give another --calib path) to calibrate on the data again");
@@ -690,6 +736,13 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
     add_unfused_scales(onnx, o, batches, chosen_rule, cache);
     write_calibration_cache(o.write_calib_cache, cache, cache_header_name(chosen_rule.rule));
   }
+  finalize_model(m);
+  // The DLA holds the tensors between its layers in one pool, TensorRT's kDLA_LOCAL_DRAM (1 GiB by
+  // default); the memory plan is what the tensors alive at once need of it.
+  if (m.memory_plan.arena_size > kDlaLocalDramBytes)
+    fail("the tensors between layers need ", m.memory_plan.arena_size, " bytes at once (the memory plan, with reuse); "
+         "the DLA keeps them in its local DRAM pool of 1 GiB (TensorRT's kDLA_LOCAL_DRAM default): build a smaller "
+         "batch or resolution, or split the network");
   r.loadable = write_loadable(std::move(m));
   if (o.progress) o.progress("write loadable", 1, 1);
   return r;

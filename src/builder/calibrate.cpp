@@ -98,12 +98,24 @@ std::vector<Batch> load_calibration_data(const std::string& dir, const Model& m,
     }
   }
   const size_t n = m.tensors[m.inputs[0].tensor].shape[0];
+  // An input no layer reads (an exporter's leftover) needs no samples: zeros stand in for them.
+  std::vector<bool> read(m.tensors.size(), false);
+  for (const Op& op : m.ops)
+    for (uint32_t t : op.inputs) read[t] = true;
+  for (const IoBinding& io : m.outputs) read[io.tensor] = true;
+  size_t ref = 0;
+  while (ref + 1 < samples.size() && samples[ref].empty()) ++ref;
   for (size_t i = 0; i < samples.size(); ++i)
-    if (samples[i].size() != samples[0].size())
-      fail("calibration data holds ", samples[0].size(), " samples of '", names[0], "' but ", samples[i].size(), " of '",
+    if (samples[i].empty() && !read[m.inputs[i].tensor]) {
+      const Shape& s = m.tensors[m.inputs[i].tensor].shape;
+      samples[i].assign(samples[ref].size(), std::vector<float>(size_t(s[1]) * s[2] * s[3], 0.f));
+    }
+  for (size_t i = 0; i < samples.size(); ++i)
+    if (samples[i].size() != samples[ref].size())
+      fail("calibration data holds ", samples[ref].size(), " samples of '", names[ref], "' but ", samples[i].size(), " of '",
            names[i], "': every input needs one sample per calibration sample");
-  const size_t total = samples[0].size();
-  if (total < n) fail("calibration data holds ", total, " samples of '", names[0], "'; the model's batch is ", n);
+  const size_t total = samples[ref].size();
+  if (total < n) fail("calibration data holds ", total, " samples of '", names[ref], "'; the model's batch is ", n);
   // The samples of each batch: dealt so that sample s belongs to fold s % folds whatever the batch size
   // (auto's folds take batch b as fold b % folds): the same calibration data then judge the rules on the
   // same samples at batch 1, 2 or 4, and choose the same one. In file order where the counts do not
@@ -274,6 +286,19 @@ RuleRanges ranges_from(const Histograms& hist, const std::vector<double>& top, c
   }
   return r;
 }
+// CalibratedRanges::input_flushed: a value rounds to code 0 where |x| < step / 2 = amax / 254.
+std::vector<double> flushed_shares(const Model& fp32, const std::vector<Batch>& batches, const std::vector<double>& amax) {
+  std::vector<double> shares(fp32.inputs.size(), 0.0);
+  for (size_t i = 0; i < fp32.inputs.size(); ++i) {
+    const double half_step = amax[fp32.inputs[i].tensor] / 254.0;
+    size_t nonzero = 0, flushed = 0;
+    for (const Batch& b : batches)
+      for (float x : b[i])
+        if (x != 0 && std::isfinite(x)) ++nonzero, flushed += std::fabs(x) < half_step;
+    shares[i] = nonzero ? double(flushed) / double(nonzero) : 0.0;
+  }
+  return shares;
+}
 }  // namespace
 
 CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batches, Calibrator rule, double percentile,
@@ -325,6 +350,7 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
   for (size_t k = 1; k < folds; ++k)
     for (size_t t = 0; t < tensors; ++t) amax[t] = std::max(amax[t], fold_max[k][t]);
   if (!histograms) {
+    r.input_flushed = flushed_shares(fp32, batches, amax);
     r.minmax.assign(amax.begin(), amax.end());
     r.entropy = r.percentile = r.mse = r.minmax;
     return r;
@@ -365,6 +391,7 @@ CalibratedRanges calibrate_all(const Model& fp32, const std::vector<Batch>& batc
     r.folds.push_back(ranges_from(rest, amax, rest_max, watched, graph_io, estimable, rule, percentile));
   }
   static_cast<RuleRanges&>(r) = ranges_from(whole, amax, amax, watched, graph_io, estimable, rule, percentile);
+  r.input_flushed = flushed_shares(fp32, batches, amax);
   return r;
 }
 

@@ -52,6 +52,10 @@ struct CalibratedRanges : RuleRanges {
   std::vector<RuleRanges> folds;
   // The FP32 model's outputs on the first `reference_batches` batches (pass 1 computes them anyway).
   std::vector<BatchOutputs> reference_outputs;
+  // Per graph input (in the model's input order): the share of its non-zero calibration values that its
+  // INT8 scale (the whole observed range / 127: graph inputs keep their range) rounds to 0. Near 1 when a
+  // few stray values far beyond the rest set the range: INT8 then loses the input (the builder warns).
+  std::vector<double> input_flushed;
 };
 
 // One FP32 run per pass over the batches. Computes the ranges of `rule` (min-max only: one pass), or of

@@ -950,6 +950,10 @@ void Folder::infer_reduce(Node& n) {
   const Value& x = in(n, 0);
   Dims axes = n.get_ints("axes");
   const bool axes_input = (op == "ReduceSum" && g_.opset >= 13) || g_.opset >= 18;
+  // onnx's checker and ONNX Runtime refuse the attribute where the input replaced it.
+  if (axes_input && n.has("axes"))
+    bad(n, "has an 'axes' attribute, which " + op + " no longer has at opset " + std::to_string(g_.opset) +
+           " (axes are its second input from opset " + (op == "ReduceSum" ? "13" : "18") + "): give them as an input");
   if (axes_input && has_in(n, 1)) axes = ints_of(n, 1);
   if (axes.empty())
     for (size_t k = 0; k < x.dims.size(); ++k) axes.push_back(int64_t(k));

@@ -782,6 +782,10 @@ void Lowering::lower_pool(Node& n) {
       s[0] <= 8 && s[1] <= 8)
     return average_as_depthwise(n, in, n.outputs[0], {}, uint32_t(k[0]), uint32_t(k[1]), uint32_t(s[0]), uint32_t(s[1]),
                                 {uint32_t(p[0]), uint32_t(p[1]), uint32_t(p[2]), uint32_t(p[3])});
+  if (pp.kind == PoolKind::kAverage && (k[0] > 8 || k[1] > 8))
+    bad(n, "an average window of " + std::to_string(k[0]) + "x" + std::to_string(k[1]) + " is beyond the pooling engine's "
+           "8x8; windows up to 32x32 with strides up to 8 run as a depthwise convolution, which counts the padding: "
+           "use count_include_pad=1 (or no padding) within those limits, or a window of at most 8");
   if (pp.exclude_padding && out_.model.target == Target::kXavier)
     bad(n, "Xavier's DLA averages with padding included; set count_include_pad=1 or build for --target=orin");
   emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), pp);
@@ -1058,6 +1062,14 @@ void Lowering::lower_node(Node& n) {
     if (!o.empty() && !is_float_type(g_.value(o).elem_type) && n.op != "QuantizeLinear")  // Q/DQ: a scale only
       bad(n, "computes " + type_name(g_.value(o).elem_type) + " values at run time; the DLA runs floating-point layers only "
              "(integer arithmetic must be computable at build time from constants)");
+  // Constant folding (fold.cpp) evaluates shape arithmetic and element-wise ops; a layer left with
+  // constants only (a Conv of an initializer) would become a DLA layer without a run-time input.
+  const bool reads_activation = std::any_of(n.inputs.begin(), n.inputs.end(),
+                                            [&](const std::string& i) { return !i.empty() && !g_.is_const(i); });
+  if (!n.inputs.empty() && !reads_activation)
+    bad(n, "computes on constants only, and the builder evaluates shape arithmetic and element-wise ops at build "
+           "time, not a " + n.op + ": fold this branch into an initializer before building (onnx-simplifier, or "
+           "onnxruntime's graph optimizations with optimized_model_filepath), or make its input a graph input");
   using Lower = void (Lowering::*)(Node&);
   static const std::map<std::string, Lower> table = {
       {"Conv", &Lowering::lower_conv_node}, {"ConvTranspose", &Lowering::lower_deconv_node},
@@ -1108,6 +1120,13 @@ void Lowering::lower_qdq(Node& n) {
              "DequantizeLinear nodes");
     const ConstData& scale = constant(n, 1, "the Q/DQ scale");
     if (scale.size() != 1) bad(n, "activations use per-tensor scales on the DLA");
+    // A scale of 0, a negative one or a NaN has no INT8 meaning (ONNX Runtime's output is then 0 or NaN):
+    // refused here, before it could read as "no scale" and the pair be dropped.
+    const auto positive_finite = [](double s) { return s > 0 && std::isfinite(s); };
+    const auto scale_text = [](double s) { std::ostringstream t; t << s; return t.str(); };
+    if (!positive_finite(scale.at(0)))
+      bad(n, "has a scale of " + scale_text(scale.at(0)) + "; a Q/DQ scale must be a positive finite number "
+             "(the activation's range / 127)");
     // The DLA's INT8 is signed 8-bit, symmetric: a pair that quantizes to another type (uint8 is ONNX's
     // default when the zero point is left out), or whose DequantizeLinear uses another scale or zero
     // point, computes something else, so it is refused rather than read as int8.
@@ -1120,6 +1139,8 @@ void Lowering::lower_qdq(Node& n) {
       bad(n, "the DLA quantizes symmetrically: zero points must be 0" + kSymmetricActivations);
     for (Node* dq : dqs) {
       const ConstData& dq_scale = constant(*dq, 1, "the Q/DQ scale");
+      if (dq_scale.size() == 1 && !positive_finite(dq_scale.at(0)))
+        bad(*dq, "has a scale of " + scale_text(dq_scale.at(0)) + "; a Q/DQ scale must be a positive finite number");
       if (dq_scale.size() != 1 || float(dq_scale.at(0)) != float(scale.at(0)))
         bad(*dq, "dequantizes with another scale than its QuantizeLinear '" + n.name + "' quantized with; the DLA keeps one "
                  "scale per tensor: give the pair the same scale");

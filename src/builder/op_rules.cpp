@@ -29,10 +29,14 @@ AttrRule Sonly(const char* name, const char* only, const char* note = "") {
 std::vector<OpRule> make_rules() {
   const std::vector<InputRule> x{{"X", U::kData}};
   const std::vector<InputRule> ab{{"A", U::kData}, {"B", U::kData}};
-  std::vector<AttrRule> deconv_attrs{S("auto_pad"), Is("dilations", D::kSpatial), I("group", D::kPositive),
-                                     Is("kernel_shape", D::kSpatial), Is("pads", D::kPads), Is("strides", D::kSpatial)};
-  std::vector<AttrRule> conv_attrs = deconv_attrs;
-  conv_attrs[0] = S("auto_pad", "SAME refused where it asks for negative padding (a stride beyond the kernel)");
+  const std::vector<AttrRule> conv_attrs{S("auto_pad", "SAME refused where it asks for negative padding (a stride beyond the kernel)"),
+                                         Is("dilations", D::kSpatial), I("group", D::kPositive),
+                                         Is("kernel_shape", D::kSpatial), Is("pads", D::kPads), Is("strides", D::kSpatial)};
+  // The DLA's deconvolution has no padding, dilation or groups: the lowering refuses other values.
+  std::vector<AttrRule> deconv_attrs{S("auto_pad", "VALID, or SAME where it comes out as no padding"),
+                                     Is("dilations", D::kSpatial, "1 only"),
+                                     I("group", D::kPositive, "1 only"), Is("kernel_shape", D::kSpatial),
+                                     Is("pads", D::kPads, "0 only"), Is("strides", D::kSpatial)};
   deconv_attrs.push_back(Is("output_padding", D::kSpatialNonNeg, "0 only on the DLA"));
   deconv_attrs.push_back(Is("output_shape", D::kSpatial, "resolved into padding, which must come out 0"));
   const std::vector<AttrRule> reduce_attrs{Is("axes", D::kAxes), I("keepdims", D::kBool), Ionly("noop_with_empty_axes", 0)};
@@ -76,7 +80,7 @@ std::vector<OpRule> make_rules() {
       {"Identity", "nothing", {{"input", U::kData}}, {}},
       {"Pad", "nothing where its pads are all 0; zeros around H and W before a Conv become the Conv's padding",
        {{"data", U::kData}, {"pads", U::kConstant, true}, {"constant_value", U::kConstant, true}, {"axes", U::kConstant, true}},
-       {Sonly("mode", "constant"), Is("pads"), F("value")}},
+       {Sonly("mode", "constant"), Is("pads"), F("value", D::kFinite, "0 only: the Conv pads with zeros")}},
       {"Dropout", "nothing (inference)", {{"data", U::kData}, {"ratio", U::kUnused, true}, {"training_mode", U::kFalseOnly, true}},
        {I("seed", D::kAny, "unused in inference"), F("ratio", D::kAny, "unused in inference")}},
       {"Resize", "Resize (nearest or bilinear, whole factors; given scales must be whole numbers)",
@@ -93,7 +97,7 @@ std::vector<OpRule> make_rules() {
        {}},
       {"Concat", "Concat (channels); one input: nothing", {{"inputs", U::kData}}, {I("axis", D::kAxis)}, 1, true},
       {"Softmax", "Softmax", {{"input", U::kData}}, {I("axis", D::kAxis)}},
-      {"LRN", "Lrn", x, {F("alpha"), F("beta"), F("bias"), I("size", D::kPositive)}},
+      {"LRN", "Lrn", x, {F("alpha"), F("beta"), F("bias"), I("size", D::kPositive, "3, 5, 7 or 9 on the DLA")}},
       {"Abs", "Unary", x, {}},
       {"BatchNormalization", "SDP scale + bias, or folded into the Conv before it",
        {{"X", U::kData}, {"scale", U::kConstant}, {"B", U::kConstant}, {"input_mean", U::kConstant},
@@ -123,7 +127,7 @@ std::vector<OpRule> make_rules() {
       {"Sqrt", "folded", unary_const, {}, 1, false, true},
       {"Reciprocal", "folded", unary_const, {}, 1, false, true},
       {"Pow", "folded", {{"X", U::kConstant}, {"Y", U::kConstant}}, {}, 1, false, true},
-      {"ReduceProd", "folded (over all axes)", {{"data", U::kConstant}, {"axes", U::kConstant, true}}, {Is("axes", D::kAxes), I("keepdims", D::kBool)}, 1,
+      {"ReduceProd", "folded (over all axes)", {{"data", U::kConstant}, {"axes", U::kConstant, true}}, {Is("axes", D::kAxes, "all of them only"), I("keepdims", D::kBool)}, 1,
        false, true},
       {"Equal", "folded", {{"A", U::kConstant}, {"B", U::kConstant}}, {}, 1, false, true},
       {"Where", "folded", {{"condition", U::kConstant}, {"X", U::kConstant}, {"Y", U::kConstant}}, {}, 1, false, true},

@@ -134,6 +134,16 @@ float f32_at(const Constant& c, size_t i) {
   return v;
 }
 
+// A weight of inf or NaN has no INT8 code: its channel's scale would become inf and every code 0, a
+// silent wrong result (FP16 saturates it as the DLA does). Refused, naming the layer.
+void require_finite_weights(const std::string& layer, const Constant& w) {
+  for (size_t i = 0; i < w.data.size() / 4; ++i)
+    if (const float v = f32_at(w, i); !std::isfinite(v))
+      fail("layer '", layer, "': its weights hold ", v, " (element ", i, "); INT8 weights must be finite numbers: "
+           "fix the model's weights, or run the layer in FP16 (--layerPrecisions=", layer, ":fp16 "
+           "--precisionConstraints=obey)");
+}
+
 class Converter {
  public:
   Converter(const Lowered& l, const PrecisionPlan& p) : src_(l.model), lowered_(l), plan_(p) {}
@@ -548,6 +558,7 @@ void Converter::convert_op(size_t i) {
           if (P == DataType::kInt8) {
             const bool deconv = std::is_same_v<T, DeconvParams>;
             const size_t K = deconv ? w.dims[1] : w.dims[0];
+            require_finite_weights(op.name, w);
             std::vector<double> wscale;
             const double sx = out_.tensors[inputs[0]].scale;
             // The bias is added in the accumulator's domain (sx x the channel's weight scale) in int32: a

@@ -326,8 +326,7 @@ void check_op_rules(const OpChecker& k) {
 void check_tensor(const Model& m, size_t i) {
   const Tensor& t = m.tensors[i];
   const std::string w = "tensor " + std::to_string(i) + " '" + t.name + "'";
-  check_range(w + " batch", t.shape[0], 1, kMaxBatch);
-  for (int d = 1; d < 4; ++d) check_range(w + " dim " + std::to_string(d), t.shape[d], 1, kMaxDim);
+  check_tensor_extents(m, i);
   if (t.dtype == DataType::kInt32) fail(w, ": int32 is not a tensor type");
   if (element_count(t.shape) * element_size(t.dtype) > kMaxTensorBytes)
     fail(w, " is larger than 1 GiB (the DLA limit for one tensor)");
@@ -374,6 +373,13 @@ void check_io(const Model& m, const IoBinding& io, const char* kind, std::vector
 }
 
 }  // namespace
+
+void check_tensor_extents(const Model& m, size_t i) {
+  const Tensor& t = m.tensors[i];
+  const std::string w = "tensor " + std::to_string(i) + " '" + t.name + "'";
+  check_range(w + " batch", t.shape[0], 1, kMaxBatch);
+  for (int d = 1; d < 4; ++d) check_range(w + " dim " + std::to_string(d), t.shape[d], 1, kMaxDim);
+}
 
 std::vector<TensorLifetime> tensor_lifetimes(const Model& m) {
   std::vector<TensorLifetime> life(m.tensors.size());

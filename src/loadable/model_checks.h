@@ -10,6 +10,9 @@ void check_model(const Model& m);  // check_graph + check_memory_plan
 void check_graph(const Model& m);
 void check_memory_plan(const Model& m);
 
+// The DLA's range of each dimension of tensor i (batch, C, H, W); throws Error naming the tensor.
+void check_tensor_extents(const Model& m, size_t i);
+
 // The DLA rules of one op (parameter tables, limits) and its output shape; throws Error naming the op.
 Shape check_op(const Model& m, const Op& op);
 
