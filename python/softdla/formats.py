@@ -126,6 +126,11 @@ def unpack(data, shape, dtype, fmt, target="orin", out=None):
     return out
 
 
+def descriptor_name(name):
+    """The name as a descriptor keeps it: its first 80 UTF-8 bytes, cut before a character the limit splits."""
+    return name.encode("utf-8")[:80].decode("utf-8", errors="ignore")
+
+
 def descriptor(name, shape, dtype, fmt, target="orin"):
     """The cudlaModuleTensorDescriptor fields softdla reports (docs/FORMATS.md)."""
     size, s0, line, surf, batch, cpg = layout(shape, dtype, fmt, target)
@@ -140,7 +145,7 @@ def descriptor(name, shape, dtype, fmt, target="orin"):
             pixel = 5 if shape[1] == 1 else 8
     else:
         data_format, category, pixel = 3, 2, 36
-    return dict(name=name[:80], size=size, n=shape[0], c=shape[1], h=shape[2], w=shape[3],
+    return dict(name=descriptor_name(name), size=size, n=shape[0], c=shape[1], h=shape[2], w=shape[3],
                 data_format=data_format, data_type=CUDLA_TYPE[dtype], data_category=category,
                 pixel_format=pixel, pixel_mapping=0, stride=[s0, line, surf, batch, 0, 0, 0, 0])
 

@@ -88,7 +88,7 @@ int inspect_command(const std::string& path, bool json) {
     for (const IoBinding& io : list) {
       const TensorDescriptor& d = io.desc;
       const Tensor& t = m.tensors[io.tensor];
-      std::cout << "  " << kind << " '" << d.name << "' " << d.n << "x" << d.c << "x" << d.h << "x" << d.w << " "
+      std::cout << "  " << kind << " '" << t.name << "' " << d.n << "x" << d.c << "x" << d.h << "x" << d.w << " "
                 << to_string(t.dtype) << ":" << to_string(io.format) << " size " << d.size << " B, strides "
                 << d.stride[0] << "/" << d.stride[1] << "/" << d.stride[2] << "/" << d.stride[3];
       if (t.dtype == DataType::kInt8) std::cout << ", scale " << t.scale;

@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
                   << (r.supported ? "yes" : "NO") << "  " << r.reason << "\n";
       }
       std::cout << nodes - unsupported << " of " << nodes << " nodes run on the DLA (" << check_target << ")"
-                << (graph_fails ? "; the graph's inputs/outputs do not build (the (graph) row)" : "") << "\n";
+                << (graph_fails ? "; the graph as a whole does not build (the (graph) rows say why)" : "") << "\n";
       return unsupported || graph_fails ? 1 : 0;
     }
     if (*build) {

@@ -103,6 +103,18 @@ void warn_int8_saturation(const NpyArray& a, const Tensor& t) {
               << "] (scale " << t.scale << ") and are saturated (NaN reads as 0)\n";
 }
 
+// The same for an FP16 input given wider values: past +-65504 (infinities included) they are stored as
+// +-65504, the largest half.
+void warn_fp16_saturation(const NpyArray& a, const Tensor& t) {
+  if (t.dtype != DataType::kFloat16 || a.dtype == "f2") return;
+  uint64_t n = 1, out = 0;
+  for (uint64_t d : a.shape) n *= d;
+  for (uint64_t i = 0; i < n; ++i) out += std::fabs(npy_value(a, i)) > 65504.f;
+  if (out)
+    std::cerr << "softdla: warning: input '" << t.name << "': " << out << " of " << n
+              << " values lie outside the FP16 range [-65504, 65504] and are saturated to it\n";
+}
+
 // An input file: a .npy (by its magic bytes), else trtexec's raw binary (--loadInputs): the tensor's bytes
 // in its bound I/O format (the descriptor's size, padding included), or its NCHW values in the stored
 // type; whole multiples of either hold several batches. Raw int8 bytes are codes, as an int8 .npy's are.
@@ -119,6 +131,14 @@ NpyArray read_input_file(const std::string& path, const Tensor& t, const IoBindi
     for (uint64_t b = 0; b < k; ++b)
       unpack_to_linear(bytes.data() + b * layout.size, layout, t.shape, a.data.data() + b * dense);
     a.shape = {k * t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
+    // The size fits NCHW values too, and they would read differently: say which reading was taken, since
+    // a file of values gives no error, only other numbers.
+    if (bytes.size() % dense == 0 && a.data != bytes)
+      std::cerr << "softdla: warning: input file '" << path << "' (" << bytes.size() << " bytes) fits both the I/O format of '" << t.name
+                << "', " << to_string(t.dtype) << ":" << to_string(io.format) << " (" << k << " batch"
+                << (k == 1 ? "" : "es") << "), and its NCHW values (" << bytes.size() / dense << " batch"
+                << (bytes.size() / dense == 1 ? "" : "es") << "); it is read in the I/O format, as trtexec's "
+                << "--loadInputs does. For NCHW values give a .npy\n";
   } else if (!bytes.empty() && bytes.size() % dense == 0) {  // dense NCHW values of the stored type
     a.data = bytes;
     a.shape = {bytes.size() / dense * t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
@@ -157,7 +177,7 @@ RunInputs load_inputs(const Model& m, const std::map<std::string, std::string>& 
     }
     // An input of one batch is reused for every batch; inputs of several batches must agree on how many.
     const uint64_t k = batches_in(a, t, m);
-    if (files.count(t.name)) warn_int8_saturation(a, t);
+    if (files.count(t.name)) warn_int8_saturation(a, t), warn_fp16_saturation(a, t);
     if (k > 1 && r.batches > 1 && k != r.batches)
       fail("input '", t.name, "' holds ", k, " batches and input '", batches_from, "' ", r.batches,
            "; give every input one batch (reused for each) or the same number of batches");
