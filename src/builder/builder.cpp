@@ -340,7 +340,7 @@ double cosine(std::span<const float> a, std::span<const float> b) {
 
 // --calibrator=auto (the default): every range rule comes from the same histograms; the INT8 model each
 // gives is run on calibration batches and the rule whose outputs agree best with the FP32 reference
-// (mean cosine) is kept. Which rule suits a network depends on how much of its signal lives in the tails
+// (the worst output's mean cosine) is kept. Which rule suits a network depends on how much of its signal lives in the tails
 // of its activations (entropy clips them hardest, min-max not at all), and the calibration data is there
 // to measure it. The judging is cross-validated: the batches are dealt into kCalibrationFolds folds, and
 // each fold's batches judge the ranges fitted on all the others (one FP32 pass gives every fold's
@@ -348,7 +348,7 @@ double cosine(std::span<const float> a, std::span<const float> b) {
 // batches hold), and the rule chosen clipped the stem of MnasNet on new images. With two folds each fit
 // saw half the samples, tighter than the final fit on all of them, and MnasNet at 64 px lost MSE to
 // percentile on 16 samples (0.952 on new images where MSE gives 0.973); four folds fit on three quarters.
-constexpr double kRuleMargin = 0.002;  // mean output cosine
+constexpr double kRuleMargin = 0.002;  // the worst output's mean cosine
 constexpr size_t kRuleBatches = 16;     // calibration batches the candidates run (over all folds)
 
 struct RangeRule {
@@ -369,9 +369,9 @@ std::string rule_label(RangeRule c, double percentile) {
   return s.str();
 }
 
-// Mean output cosine of the INT8 model that `rule`'s ranges in `fitted` give, over batches[i] for i in
-// `judged`, against their FP32 outputs expected[i].
-double rule_score(const Lowered& low, const std::vector<float>& base, const RuleRanges& fitted, RangeRule rule,
+// Per output, the mean cosine of the INT8 model that `rule`'s ranges in `fitted` give, over batches[i]
+// for i in `judged`, against their FP32 outputs expected[i].
+std::vector<double> rule_score(const Lowered& low, const std::vector<float>& base, const RuleRanges& fitted, RangeRule rule,
                   const std::vector<Batch>& batches, const std::vector<BatchOutputs>& expected,
                   const std::vector<size_t>& judged, const BuildOptions& o) {
   std::vector<float> amax = with_calibrated(low, base, ranges_of(fitted, rule));
@@ -381,19 +381,27 @@ double rule_score(const Lowered& low, const std::vector<float>& base, const Rule
   const Engine candidate(std::move(m));
   // Each sample's cosine, not a batch's: the score does not change with the model's batch size.
   const size_t n = std::max<size_t>(1, low.model.tensors[low.model.inputs[0].tensor].shape[0]);
-  double score = 0;
+  std::vector<double> per_output;
   BatchOutputs got;
   for (size_t b : judged) {
     run_float(candidate, batches[b], got);
+    per_output.resize(got.size(), 0.0);
     for (size_t i = 0; i < got.size(); ++i) {
       const size_t per = got[i].size() / n;
       for (size_t s = 0; s < n; ++s) {
         const std::span<const float> a(got[i].data() + s * per, per), e(expected[b][i].data() + s * per, per);
-        score += cosine(a, e) / double(judged.size() * got.size() * n);
+        per_output[i] += cosine(a, e) / double(judged.size() * n);
       }
     }
   }
-  return score;
+  return per_output;
+}
+
+// The worst output's score; a NaN (an output that is NaN) counts as the worst there is.
+double worst_output(const std::vector<double>& per_output) {
+  double worst = per_output.empty() ? 0.0 : 1.0;
+  for (double c : per_output) worst = std::isnan(c) ? -1.0 : std::min(worst, c);
+  return worst;
 }
 
 // `all` comes from calibrate_all(kAuto) with kRuleBatches reference batches: with two or more batches
@@ -403,24 +411,30 @@ RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, Calibr
   const RangeRule rules[] = {{Calibrator::kEntropy}, {Calibrator::kPercentile}, {Calibrator::kPercentile, true},
                              {Calibrator::kMse}, {Calibrator::kMinMax}};
   const size_t references = all.reference_outputs.size();
+  // Each output's mean cosine over the held-out samples of every fold; the worst output's is the rule's
+  // score: a network's heads (a detector's levels, auxiliary outputs) are each used, and a mean over
+  // them let one head lose to the others.
   std::vector<double> score(std::size(rules), 0.0);
   for (size_t r = 0; r < std::size(rules); ++r) {
+    std::vector<double> per_output;
     if (all.folds.empty()) {  // one batch: nothing to hold out
-      score[r] = rule_score(low, base, all, rules[r], batches, all.reference_outputs, {0}, o);
+      per_output = rule_score(low, base, all, rules[r], batches, all.reference_outputs, {0}, o);
     } else {
       for (size_t k = 0; k < all.folds.size(); ++k) {
         std::vector<size_t> held_out;
         for (size_t b = 0; b < references; ++b)
           if (b % all.folds.size() == k) held_out.push_back(b);
-        score[r] += rule_score(low, base, all.folds[k], rules[r], batches, all.reference_outputs, held_out, o) /
-                    double(all.folds.size());
+        const std::vector<double> fold = rule_score(low, base, all.folds[k], rules[r], batches, all.reference_outputs, held_out, o);
+        per_output.resize(fold.size(), 0.0);
+        for (size_t i = 0; i < fold.size(); ++i) per_output[i] += fold[i] / double(all.folds.size());
       }
     }
+    score[r] = worst_output(per_output);
     if (o.progress) o.progress("choosing the calibration rule", r + 1, std::size(rules));
   }
   size_t best = 0;
   for (size_t r = 0; r < std::size(rules); ++r) {
-    if (o.verbose) o.verbose("calibration rule " + rule_label(rules[r], o.percentile) + ": mean output cosine " + std::to_string(score[r]));
+    if (o.verbose) o.verbose("calibration rule " + rule_label(rules[r], o.percentile) + ": worst output's mean cosine " + std::to_string(score[r]));
     // Entropy is TensorRT's rule: another one replaces it only when clearly better, not by sampling noise.
     if (r > 0 && score[r] > score[best] + (best == 0 ? kRuleMargin : 0.0)) best = r;
   }
@@ -433,7 +447,7 @@ RangeRule choose_rule(const Lowered& low, const std::vector<float>& base, Calibr
 // outputs: a graph input whose range stray values set (its ordinary values round to 0; inputs keep their
 // whole range, so the calibrator cannot clip it), and, under auto, held-out outputs far from FP32's.
 constexpr double kFlushedWarning = 0.5;  // share of an input's non-zero values rounded to 0
-constexpr double kPoorCosine = 0.9;      // mean output cosine of the chosen rule on held-out samples
+constexpr double kPoorCosine = 0.9;      // the chosen rule's worst output (mean cosine) on held-out samples
 
 std::vector<std::string> calibration_quality_warnings(const Lowered& low, const std::vector<double>& flushed,
                                                       double score, const std::string& rule) {
@@ -443,14 +457,15 @@ std::vector<std::string> calibration_quality_warnings(const Lowered& low, const 
       std::ostringstream s;
       s << "calibration data: input '" << low.input_names[i] << "' keeps its whole observed range (graph inputs are "
         << "not clipped), and at that INT8 scale " << std::lround(flushed[i] * 100) << " % of its non-zero values "
-        << "round to 0: a few values far larger than the rest set the range. Remove them from the calibration data, "
-        << "or scale the input so that its values share one range";
+        << "round to 0: a few values far larger than the rest set the range. If they are strays, remove them from "
+        << "the calibration data; if the input mixes quantities of different sizes (channels in other units), "
+        << "scale them to one range before the network, or give the input fp16 I/O and its first layer FP16";
       w.push_back(s.str());
     }
-  if (score < kPoorCosine) {
+  if (!(score >= kPoorCosine)) {
     std::ostringstream s;
-    s << "INT8 calibration: the best range rule (" << rule << ") gives outputs whose mean cosine to the FP32 model "
-      << "on held-out calibration samples is " << score << "; INT8 will be inaccurate on this model. Check the "
+    s << "INT8 calibration: the best range rule (" << rule << ") gives an output whose mean cosine to the FP32 "
+      << "model on held-out calibration samples is " << score << "; INT8 will be inaccurate on this model. Check the "
       << "calibration data (representative inputs, preprocessed as at inference), run `softdla compare` to find the "
       << "layers that lose it, or build --fp16 only";
     w.push_back(s.str());
@@ -669,7 +684,8 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
   RangeRule chosen_rule{Calibrator::kEntropy};
   std::vector<float> observed;  // the calibration data's largest |x| per tensor, where softdla calibrates
   std::vector<Batch> batches;    // the calibration data, where softdla calibrates
-  std::vector<std::string> calibration_warnings;
+  std::vector<double> input_flushed;  // CalibratedRanges::input_flushed, where softdla calibrates
+  double calibration_score = 1.0;     // auto's score of the rule it chose
   if (o.int8) {
     for (const auto& [t, a] : low.qdq_amax) amax[t] = a;
     if (!o.calib_cache.empty() && !std::filesystem::exists(o.calib_cache) && o.calib_data.empty())
@@ -684,9 +700,8 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
       const Calibrator rule = parse_calibrator(o.calibrator);
       const size_t references = rule == Calibrator::kAuto ? kRuleBatches : 0;  // what choose_rule judges on
       CalibratedRanges ranges = calibrate_all(fp32, batches, rule, o.percentile, references, o.progress);
-      double score = 1.0;
-      chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o, score) : RangeRule{rule};
-      calibration_warnings = calibration_quality_warnings(low, ranges.input_flushed, score, rule_label(chosen_rule, o.percentile));
+      chosen_rule = rule == Calibrator::kAuto ? choose_rule(low, amax, ranges, batches, o, calibration_score) : RangeRule{rule};
+      input_flushed = ranges.input_flushed;
       amax = with_calibrated(low, amax, ranges_of(ranges, chosen_rule));
       observed = std::move(ranges.minmax);
       calibrated = true;
@@ -707,7 +722,21 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
                       "--layerPrecisions has no effect with --precisionConstraints=none, as in trtexec (TensorRT sets "
                       "per-layer precisions only under prefer or obey): add --precisionConstraints=prefer (a layer "
                       "falls back where its precision is impossible) or obey (the build fails there)");
-  r.warnings.insert(r.warnings.end(), calibration_warnings.begin(), calibration_warnings.end());
+  if (calibrated) {
+    // Only inputs given an INT8 scale lose values to it: as INT8 I/O, or read by an INT8 layer.
+    std::vector<double> flushed = input_flushed;
+    for (size_t i = 0; i < flushed.size(); ++i) {
+      const uint32_t t = fp32.inputs[i].tensor;
+      bool quantized = plan.inputs[i].dtype == DataType::kInt8;
+      for (size_t k = 0; k < fp32.ops.size() && !quantized; ++k)
+        quantized = plan.op_precision[k] == DataType::kInt8 &&
+                    std::count(fp32.ops[k].inputs.begin(), fp32.ops[k].inputs.end(), t) > 0;
+      if (!quantized) flushed[i] = 0;
+    }
+    const std::vector<std::string> w =
+        calibration_quality_warnings(low, flushed, calibration_score, rule_label(chosen_rule, o.percentile));
+    r.warnings.insert(r.warnings.end(), w.begin(), w.end());
+  }
   if (have_cache && !o.calib_data.empty())  // trtexec's rule too, but a stale cache is easy to miss
     r.warnings.push_back("calibration cache '" + o.calib_cache + "' exists: its scales are used and --calib-data is not "
                          "read; delete the cache (or give another --calib path) to calibrate on the data again");
@@ -729,6 +758,14 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
   for (uint32_t t = 0; t < fp32.tensors.size(); ++t)
     if (amax[t] > 0 && fp32.tensors[t].constant < 0)
       for (const std::string& name : onnx_names[t]) r.scales[name] = float(scale_from_amax(amax[t]));
+  // The DLA holds the tensors between its layers in one pool, TensorRT's kDLA_LOCAL_DRAM (1 GiB by
+  // default): the memory plan lays them out with reuse, and its arena is what the pool must hold. (An
+  // FP32 reference is softdla's own, not a DLA build.) Checked before a calibration cache is written.
+  finalize_model(m);
+  if (!ref_only && m.memory_plan.arena_size > kDlaLocalDramBytes)
+    fail("the tensors between layers need a ", m.memory_plan.arena_size, "-byte arena (the memory plan, which reuses "
+         "the bytes of tensors no longer read); the DLA keeps them in its local DRAM pool, 1 GiB by default "
+         "(TensorRT's kDLA_LOCAL_DRAM): build a smaller batch or resolution, or split the network");
   // Only ranges this build calibrated go into a new cache: without --int8 or calibration data there are
   // none, and a header-only file would stand in for a calibration on the next build.
   if (!o.write_calib_cache.empty() && calibrated) {
@@ -736,13 +773,6 @@ BuildResult build(const std::vector<uint8_t>& onnx, const BuildOptions& given) {
     add_unfused_scales(onnx, o, batches, chosen_rule, cache);
     write_calibration_cache(o.write_calib_cache, cache, cache_header_name(chosen_rule.rule));
   }
-  finalize_model(m);
-  // The DLA holds the tensors between its layers in one pool, TensorRT's kDLA_LOCAL_DRAM (1 GiB by
-  // default); the memory plan is what the tensors alive at once need of it.
-  if (m.memory_plan.arena_size > kDlaLocalDramBytes)
-    fail("the tensors between layers need ", m.memory_plan.arena_size, " bytes at once (the memory plan, with reuse); "
-         "the DLA keeps them in its local DRAM pool of 1 GiB (TensorRT's kDLA_LOCAL_DRAM default): build a smaller "
-         "batch or resolution, or split the network");
   r.loadable = write_loadable(std::move(m));
   if (o.progress) o.progress("write loadable", 1, 1);
   return r;

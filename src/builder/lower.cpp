@@ -31,7 +31,9 @@ Shape dla_shape(const std::vector<int64_t>& d) {
     case 3: return {uint32_t(d[0]), uint32_t(d[1]), 1, uint32_t(d[2])};
     case 4: return {uint32_t(d[0]), uint32_t(d[1]), uint32_t(d[2]), uint32_t(d[3])};
   }
-  fail("tensors of rank ", d.size(), " do not run on the DLA (4-D at most)");
+  fail("its output ", dims_text(d), " has rank ", d.size(), "; softdla lowers tensors of rank 4 at most (TensorRT counts "
+       "the dimensions before C, H, W as batch, but no DLA layer of softdla's reads them): Reshape to 4-D before this "
+       "node, folding the leading dimensions into the batch or the channels, and back after it");
 }
 
 namespace {
@@ -715,6 +717,11 @@ void Lowering::lower_eltwise(Node& n) {
   if (swapped && op == "Div")
     bad(n, "Div whose dividend broadcasts onto the divisor's shape is not a DLA form (the DLA divides the "
            "full-size tensor by an NCHW, NC11 or N111 one); expand the dividend first, or divide the other way and take the reciprocal before");
+  // Division of two tensors came with the Orin DLA's software (DLA 3.x); dividing by a constant is a
+  // scale, above, which Xavier has.
+  if (op == "Div" && out_.model.target == Target::kXavier && !g_.is_const(order[1]))
+    bad(n, "element-wise division by a computed tensor is an Orin DLA op (DLA 3.x); Xavier's DLA has none: build "
+           "for --target=orin, or divide by a constant");
   inputs.push_back(tensor(n, order[0]));
   const SdpKind kind = op == "Add" || op == "Sum" ? SdpKind::kEltAdd : op == "Sub" ? SdpKind::kEltSub
                        : op == "Mul" ? SdpKind::kEltMul : op == "Div" ? SdpKind::kEltDiv
@@ -784,8 +791,9 @@ void Lowering::lower_pool(Node& n) {
                                 {uint32_t(p[0]), uint32_t(p[1]), uint32_t(p[2]), uint32_t(p[3])});
   if (pp.kind == PoolKind::kAverage && (k[0] > 8 || k[1] > 8))
     bad(n, "an average window of " + std::to_string(k[0]) + "x" + std::to_string(k[1]) + " is beyond the pooling engine's "
-           "8x8; windows up to 32x32 with strides up to 8 run as a depthwise convolution, which counts the padding: "
-           "use count_include_pad=1 (or no padding) within those limits, or a window of at most 8");
+           "8x8; windows up to 32x32 with strides up to 8 run as a depthwise convolution, which divides every window "
+           "by its whole area: within those limits set count_include_pad=1 (or remove the padding) and ceil_mode=0, "
+           "or use a window of at most 8");
   if (pp.exclude_padding && out_.model.target == Target::kXavier)
     bad(n, "Xavier's DLA averages with padding included; set count_include_pad=1 or build for --target=orin");
   emit(n.name, {in}, new_tensor(n.outputs[0], g_.value(n.outputs[0]).dims), pp);
@@ -1062,14 +1070,6 @@ void Lowering::lower_node(Node& n) {
     if (!o.empty() && !is_float_type(g_.value(o).elem_type) && n.op != "QuantizeLinear")  // Q/DQ: a scale only
       bad(n, "computes " + type_name(g_.value(o).elem_type) + " values at run time; the DLA runs floating-point layers only "
              "(integer arithmetic must be computable at build time from constants)");
-  // Constant folding (fold.cpp) evaluates shape arithmetic and element-wise ops; a layer left with
-  // constants only (a Conv of an initializer) would become a DLA layer without a run-time input.
-  const bool reads_activation = std::any_of(n.inputs.begin(), n.inputs.end(),
-                                            [&](const std::string& i) { return !i.empty() && !g_.is_const(i); });
-  if (!n.inputs.empty() && !reads_activation)
-    bad(n, "computes on constants only, and the builder evaluates shape arithmetic and element-wise ops at build "
-           "time, not a " + n.op + ": fold this branch into an initializer before building (onnx-simplifier, or "
-           "onnxruntime's graph optimizations with optimized_model_filepath), or make its input a graph input");
   using Lower = void (Lowering::*)(Node&);
   static const std::map<std::string, Lower> table = {
       {"Conv", &Lowering::lower_conv_node}, {"ConvTranspose", &Lowering::lower_deconv_node},
@@ -1100,7 +1100,21 @@ void Lowering::lower_node(Node& n) {
                  (n.op == "Pow" ? "; Pow(x, 2) of an activation is Mul(x, x), which runs" : ""));
     bad(n, "operator '" + n.op + "' does not run on the DLA");
   }
+  const size_t first_op = out_.model.ops.size();
   (this->*(it->second))(n);
+  // The convolution and SDP engines stream a computed tensor: one of theirs whose data input is a
+  // constant (a Conv of an initializer, which constant folding does not evaluate) is a loadable the
+  // loader refuses. Said here, on the node, so that check and build agree.
+  for (size_t i = first_op; i < out_.model.ops.size(); ++i) {
+    const Op& op = out_.model.ops[i];
+    const bool streams = std::holds_alternative<ConvParams>(op.params) || std::holds_alternative<DeconvParams>(op.params) ||
+                         std::holds_alternative<SdpParams>(op.params);
+    if (streams && out_.model.tensors[op.inputs[0]].constant >= 0)
+      bad(n, "computes on constants only, and the builder does not evaluate a " + n.op + " at build time, while the "
+             "DLA's convolution and SDP engines read a computed tensor: fold this branch into an initializer before "
+             "building (onnx-simplifier, or onnxruntime's graph optimizations with optimized_model_filepath), or make "
+             "its input a graph input");
+  }
 }
 
 // What an asymmetric activation Q/DQ pair's refusal suggests instead.
@@ -1163,7 +1177,8 @@ void Lowering::lower_concat(Node& n) {
   const Value& y = g_.value(n.outputs[0]);
   const int64_t axis = n.get_int("axis", 0);
   if (dla_axis(axis < 0 ? axis + int64_t(y.dims.size()) : axis, y.dims.size()) != 1)
-    bad(n, "the DLA concatenates along the channel axis only");
+    bad(n, "the DLA concatenates along the channel axis only: end the loadable before this node and concatenate "
+           "on the host (a detector's decode usually starts here), or concatenate channels and reshape after");
   std::vector<uint32_t> ins;
   for (const std::string& s : n.inputs) ins.push_back(tensor(n, s));
   emit(n.name, ins, new_tensor(n.outputs[0], y.dims), ConcatParams{});

@@ -112,7 +112,7 @@ void warn_fp16_saturation(const NpyArray& a, const Tensor& t) {
   for (uint64_t i = 0; i < n; ++i) out += std::fabs(npy_value(a, i)) > 65504.f;
   if (out)
     std::cerr << "softdla: warning: input '" << t.name << "': " << out << " of " << n
-              << " values lie outside the FP16 range [-65504, 65504] and are saturated to it\n";
+              << " values lie outside the FP16 range [-65504, 65504] and are saturated to it (NaN stays NaN)\n";
 }
 
 // An input file: a .npy (by its magic bytes), else trtexec's raw binary (--loadInputs): the tensor's bytes
